@@ -1,0 +1,9 @@
+// Parses human durations ("10s", "250ms", "2m", "1h", "500us", "100ns"); a bare
+// number is seconds. Throws mcp::Error (usage) naming the bad text.
+#pragma once
+#include <chrono>
+#include <string_view>
+
+namespace mcp {
+std::chrono::nanoseconds parse_duration(std::string_view text);
+}

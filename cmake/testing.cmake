@@ -1,0 +1,19 @@
+include(GoogleTest)
+# mcp_gtest(NAME name TIER unit|integration|e2e SOURCES ... LIBS ...)
+# One gtest binary per library; every test is labelled with its tier so
+# `ctest -L unit` runs one tier. Integration and e2e tests skip themselves
+# (GTEST_SKIP with a reason) when root, BTF or a tool is missing.
+function(mcp_gtest)
+  cmake_parse_arguments(ARG "" "NAME;TIER;TIMEOUT" "SOURCES;LIBS" ${ARGN})
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 300)
+  endif()
+  add_executable(${ARG_NAME} ${ARG_SOURCES})
+  target_link_libraries(${ARG_NAME} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gmock GTest::gtest_main)
+  set_target_properties(${ARG_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+  target_compile_definitions(${ARG_NAME} PRIVATE
+    MCP_BIN_DIR="${CMAKE_BINARY_DIR}/bin" MCP_TEST_DIR="${CMAKE_BINARY_DIR}/tests"
+    MCP_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+  gtest_discover_tests(${ARG_NAME} DISCOVERY_MODE PRE_TEST
+    PROPERTIES LABELS ${ARG_TIER} TIMEOUT ${ARG_TIMEOUT})
+endfunction()
