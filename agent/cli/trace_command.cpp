@@ -1,0 +1,170 @@
+#include "cli/trace_command.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <memory>
+
+#include "cli/child_process.h"
+#include "cli/trace_options.h"
+#include "common/error.h"
+#include "loader/bpf_session.h"
+#include "loader/target_resolver.h"
+#include "output/stream_sink.h"
+#include "pipeline/ring_consumer.h"
+
+#ifndef MCP_VERSION
+#define MCP_VERSION "0.0.0"
+#endif
+
+namespace mcp::cli {
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+void on_signal(int) { g_stop.store(true); }
+
+void install_signal_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+}
+
+// CLOCK_REALTIME - CLOCK_MONOTONIC, the realtime read bracketed by the tightest
+// pair of monotonic reads.
+int64_t wall_offset_ns() {
+  auto ns = [](clockid_t c) {
+    timespec ts;
+    clock_gettime(c, &ts);
+    return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+  };
+  int64_t best_width = INT64_MAX, offset = 0;
+  for (int i = 0; i < 16; i++) {
+    const int64_t m0 = ns(CLOCK_MONOTONIC), r = ns(CLOCK_REALTIME), m1 = ns(CLOCK_MONOTONIC);
+    if (m1 - m0 < best_width) {
+      best_width = m1 - m0;
+      offset = r - (m0 + (m1 - m0) / 2);
+    }
+  }
+  return offset;
+}
+
+struct ProbeTally {
+  uint64_t delivered = 0;
+  double weight_sum = 0;
+};
+
+void print_summary(const loader::BpfSession& session, const std::map<uint32_t, ProbeTally>& tallies,
+                   const pipeline::RingConsumer& consumer, double seconds) {
+  fprintf(stderr, "\nmcp-agent: summary after %.1f s\n", seconds);
+  fprintf(stderr, "%-48s %12s %12s %10s %12s %12s %14s\n", "PROBE", "SEEN", "KEPT", "LOST", "QUOTA_DROP",
+          "DELIVERED", "EST_COUNT");
+  for (const auto& p : session.probes()) {
+    const auto c = session.counters(p.id);
+    auto it = tallies.find(p.id);
+    const ProbeTally t = it == tallies.end() ? ProbeTally{} : it->second;
+    fprintf(stderr, "%-48s %12llu %12llu %10llu %12llu %12llu %14.0f\n", p.name.c_str(),
+            (unsigned long long)c.seen, (unsigned long long)c.kept, (unsigned long long)c.lost,
+            (unsigned long long)c.quota_dropped, (unsigned long long)t.delivered, t.weight_sum);
+    if (c.lost)
+      fprintf(stderr, "mcp-agent: warning: %s lost %llu events (ring buffer full; raise --ringbuf-size)\n",
+              p.name.c_str(), (unsigned long long)c.lost);
+  }
+  if (consumer.malformed())
+    fprintf(stderr, "mcp-agent: warning: %llu malformed records skipped\n", (unsigned long long)consumer.malformed());
+}
+
+int run_trace(TraceOptions& o) {
+  validate(o);
+  spdlog::set_level(o.verbose ? spdlog::level::debug : spdlog::level::warn);
+  install_signal_handlers();
+
+  std::unique_ptr<ChildProcess> child;
+  if (!o.command.empty()) child = std::make_unique<ChildProcess>(o.command);
+  const pid_t target = child ? child->pid() : o.pid;
+
+  loader::SessionOptions so;
+  so.target_tgid = target;
+  so.ringbuf_bytes = o.ringbuf_bytes;
+  so.wakeup_bytes = o.wakeup_bytes;
+  auto session = loader::BpfSession::open(so);
+
+  loader::ProbeConfig config;
+  config.threshold = probability_to_threshold(o.sample_rate);
+  for (const auto& spec : o.uprobes) {
+    // A child has not exec'd yet: its maps are ours, so resolve through the linker cache.
+    const auto t = loader::resolve_uprobe(spec, child ? 0 : o.pid);
+    session->add_uprobe(t, o.latency, target, config);
+  }
+  for (const auto& name : o.syscalls) session->add_syscall(name, config);
+
+  int out_fd = STDOUT_FILENO;
+  if (!o.output.empty()) {
+    out_fd = open(o.output.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (out_fd < 0) throw runtime_error("cannot open " + o.output + ": " + std::strerror(errno));
+  }
+  output::StreamSink sink(output::make_formatter(o.format), out_fd);
+  std::map<uint32_t, ProbeTally> tallies;
+  uint64_t printed = 0;
+  const int64_t offset = wall_offset_ns();
+  pipeline::RingConsumer consumer(
+      session->ringbuf_fd(), [&](uint32_t id) { return session->probe_name(id); },
+      [&](Event& e) {
+        e.ts_ns = e.ktime_ns + offset;
+        auto& t = tallies[e.probe_id];
+        t.delivered++;
+        t.weight_sum += e.weight();
+        if (o.max_events && printed >= o.max_events) return;
+        sink.consume(e);
+        printed++;
+      });
+
+  if (child) child->start();
+  spdlog::info("tracing {} probe(s)", session->probes().size());
+  const auto start = std::chrono::steady_clock::now();
+  while (!g_stop.load()) {
+    consumer.poll(10);
+    sink.flush();
+    if (o.max_events && printed >= o.max_events) break;
+    if (o.duration.count() && std::chrono::steady_clock::now() - start >= o.duration) break;
+    if (child && child->poll_exit()) break;
+  }
+  // Whatever the kernel already kept is delivered before the summary.
+  consumer.drain();
+  sink.flush();
+  if (out_fd != STDOUT_FILENO) close(out_fd);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!o.quiet_summary) print_summary(*session, tallies, consumer, secs);
+  return 0;
+}
+
+}  // namespace
+
+void add_trace_command(CLI::App& app, CommandAction& action) {
+  auto options = std::make_shared<TraceOptions>();
+  auto* sub = app.add_subcommand("trace", "Trace user functions and syscalls once, printing events to stdout");
+  add_trace_options(*sub, *options);
+  sub->callback([options, &action] { action = [options] { return run_trace(*options); }; });
+}
+
+void add_version_command(CLI::App& app, CommandAction& action) {
+  auto* sub = app.add_subcommand("version", "Print the version");
+  sub->callback([&action] {
+    action = [] {
+      printf("mcp-agent %s\n", MCP_VERSION);
+      return 0;
+    };
+  });
+}
+
+}  // namespace mcp::cli

@@ -1,0 +1,66 @@
+#include "cli/trace_options.h"
+
+#include <CLI/CLI.hpp>
+#include <signal.h>
+
+#include <cerrno>
+#include <charconv>
+
+#include "common/duration.h"
+#include "common/error.h"
+
+namespace mcp::cli {
+
+void add_trace_options(CLI::App& sub, TraceOptions& o) {
+  sub.add_option("--uprobe,-u", o.uprobes, "Trace a user function: BINARY:SYMBOL (path, library name or program)");
+  sub.add_option("--syscall,-s", o.syscalls, "Trace a syscall by name, e.g. getppid");
+  sub.add_flag("--latency,-l", o.latency, "Also attach the uretprobe: one event per call with ret and duration");
+  sub.add_option("--pid,-p", o.pid, "Trace only this process");
+  sub.add_option("--sample-rate,-r", o.sample_rate, "Probability of keeping an event, 0 < R <= 1 (default 1)");
+  sub.add_option("--duration,-d", o.duration_text, "Stop after this long, e.g. 10s, 500ms");
+  sub.add_option("--max-events,-n", o.max_events, "Stop after printing this many events");
+  sub.add_option("--format,-f", o.format, "Output: json (one object per line) or table");
+  sub.add_option("--ringbuf-size", o.ringbuf_size_text, "Ring buffer size (power of two), e.g. 16M");
+  sub.add_option("--wakeup-bytes", o.wakeup_bytes, "Wake the consumer once this many bytes are pending");
+  sub.add_option("--output,-o", o.output, "Write events to this file instead of stdout");
+  sub.add_flag("--no-summary", o.quiet_summary, "Do not print the per-probe summary on exit");
+  sub.add_flag("--verbose,-v", o.verbose, "Log libbpf and agent debug messages");
+  sub.add_option("command", o.command, "-- COMMAND ARGS...: run it and trace only it until it exits");
+}
+
+uint64_t parse_size(const std::string& text) {
+  uint64_t value = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || ptr == text.data()) throw usage_error("bad size '" + text + "' (expected e.g. 64K, 16M)");
+  std::string_view unit(ptr, text.data() + text.size() - ptr);
+  if (unit == "K" || unit == "k" || unit == "KiB") value <<= 10;
+  else if (unit == "M" || unit == "MiB") value <<= 20;
+  else if (unit == "G" || unit == "GiB") value <<= 30;
+  else if (!unit.empty()) throw usage_error("bad size unit in '" + text + "' (use K, M or G)");
+  return value;
+}
+
+void validate(TraceOptions& o) {
+  if (o.uprobes.empty() && o.syscalls.empty())
+    throw usage_error("nothing to trace: give at least one --uprobe or --syscall");
+  if (!(o.sample_rate > 0.0 && o.sample_rate <= 1.0))
+    throw usage_error("--sample-rate must be in (0, 1], got " + std::to_string(o.sample_rate));
+  if (o.format != "json" && o.format != "table")
+    throw usage_error("unknown --format '" + o.format + "' (use json or table)");
+  if (!o.duration_text.empty()) {
+    o.duration = parse_duration(o.duration_text);
+    if (o.duration.count() <= 0) throw usage_error("--duration must be positive");
+  }
+  if (o.pid < 0) throw usage_error("--pid must be positive");
+  if (o.pid > 0 && !o.command.empty()) throw usage_error("--pid and -- COMMAND exclude each other");
+  if (o.pid > 0 && kill(o.pid, 0) != 0 && errno == ESRCH)
+    throw usage_error("no process with pid " + std::to_string(o.pid));
+  o.ringbuf_bytes = parse_size(o.ringbuf_size_text);
+  if (o.ringbuf_bytes < 4096 || (o.ringbuf_bytes & (o.ringbuf_bytes - 1)))
+    throw usage_error("--ringbuf-size must be a power of two of at least 4K, got " + o.ringbuf_size_text);
+  for (const auto& s : o.syscalls)
+    if (s.empty() || s.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
+      throw usage_error("bad --syscall '" + s + "' (expected a name such as getppid)");
+}
+
+}  // namespace mcp::cli

@@ -1,0 +1,43 @@
+// TraceOptions: everything `mcp-agent trace` accepts, parsed by CLI11 and then
+// validated as a whole (validate() throws mcp::Error usage with one line).
+#pragma once
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace mcp::cli {
+
+struct TraceOptions {
+  std::vector<std::string> uprobes;   // BINARY:SYMBOL
+  std::vector<std::string> syscalls;  // names without sys_enter_
+  bool latency = false;
+  pid_t pid = 0;
+  double sample_rate = 1.0;
+  std::string duration_text;          // e.g. "10s"; empty: until the command exits / Ctrl-C
+  std::chrono::nanoseconds duration{0};
+  uint64_t max_events = 0;            // 0: unlimited
+  std::string format = "json";
+  std::string ringbuf_size_text = "16M";
+  uint64_t ringbuf_bytes = 16u << 20;
+  uint64_t wakeup_bytes = 64u << 10;
+  std::string output;                 // file for events; empty: stdout
+  bool quiet_summary = false;
+  bool verbose = false;
+  std::vector<std::string> command;   // after `--`
+};
+
+// Registers the flags on `sub` (the trace subcommand).
+void add_trace_options(CLI::App& sub, TraceOptions& options);
+// Checks cross-field rules and fills derived fields; throws mcp::Error (usage).
+void validate(TraceOptions& options);
+// "64K", "16M", "1G", "4096" -> bytes; throws mcp::Error (usage).
+uint64_t parse_size(const std::string& text);
+
+}  // namespace mcp::cli

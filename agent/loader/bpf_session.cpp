@@ -1,0 +1,284 @@
+#include "loader/bpf_session.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <spdlog/spdlog.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <string>
+
+#include "common/error.h"
+#include "mcp_abi.h"
+#include "mcp_bpf.skel.h"
+
+namespace mcp::loader {
+namespace {
+
+// libbpf's messages: debug unless a load fails, then the verifier log is printed whole.
+std::string g_libbpf_log;
+std::mutex g_libbpf_log_mu;
+
+int libbpf_print(enum libbpf_print_level level, const char* fmt, va_list args) {
+  char buf[4096];
+  vsnprintf(buf, sizeof(buf), fmt, args);
+  std::string line(buf);
+  while (!line.empty() && line.back() == '\n') line.pop_back();
+  {
+    std::lock_guard lock(g_libbpf_log_mu);
+    if (g_libbpf_log.size() < (1u << 20)) g_libbpf_log += line + "\n";
+  }
+  if (level == LIBBPF_WARN) spdlog::debug("libbpf: {}", line);
+  else spdlog::trace("libbpf: {}", line);
+  return 0;
+}
+
+bool has_capability(int cap) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("CapEff:", 0) == 0) return (std::stoull(line.substr(7), nullptr, 16) >> cap) & 1;
+  return false;
+}
+
+void ensure_tracefs() {
+  struct stat st;
+  if (stat("/sys/kernel/tracing/events", &st) == 0) return;
+  if (mount("nodev", "/sys/kernel/tracing", "tracefs", 0, nullptr) != 0 &&
+      stat("/sys/kernel/debug/tracing/events", &st) != 0)
+    throw runtime_error("tracefs is not mounted at /sys/kernel/tracing and mounting it failed: " +
+                        std::string(std::strerror(errno)));
+}
+
+uint64_t round_ringbuf(uint64_t bytes) {
+  uint64_t size = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  while (size < bytes) size <<= 1;
+  return size;
+}
+
+std::string errno_text(int err) { return std::strerror(err < 0 ? -err : err); }
+
+}  // namespace
+
+void check_environment() {
+  constexpr int kCapSysAdmin = 21, kCapPerfmon = 38, kCapBpf = 39;
+  if (geteuid() != 0 && !(has_capability(kCapBpf) && has_capability(kCapPerfmon)) &&
+      !has_capability(kCapSysAdmin))
+    throw runtime_error("needs root (or CAP_BPF and CAP_PERFMON) to load BPF programs");
+  struct stat st;
+  if (stat("/sys/kernel/btf/vmlinux", &st) != 0)
+    throw runtime_error("this kernel has no BTF (/sys/kernel/btf/vmlinux missing); CO-RE programs cannot load");
+}
+
+std::unique_ptr<BpfSession> BpfSession::open(const SessionOptions& options) {
+  check_environment();
+  libbpf_set_print(libbpf_print);
+  std::unique_ptr<BpfSession> s(new BpfSession());
+  s->ncpus_ = libbpf_num_possible_cpus();
+  s->skel_ = mcp_bpf__open();
+  if (!s->skel_) throw runtime_error("cannot open the BPF object: " + errno_text(errno));
+  s->skel_->rodata->targ_tgid = static_cast<uint32_t>(options.target_tgid);
+  s->skel_->rodata->self_tgid = static_cast<uint32_t>(getpid());
+  s->skel_->rodata->wakeup_bytes = options.wakeup_bytes;
+  s->skel_->rodata->quotas_enabled = options.quotas;
+  s->ringbuf_bytes_ = round_ringbuf(options.ringbuf_bytes);
+  bpf_map__set_max_entries(s->skel_->maps.events, static_cast<uint32_t>(s->ringbuf_bytes_));
+  // Attachment is per probe with a cookie; nothing auto-attaches.
+  {
+    std::lock_guard lock(g_libbpf_log_mu);
+    g_libbpf_log.clear();
+  }
+  if (int err = mcp_bpf__load(s->skel_); err) {
+    std::lock_guard lock(g_libbpf_log_mu);
+    fprintf(stderr, "%s", g_libbpf_log.c_str());
+    throw runtime_error("loading the BPF programs failed: " + errno_text(err) + " (verifier log above)");
+  }
+  return s;
+}
+
+BpfSession::~BpfSession() {
+  for (auto& [id, p] : probes_)
+    for (auto* l : p->links) bpf_link__destroy(l);
+  if (skel_) mcp_bpf__destroy(skel_);
+}
+
+uint32_t BpfSession::allocate_id() {
+  for (uint32_t id = 1; id < MCP_MAX_PROBES; id++)
+    if (!probes_.count(id)) return id;
+  throw runtime_error("too many probes (at most " + std::to_string(MCP_MAX_PROBES - 1) + ")");
+}
+
+uint32_t BpfSession::register_probe(ProbeInfo info, std::vector<bpf_link*> links, const ProbeConfig& config) {
+  auto p = std::make_unique<Probe>();
+  p->info = std::move(info);
+  p->links = std::move(links);
+  const uint32_t id = p->info.id;
+  // A reused id starts from zero.
+  const int fd = bpf_map__fd(skel_->maps.counters);
+  std::vector<uint64_t> zeros(ncpus_, 0);
+  for (uint32_t c = 0; c < MCP_CTR_NR; c++) {
+    uint32_t key = MCP_COUNTER_INDEX(id, c);
+    bpf_map_update_elem(fd, &key, zeros.data(), BPF_ANY);
+  }
+  configure(id, config);
+  std::unique_lock lock(mu_);
+  names_.insert(p->info.name);
+  probes_[id] = std::move(p);
+  return id;
+}
+
+uint32_t BpfSession::add_uprobe(const UprobeTarget& target, bool latency, pid_t pid, const ProbeConfig& config) {
+  uint32_t id;
+  {
+    std::shared_lock lock(mu_);
+    id = allocate_id();
+  }
+  // Configure before attaching so the first hit already sees its threshold.
+  configure(id, config);
+  std::vector<bpf_link*> links;
+  auto attach = [&](bpf_program* prog, bool retprobe) {
+    LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = id, .retprobe = retprobe);
+    bpf_link* link = bpf_program__attach_uprobe_opts(prog, pid > 0 ? pid : -1, target.binary.c_str(),
+                                                     target.offset, &opts);
+    if (!link) {
+      const int err = errno;
+      for (auto* l : links) bpf_link__destroy(l);
+      throw runtime_error("cannot attach uprobe to " + target.binary + ":" + target.symbol + ": " + errno_text(err));
+    }
+    links.push_back(link);
+  };
+  if (latency) {
+    attach(skel_->progs.mcp_uprobe_latency_entry, false);
+    attach(skel_->progs.mcp_uretprobe, true);
+  } else {
+    attach(skel_->progs.mcp_uprobe_entry, false);
+  }
+  ProbeInfo info{id, target.binary + ":" + target.symbol, ProbeFamily::kUprobe, latency};
+  return register_probe(std::move(info), std::move(links), config);
+}
+
+uint32_t BpfSession::add_syscall(const std::string& name, const ProbeConfig& config) {
+  ensure_tracefs();
+  struct stat st;
+  const std::string dir = "/sys/kernel/tracing/events/syscalls/sys_enter_" + name;
+  if (name.empty() || name.find('/') != std::string::npos || stat(dir.c_str(), &st) != 0)
+    throw runtime_error("unknown syscall '" + name + "' (no tracepoint syscalls:sys_enter_" + name + ")");
+  uint32_t id;
+  {
+    std::shared_lock lock(mu_);
+    id = allocate_id();
+  }
+  configure(id, config);
+  std::vector<bpf_link*> links;
+  for (auto [prog, tp] : {std::pair{skel_->progs.mcp_sys_enter, "sys_enter_"},
+                          std::pair{skel_->progs.mcp_sys_exit, "sys_exit_"}}) {
+    LIBBPF_OPTS(bpf_tracepoint_opts, opts, .bpf_cookie = id);
+    bpf_link* link = bpf_program__attach_tracepoint_opts(prog, "syscalls", (tp + name).c_str(), &opts);
+    if (!link) {
+      const int err = errno;
+      for (auto* l : links) bpf_link__destroy(l);
+      throw runtime_error("cannot attach tracepoint syscalls:" + std::string(tp) + name + ": " + errno_text(err));
+    }
+    links.push_back(link);
+  }
+  return register_probe(ProbeInfo{id, "syscall:" + name, ProbeFamily::kSyscall, true}, std::move(links), config);
+}
+
+void BpfSession::remove_probe(uint32_t id) {
+  std::unique_ptr<Probe> p;
+  {
+    std::unique_lock lock(mu_);
+    auto it = probes_.find(id);
+    if (it == probes_.end()) return;
+    p = std::move(it->second);
+    probes_.erase(it);
+  }
+  for (auto* l : p->links) bpf_link__destroy(l);
+}
+
+void BpfSession::configure(uint32_t id, const ProbeConfig& config) {
+  mcp_probe_config value{};
+  value.threshold = config.threshold;
+  value.trace_id_arg = config.trace_id_arg >= 0 ? static_cast<uint8_t>(config.trace_id_arg + 1) : 0;
+  value.trace_id_format = config.trace_id_bytes16 ? MCP_TRACE_ID_BYTES16 : MCP_TRACE_ID_HEX32;
+  if (bpf_map_update_elem(bpf_map__fd(skel_->maps.probe_configs), &id, &value, BPF_ANY))
+    throw runtime_error("cannot update probe_configs: " + errno_text(errno));
+}
+
+void BpfSession::set_threshold(uint32_t id, uint64_t threshold) {
+  mcp_probe_config value{};
+  const int fd = bpf_map__fd(skel_->maps.probe_configs);
+  // Only this agent writes the map, and the read-modify-write keeps the trace-id settings.
+  bpf_map_lookup_elem(fd, &id, &value);
+  value.threshold = threshold;
+  if (bpf_map_update_elem(fd, &id, &value, BPF_ANY))
+    throw runtime_error("cannot update probe_configs: " + errno_text(errno));
+}
+
+uint64_t BpfSession::threshold(uint32_t id) const {
+  mcp_probe_config value{};
+  bpf_map_lookup_elem(bpf_map__fd(skel_->maps.probe_configs), &id, &value);
+  return value.threshold;
+}
+
+std::array<uint64_t, 4> BpfSession::read_counter_block(int map_fd, uint32_t base) const {
+  std::array<uint64_t, 4> out{};
+  std::vector<uint64_t> values(ncpus_);
+  for (uint32_t c = 0; c < MCP_CTR_NR; c++) {
+    uint32_t key = base + c;
+    if (bpf_map_lookup_elem(map_fd, &key, values.data()) != 0) continue;
+    for (uint64_t v : values) out[c] += v;
+  }
+  return out;
+}
+
+ProbeCounters BpfSession::counters(uint32_t id) const {
+  auto v = read_counter_block(bpf_map__fd(skel_->maps.counters), MCP_COUNTER_INDEX(id, 0));
+  return {v[MCP_CTR_SEEN], v[MCP_CTR_KEPT], v[MCP_CTR_LOST], v[MCP_CTR_QUOTA_DROPPED]};
+}
+
+ProbeCounters BpfSession::tenant_counters(uint32_t bucket) const {
+  auto v = read_counter_block(bpf_map__fd(skel_->maps.tenant_counters), bucket * MCP_CTR_NR);
+  return {v[MCP_CTR_SEEN], v[MCP_CTR_KEPT], v[MCP_CTR_LOST], v[MCP_CTR_QUOTA_DROPPED]};
+}
+
+void BpfSession::set_quota(uint32_t bucket, uint64_t rate_per_sec, uint64_t burst) {
+  if (bucket >= MCP_TENANT_BUCKETS) throw usage_error("tenant bucket out of range");
+  // Each CPU refills its own bucket at its share of the rate: no shared writes.
+  mcp_quota_config cfg{};
+  cfg.rate_per_sec = rate_per_sec == 0 ? 0 : std::max<uint64_t>(1, rate_per_sec / ncpus_);
+  cfg.burst = std::max<uint64_t>(1, burst / ncpus_);
+  if (bpf_map_update_elem(bpf_map__fd(skel_->maps.quota_configs), &bucket, &cfg, BPF_ANY))
+    throw runtime_error("cannot update quota_configs: " + errno_text(errno));
+}
+
+std::optional<ProbeInfo> BpfSession::probe(uint32_t id) const {
+  std::shared_lock lock(mu_);
+  auto it = probes_.find(id);
+  if (it == probes_.end()) return std::nullopt;
+  return it->second->info;
+}
+
+std::string_view BpfSession::probe_name(uint32_t id) const {
+  std::shared_lock lock(mu_);
+  auto it = probes_.find(id);
+  if (it == probes_.end()) return "unknown";
+  return *names_.find(it->second->info.name);
+}
+
+std::vector<ProbeInfo> BpfSession::probes() const {
+  std::shared_lock lock(mu_);
+  std::vector<ProbeInfo> out;
+  for (auto& [id, p] : probes_) out.push_back(p->info);
+  return out;
+}
+
+int BpfSession::ringbuf_fd() const { return bpf_map__fd(skel_->maps.events); }
+
+}  // namespace mcp::loader

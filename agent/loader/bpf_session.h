@@ -1,0 +1,105 @@
+// BpfSession: owns the loaded BPF object (the mcp skeleton) and the probes
+// attached through it. Open = set load-time rodata, load (full verifier log on
+// failure); then probes are added and removed at any time, each an RAII
+// attachment whose id indexes the counters and configuration maps.
+// Thread safety: add/remove from one thread; counters, thresholds and probe
+// lookups may be used concurrently from the control and consumer threads.
+#pragma once
+#include <sys/types.h>
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "loader/target_resolver.h"
+
+struct mcp_bpf;
+struct bpf_link;
+
+namespace mcp::loader {
+
+struct SessionOptions {
+  pid_t target_tgid = 0;              // trace only this process (0: all)
+  uint64_t ringbuf_bytes = 16u << 20; // rounded up to a power of two >= page size
+  uint64_t wakeup_bytes = 64u << 10;  // consumer wake-up backlog
+  bool quotas = false;                // compile in the tenant quota step
+};
+
+enum class ProbeFamily { kUprobe, kSyscall };
+
+struct ProbeCounters {
+  uint64_t seen = 0, kept = 0, lost = 0, quota_dropped = 0;
+};
+
+struct ProbeInfo {
+  uint32_t id = 0;
+  std::string name;      // "/usr/bin/x:fn" or "syscall:getppid"
+  ProbeFamily family = ProbeFamily::kUprobe;
+  bool latency = false;  // uprobe with uretprobe
+};
+
+struct ProbeConfig {
+  uint64_t threshold = UINT64_MAX;
+  int trace_id_arg = -1;      // -1: random draw; 0..5: argument holding the trace id
+  bool trace_id_bytes16 = false;
+};
+
+// Checks privileges and BTF; throws mcp::Error with one line naming what is missing.
+void check_environment();
+
+class BpfSession {
+ public:
+  static std::unique_ptr<BpfSession> open(const SessionOptions& options);
+  ~BpfSession();
+  BpfSession(const BpfSession&) = delete;
+  BpfSession& operator=(const BpfSession&) = delete;
+
+  // Attach; return the new probe id. pid restricts a uprobe to one process (-1: all).
+  uint32_t add_uprobe(const UprobeTarget& target, bool latency, pid_t pid, const ProbeConfig& config);
+  uint32_t add_syscall(const std::string& name, const ProbeConfig& config);
+  void remove_probe(uint32_t id);
+
+  void configure(uint32_t id, const ProbeConfig& config);
+  void set_threshold(uint32_t id, uint64_t threshold);
+  uint64_t threshold(uint32_t id) const;
+  ProbeCounters counters(uint32_t id) const;
+  // Tenant quota bucket (0..63): rate per second and burst for the whole node,
+  // split evenly over the CPUs' token buckets.
+  void set_quota(uint32_t bucket, uint64_t rate_per_sec, uint64_t burst);
+  ProbeCounters tenant_counters(uint32_t bucket) const;
+
+  std::optional<ProbeInfo> probe(uint32_t id) const;
+  // Stable for the life of the probe: events keep a string_view to it.
+  std::string_view probe_name(uint32_t id) const;
+  std::vector<ProbeInfo> probes() const;
+
+  int ringbuf_fd() const;
+  uint64_t ringbuf_bytes() const { return ringbuf_bytes_; }
+  struct mcp_bpf* skeleton() { return skel_; }
+
+ private:
+  struct Probe {
+    ProbeInfo info;
+    std::vector<bpf_link*> links;
+  };
+  BpfSession() = default;
+  uint32_t allocate_id();
+  uint32_t register_probe(ProbeInfo info, std::vector<bpf_link*> links, const ProbeConfig& config);
+  std::array<uint64_t, 4> read_counter_block(int map_fd, uint32_t base) const;
+
+  struct mcp_bpf* skel_ = nullptr;
+  uint64_t ringbuf_bytes_ = 0;
+  int ncpus_ = 1;
+  mutable std::shared_mutex mu_;
+  std::map<uint32_t, std::unique_ptr<Probe>> probes_;
+  // Interned probe names: never freed, so events may outlive their probe.
+  std::set<std::string, std::less<>> names_;
+};
+
+}  // namespace mcp::loader

@@ -1,0 +1,51 @@
+// ElfSymbols: the function symbols of one ELF file (.symtab and .dynsym), for
+// turning a symbol name into the file offset a uprobe attaches at, and a code
+// address back into a (demangled) name. Loaded once per file; immutable after.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mcp::loader {
+
+struct ElfSymbol {
+  std::string name;    // as in the file (mangled for C++)
+  uint64_t vaddr = 0;  // st_value
+  uint64_t size = 0;
+};
+
+class ElfSymbols {
+ public:
+  // Throws mcp::Error (runtime) when the file cannot be read as ELF.
+  static ElfSymbols load(const std::string& path);
+
+  // File offset of the function `name` (exact symbol name, or demangled name), for
+  // uprobe attachment; nullopt when absent.
+  std::optional<uint64_t> file_offset_of(std::string_view name) const;
+  // Symbol whose [vaddr, vaddr+size) holds `vaddr`, or nullptr.
+  const ElfSymbol* symbol_at(uint64_t vaddr) const;
+  // Converts an offset in the file to the virtual address its segment maps it at.
+  std::optional<uint64_t> file_offset_to_vaddr(uint64_t offset) const;
+  // Whether the file is position independent (ET_DYN): load bias applies.
+  bool is_pie() const { return is_dyn_; }
+  const std::string& path() const { return path_; }
+  size_t size() const { return symbols_.size(); }
+
+ private:
+  struct Segment {
+    uint64_t vaddr, offset, filesz;
+  };
+  std::optional<uint64_t> vaddr_to_file_offset(uint64_t vaddr) const;
+
+  std::string path_;
+  bool is_dyn_ = false;
+  std::vector<ElfSymbol> symbols_;  // sorted by vaddr
+  std::vector<Segment> exec_segments_;
+};
+
+// "_Z6vecAddPfi" -> "vecAdd(float*, int)"; names that are not mangled come back as is.
+std::string demangle(const std::string& name);
+
+}  // namespace mcp::loader

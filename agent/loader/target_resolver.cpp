@@ -1,0 +1,127 @@
+#include "loader/target_resolver.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <sstream>
+
+#include "common/error.h"
+#include "loader/elf_symbols.h"
+#include "loader/proc_maps.h"
+
+namespace mcp::loader {
+namespace {
+
+std::string base_name(const std::string& path) {
+  auto slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+bool is_regular_file(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string real_path(const std::string& path) {
+  char buf[PATH_MAX];
+  return realpath(path.c_str(), buf) ? std::string(buf) : path;
+}
+
+std::string run_ldconfig() {
+  for (const char* cmd : {"/sbin/ldconfig -p 2>/dev/null", "ldconfig -p 2>/dev/null"}) {
+    std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd, "r"), pclose);
+    if (!p) continue;
+    std::string out;
+    std::array<char, 4096> buf;
+    size_t n;
+    while ((n = fread(buf.data(), 1, buf.size(), p.get())) > 0) out.append(buf.data(), n);
+    if (!out.empty()) return out;
+  }
+  return {};
+}
+
+}  // namespace
+
+std::pair<std::string, std::string> split_uprobe_spec(const std::string& spec) {
+  // Scan from the right for a ':' that is not part of "::".
+  for (size_t i = spec.size(); i-- > 0;) {
+    if (spec[i] != ':') continue;
+    const bool double_colon = (i > 0 && spec[i - 1] == ':') || (i + 1 < spec.size() && spec[i + 1] == ':');
+    if (double_colon) {
+      if (i > 0 && spec[i - 1] == ':') --i;
+      continue;
+    }
+    std::string binary = spec.substr(0, i), symbol = spec.substr(i + 1);
+    if (binary.empty() || symbol.empty()) break;
+    return {binary, symbol};
+  }
+  throw usage_error("bad --uprobe '" + spec + "' (expected BINARY:SYMBOL)");
+}
+
+bool library_name_matches(const std::string& file_name, const std::string& name) {
+  if (file_name == name) return true;
+  if (file_name.rfind(name, 0) != 0) return false;
+  const std::string rest = file_name.substr(name.size());
+  // "libc" + ".so.6" / ".so" / "-2.36.so"; "libc.so" + ".6"
+  return rest.rfind(".so", 0) == 0 || (rest.size() > 1 && rest[0] == '-' && rest.find(".so") != std::string::npos) ||
+         (name.find(".so") != std::string::npos && rest[0] == '.');
+}
+
+std::vector<std::pair<std::string, std::string>> parse_ldconfig(const std::string& text) {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    // "\tlibc.so.6 (libc6,x86-64) => /lib/x86_64-linux-gnu/libc.so.6"
+    auto arrow = line.find(" => ");
+    if (arrow == std::string::npos) continue;
+    auto first = line.find_first_not_of(" \t");
+    auto space = line.find(' ', first);
+    if (first == std::string::npos || space == std::string::npos) continue;
+    out.emplace_back(line.substr(first, space - first), line.substr(arrow + 4));
+  }
+  return out;
+}
+
+std::string resolve_binary(const std::string& binary, pid_t pid) {
+  if (binary.find('/') != std::string::npos) {
+    if (!is_regular_file(binary)) throw runtime_error("binary not found: " + binary);
+    return real_path(binary);
+  }
+  if (pid > 0) {
+    for (const auto& m : read_proc_maps(pid))
+      if (library_name_matches(base_name(m.path), binary)) return m.path;
+  }
+  for (const auto& [soname, path] : parse_ldconfig(run_ldconfig()))
+    if (library_name_matches(soname, binary) && is_regular_file(path)) return real_path(path);
+  if (const char* env = std::getenv("PATH")) {
+    std::istringstream in(env);
+    std::string dir;
+    while (std::getline(in, dir, ':')) {
+      const std::string candidate = dir + "/" + binary;
+      if (is_regular_file(candidate) && access(candidate.c_str(), X_OK) == 0) return real_path(candidate);
+    }
+  }
+  throw runtime_error("binary not found: " + binary +
+                      (pid > 0 ? " (not mapped by pid " + std::to_string(pid) + ", not in the linker cache or PATH)"
+                               : " (not in the linker cache or PATH)"));
+}
+
+UprobeTarget resolve_uprobe(const std::string& spec, pid_t pid) {
+  auto [binary, symbol] = split_uprobe_spec(spec);
+  UprobeTarget t;
+  t.binary = resolve_binary(binary, pid);
+  t.symbol = symbol;
+  const auto symbols = ElfSymbols::load(t.binary);
+  auto offset = symbols.file_offset_of(symbol);
+  if (!offset) throw runtime_error("symbol " + symbol + " not found in " + t.binary);
+  t.offset = *offset;
+  return t;
+}
+
+}  // namespace mcp::loader

@@ -1,0 +1,34 @@
+// mcp-agent: wires the subcommands; each library registers its own (common/command.h).
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "cli/trace_command.h"
+#include "common/command.h"
+#include "common/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"mcp-agent: sampled eBPF tracing of user functions, syscalls and CUDA launches"};
+  app.require_subcommand(1);
+  mcp::CommandAction action;
+  mcp::cli::add_version_command(app, action);
+  mcp::cli::add_trace_command(app, action);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "mcp-agent: %s (see --help)\n", e.what());
+    return static_cast<int>(mcp::ExitCode::kUsage);
+  }
+  try {
+    return action ? action() : 0;
+  } catch (const mcp::Error& e) {
+    std::fprintf(stderr, "mcp-agent: %s\n", e.what());
+    return static_cast<int>(e.code());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mcp-agent: %s\n", e.what());
+    return static_cast<int>(mcp::ExitCode::kRuntime);
+  }
+}

@@ -1,0 +1,135 @@
+#include "output/formatter.h"
+
+#include <fmt/format.h>
+
+#include <ctime>
+
+#include "common/error.h"
+
+namespace mcp::output {
+
+void append_json_string(std::string& out, std::string_view s) {
+  out.push_back('"');
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) fmt::format_to(std::back_inserter(out), "\\u{:04x}", c);
+        else out.push_back(static_cast<char>(c));
+    }
+  }
+  out.push_back('"');
+}
+
+namespace {
+
+void append_pairs(std::string& out, std::string_view key,
+                  const std::vector<std::pair<std::string, std::string>>& pairs) {
+  if (pairs.empty()) return;
+  out += ",\"";
+  out += key;
+  out += "\":{";
+  for (size_t i = 0; i < pairs.size(); i++) {
+    if (i) out.push_back(',');
+    append_json_string(out, pairs[i].first);
+    out.push_back(':');
+    append_json_string(out, pairs[i].second);
+  }
+  out.push_back('}');
+}
+
+void append_cuda(std::string& out, const CudaInfo& c) {
+  auto it = std::back_inserter(out);
+  out += ",\"cuda\":{\"api\":";
+  append_json_string(out, c.api);
+  if (!c.kernel.empty()) {
+    out += ",\"kernel\":";
+    append_json_string(out, c.kernel);
+    fmt::format_to(it, ",\"grid\":[{},{},{}],\"block\":[{},{},{}],\"shared_mem\":{},\"stream\":{}", c.grid[0],
+                   c.grid[1], c.grid[2], c.block[0], c.block[1], c.block[2], c.shared_mem, c.stream);
+  }
+  if (c.bytes) fmt::format_to(it, ",\"bytes\":{}", c.bytes);
+  if (c.memcpy_kind) fmt::format_to(it, ",\"memcpy_kind\":{}", c.memcpy_kind);
+  if (c.slow_mode) {
+    out += ",\"slow_mode\":true,\"user_stack\":[";
+    for (size_t i = 0; i < c.user_stack.size(); i++) fmt::format_to(it, "{}{}", i ? "," : "", c.user_stack[i]);
+    out.push_back(']');
+  }
+  out.push_back('}');
+}
+
+class JsonFormatter final : public Formatter {
+ public:
+  void format(const Event& e, std::string& out) const override {
+    auto it = std::back_inserter(out);
+    fmt::format_to(it, "{{\"ts_ns\":{},\"ktime_ns\":{},", e.ts_ns, e.ktime_ns);
+    if (e.hlc) fmt::format_to(it, "\"hlc\":{},", e.hlc);
+    fmt::format_to(it, "\"kind\":\"{}\",\"probe\":", to_string(e.kind));
+    append_json_string(out, e.probe);
+    fmt::format_to(it, ",\"pid\":{},\"tid\":{},\"comm\":", e.pid, e.tid);
+    append_json_string(out, e.comm_view());
+    fmt::format_to(it, ",\"cgroup_id\":{},\"cpu\":{},\"args\":[", e.cgroup_id, e.cpu);
+    for (unsigned i = 0; i < e.nargs; i++) fmt::format_to(it, "{}{}", i ? "," : "", e.args[i]);
+    out.push_back(']');
+    if (e.has_ret) fmt::format_to(it, ",\"ret\":{}", e.ret);
+    if (e.has_duration) fmt::format_to(it, ",\"duration_ns\":{}", e.duration_ns);
+    fmt::format_to(it, ",\"threshold\":{},\"weight\":{}", e.threshold, e.weight());
+    if (!e.service.empty()) {
+      out += ",\"service\":";
+      append_json_string(out, e.service);
+    }
+    if (!e.container_id.empty()) {
+      out += ",\"container_id\":";
+      append_json_string(out, e.container_id);
+    }
+    append_pairs(out, "tags", e.tags);
+    append_pairs(out, "attributes", e.attributes);
+    if (e.kind == EventKind::kCuda) append_cuda(out, e.cuda);
+    out += "}\n";
+  }
+};
+
+class TableFormatter final : public Formatter {
+ public:
+  void header(std::string& out) const override {
+    fmt::format_to(std::back_inserter(out), "{:<15} {:<9} {:>7} {:>7} {:<16} {:<40} {:>14} {:>12}  {}\n", "TIME",
+                   "KIND", "PID", "TID", "COMM", "PROBE", "RET", "LAT(us)", "ARGS");
+  }
+  void format(const Event& e, std::string& out) const override {
+    const time_t secs = static_cast<time_t>(e.ts_ns / 1000000000);
+    struct tm tm;
+    localtime_r(&secs, &tm);
+    char ts[16];
+    strftime(ts, sizeof(ts), "%H:%M:%S", &tm);
+    auto it = std::back_inserter(out);
+    std::string_view probe = e.probe;
+    if (probe.size() > 40) probe = probe.substr(probe.size() - 40);
+    fmt::format_to(it, "{}.{:06} {:<9} {:>7} {:>7} {:<16} {:<40} ", ts, (e.ts_ns / 1000) % 1000000,
+                   to_string(e.kind), e.pid, e.tid, e.comm_view(), probe);
+    if (e.has_ret) fmt::format_to(it, "{:>14} ", e.ret);
+    else fmt::format_to(it, "{:>14} ", "-");
+    if (e.has_duration) fmt::format_to(it, "{:>12.3f}  ", static_cast<double>(e.duration_ns) / 1000.0);
+    else fmt::format_to(it, "{:>12}  ", "-");
+    if (e.kind == EventKind::kCuda && !e.cuda.kernel.empty()) {
+      fmt::format_to(it, "{} <<<({},{},{}),({},{},{})>>>", e.cuda.kernel, e.cuda.grid[0], e.cuda.grid[1],
+                     e.cuda.grid[2], e.cuda.block[0], e.cuda.block[1], e.cuda.block[2]);
+    } else {
+      for (unsigned i = 0; i < e.nargs; i++) fmt::format_to(it, "{}{:#x}", i ? " " : "", e.args[i]);
+    }
+    out.push_back('\n');
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Formatter> make_formatter(std::string_view name) {
+  if (name == "json") return std::make_unique<JsonFormatter>();
+  if (name == "table") return std::make_unique<TableFormatter>();
+  throw usage_error("unknown format '" + std::string(name) + "' (use json or table)");
+}
+
+}  // namespace mcp::output

@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Every map and load-time setting, declared once. __weak lets each program
+ * family include this header; `bpftool gen object` merges them into one object,
+ * so all families share one ring buffer, one counter array and one skeleton.
+ */
+#ifndef MCP_MAPS_BPF_H
+#define MCP_MAPS_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include "mcp_abi.h"
+
+/* Load-time settings (rodata): the verifier prunes what they switch off. */
+const volatile __u32 targ_tgid __weak = 0;      /* trace only this process; 0 = all */
+const volatile __u32 self_tgid __weak = 0;      /* the agent itself, never traced */
+const volatile __u64 wakeup_bytes __weak = 65536; /* wake the consumer past this backlog */
+const volatile bool quotas_enabled __weak = false;
+
+/* Kept events to userspace. Size set by the agent before load. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 16 * 1024 * 1024);
+} events SEC(".maps") __weak;
+
+/* Run-time configuration per probe id (threshold, trace-id argument). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MCP_MAX_PROBES);
+	__type(key, __u32);
+	__type(value, struct mcp_probe_config);
+} probe_configs SEC(".maps") __weak;
+
+/* MCP_COUNTER_INDEX(probe, counter) -> count, summed over CPUs by the agent. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MCP_COUNTER_SLOTS);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps") __weak;
+
+/* Tenant quota per bucket (config written by the agent; state per CPU, so the
+ * hot path writes no shared cache line). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MCP_TENANT_BUCKETS);
+	__type(key, __u32);
+	__type(value, struct mcp_quota_config);
+} quota_configs SEC(".maps") __weak;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MCP_TENANT_BUCKETS);
+	__type(key, __u32);
+	__type(value, struct mcp_quota_state);
+} quota_states SEC(".maps") __weak;
+
+/* Per tenant bucket: [bucket * MCP_CTR_NR + counter], same counter meanings. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MCP_TENANT_BUCKETS * MCP_CTR_NR);
+	__type(key, __u32);
+	__type(value, __u64);
+} tenant_counters SEC(".maps") __weak;
+
+/* Function entries waiting for their return (uretprobe): (tid, probe) -> entry. */
+struct mcp_call_key {
+	__u32 tid;
+	__u32 probe_id;
+};
+
+struct mcp_call_entry {
+	__u64 ktime_ns;
+	__u64 threshold;
+	__u64 args[MCP_MAX_ARGS];
+	__u32 flags;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct mcp_call_key);
+	__type(value, struct mcp_call_entry);
+} call_entries SEC(".maps") __weak;
+
+/* A thread is in at most one syscall: task storage beats a hash on the hot path. */
+struct mcp_syscall_entry {
+	struct mcp_call_entry call;
+	__u32 probe_id;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct mcp_syscall_entry);
+} syscall_entries SEC(".maps") __weak;
+
+#endif /* MCP_MAPS_BPF_H */

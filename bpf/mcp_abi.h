@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * mcp_abi.h: the one definition of everything the BPF programs and the agent
+ * exchange: ring-buffer records, map keys and values, counter indexes.
+ * Fixed-width types and explicit padding only; sizes are asserted on both sides.
+ * Userspace includes this file as is (never redefine these structs).
+ */
+#ifndef MCP_ABI_H
+#define MCP_ABI_H
+
+#ifdef __cplusplus
+#include <linux/types.h>
+#define MCP_STATIC_ASSERT(c, m) static_assert(c, m)
+#else
+#define MCP_STATIC_ASSERT(c, m) _Static_assert(c, m)
+#endif
+
+#define MCP_MAX_PROBES 256      /* probe ids are 1..MCP_MAX_PROBES-1; 0 is "none" */
+#define MCP_MAX_ARGS 6          /* integer argument registers captured (SysV ABI) */
+#define MCP_TENANT_BUCKETS 64   /* cgroup ids hashed (FNV-1a 64) into this many quota buckets */
+#define MCP_COMM_LEN 16
+#define MCP_MAX_STACK_DEPTH 32  /* user stack frames captured for slow CUDA launches */
+
+/* Kind of a record; selects the payload that follows the header. */
+enum mcp_kind {
+	MCP_KIND_UPROBE = 0,    /* function entry: args */
+	MCP_KIND_URETPROBE = 1, /* function return: args, ret, duration */
+	MCP_KIND_SYSCALL = 2,   /* syscall exit: args (from entry), ret, duration */
+	MCP_KIND_CUDA = 3,      /* CUDA API call: struct mcp_cuda_event */
+};
+
+/* Per-probe counters, one slot per (probe, counter) in a per-CPU array. */
+enum mcp_counter {
+	MCP_CTR_SEEN = 0,          /* calls that reached the sampling decision */
+	MCP_CTR_KEPT = 1,          /* calls the decision kept (records reserved or attempted) */
+	MCP_CTR_LOST = 2,          /* kept, but bpf_ringbuf_reserve failed: ring buffer full */
+	MCP_CTR_QUOTA_DROPPED = 3, /* sampled in, then dropped by the tenant quota */
+	MCP_CTR_NR = 4,
+};
+#define MCP_COUNTER_SLOTS (MCP_MAX_PROBES * MCP_CTR_NR)
+#define MCP_COUNTER_INDEX(probe, ctr) ((probe) * MCP_CTR_NR + (ctr))
+
+/* Record flags. */
+#define MCP_EV_HAS_RET (1u << 0)
+#define MCP_EV_HAS_DURATION (1u << 1)
+#define MCP_EV_CONSISTENT (1u << 2) /* decided on the trace id, not a random draw */
+#define MCP_EV_SLOW_MODE (1u << 3)  /* CUDA: taken while the process was in slow-launch mode */
+
+/* Common header of every ring-buffer record. */
+struct mcp_event_header {
+	__u64 ktime_ns;        /* bpf_ktime_get_ns() at the event (CLOCK_MONOTONIC), ns */
+	__u64 cgroup_id;       /* cgroup v2 id of the task (the tenant) */
+	__u64 threshold;       /* sampling threshold that kept it: p = threshold / 2^64, ~0 = 1 */
+	__u32 pid;             /* tgid */
+	__u32 tid;             /* kernel pid of the thread */
+	__u32 probe_id;        /* index into the agent's probe table */
+	__u16 kind;            /* enum mcp_kind */
+	__u16 cpu;             /* CPU the event fired on */
+	__u32 flags;           /* MCP_EV_* */
+	__u32 size;            /* bytes in this record, header included */
+	char comm[MCP_COMM_LEN]; /* task comm at the event */
+};
+MCP_STATIC_ASSERT(sizeof(struct mcp_event_header) == 64, "mcp_event_header layout");
+
+/* Function or syscall call; kinds UPROBE, URETPROBE, SYSCALL. */
+struct mcp_call_event {
+	struct mcp_event_header hdr;
+	__u64 args[MCP_MAX_ARGS]; /* integer args in ABI order (rdi rsi rdx rcx r8 r9 / syscall args) */
+	__s64 ret;                /* return value (valid with MCP_EV_HAS_RET) */
+	__u64 duration_ns;        /* entry to return, ns (valid with MCP_EV_HAS_DURATION) */
+};
+MCP_STATIC_ASSERT(sizeof(struct mcp_call_event) == 128, "mcp_call_event layout");
+
+/* Run-time configuration of one probe, in the `probe_configs` array map. */
+struct mcp_probe_config {
+	__u64 threshold;       /* keep when draw < threshold; ~0 keeps all, 0 keeps none */
+	__u8 trace_id_arg;     /* 0: random draw; N+1: argument N points at the trace id */
+	__u8 trace_id_format;  /* enum mcp_trace_id_format */
+	__u8 pad[6];
+};
+MCP_STATIC_ASSERT(sizeof(struct mcp_probe_config) == 16, "mcp_probe_config layout");
+
+enum mcp_trace_id_format {
+	MCP_TRACE_ID_HEX32 = 0,   /* pointer to 32 lowercase/uppercase hex characters */
+	MCP_TRACE_ID_BYTES16 = 1, /* pointer to 16 raw bytes */
+};
+
+/* Per-CPU token bucket of one tenant bucket (quota = rate/s, burst tokens). */
+struct mcp_quota_config {
+	__u64 rate_per_sec;    /* tokens added per second on each CPU's share; 0 = unlimited */
+	__u64 burst;           /* bucket capacity */
+};
+MCP_STATIC_ASSERT(sizeof(struct mcp_quota_config) == 16, "mcp_quota_config layout");
+
+struct mcp_quota_state {
+	__u64 tokens_milli;    /* tokens x 1000 */
+	__u64 last_ns;         /* last refill time */
+};
+MCP_STATIC_ASSERT(sizeof(struct mcp_quota_state) == 16, "mcp_quota_state layout");
+
+#endif /* MCP_ABI_H */

@@ -1,0 +1,231 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The sampling decision and record emission shared by every program family.
+ * Order: static rules (rodata) -> probability (random draw or trace id against
+ * the probe's threshold) -> tenant quota (per-CPU token bucket). The quota is
+ * applied to sampled-in events so it caps what a tenant actually ships.
+ */
+#ifndef MCP_SAMPLE_BPF_H
+#define MCP_SAMPLE_BPF_H
+
+#include "maps.bpf.h"
+#include <bpf/bpf_core_read.h>
+
+static __always_inline void mcp_count(__u32 probe_id, __u32 ctr)
+{
+	__u32 idx = MCP_COUNTER_INDEX(probe_id, ctr);
+	__u64 *v = bpf_map_lookup_elem(&counters, &idx);
+	if (v)
+		*v += 1; /* per-CPU slot: no atomic needed */
+}
+
+static __always_inline void mcp_count_tenant(__u32 bucket, __u32 ctr)
+{
+	__u32 idx = bucket * MCP_CTR_NR + ctr;
+	__u64 *v = bpf_map_lookup_elem(&tenant_counters, &idx);
+	if (v)
+		*v += 1;
+}
+
+/* Static rules: false means the event is not ours at all (not even seen). */
+static __always_inline bool mcp_wanted(__u32 tgid)
+{
+	if (targ_tgid && tgid != targ_tgid)
+		return false;
+	if (self_tgid && tgid == self_tgid)
+		return false;
+	return true;
+}
+
+static __always_inline __u64 mcp_random64(void)
+{
+	return ((__u64)bpf_get_prandom_u32() << 32) | bpf_get_prandom_u32();
+}
+
+static __always_inline int mcp_hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/*
+ * W3C trace-context randomness: the trace id's last 7 bytes (56 bits), as
+ * OpenTelemetry's threshold sampling uses. Returns false if unreadable.
+ */
+static __always_inline bool mcp_trace_randomness(const void *ptr, __u8 format, __u64 *out)
+{
+	__u64 r = 0;
+
+	if (format == MCP_TRACE_ID_BYTES16) {
+		__u8 b[7];
+		if (bpf_probe_read_user(b, sizeof(b), (const char *)ptr + 9))
+			return false;
+#pragma unroll
+		for (int i = 0; i < 7; i++)
+			r = (r << 8) | b[i];
+	} else {
+		char h[14];
+		if (bpf_probe_read_user(h, sizeof(h), (const char *)ptr + 18))
+			return false;
+#pragma unroll
+		for (int i = 0; i < 14; i++) {
+			int d = mcp_hex_digit(h[i]);
+			if (d < 0)
+				return false;
+			r = (r << 4) | (__u64)d;
+		}
+	}
+	*out = r;
+	return true;
+}
+
+/*
+ * Probability step. Returns true to keep; *threshold and *flags describe the
+ * decision for the record. args may be NULL when the probe has no arguments.
+ */
+static __always_inline bool mcp_decide(__u32 probe_id, const __u64 *args, __u64 *threshold,
+				       __u32 *flags)
+{
+	__u32 key = probe_id;
+	struct mcp_probe_config *cfg = bpf_map_lookup_elem(&probe_configs, &key);
+	__u64 t;
+
+	if (!cfg)
+		return false;
+	t = cfg->threshold;
+	*threshold = t;
+	*flags = 0;
+	if (cfg->trace_id_arg && args) {
+		__u32 n = cfg->trace_id_arg - 1;
+		__u64 r;
+		if (n < MCP_MAX_ARGS &&
+		    mcp_trace_randomness((const void *)args[n], cfg->trace_id_format, &r)) {
+			*flags = MCP_EV_CONSISTENT;
+			return t == ~0ULL || r < (t >> 8);
+		}
+		/* unreadable trace id: fall back to a random draw, unflagged */
+	}
+	if (t == ~0ULL)
+		return true;
+	return mcp_random64() < t;
+}
+
+static __always_inline __u32 mcp_tenant_bucket(__u64 cgroup_id)
+{
+	__u64 h = 0xcbf29ce484222325ULL;
+#pragma unroll
+	for (int i = 0; i < 8; i++) {
+		h ^= (cgroup_id >> (8 * i)) & 0xff;
+		h *= 0x100000001b3ULL;
+	}
+	return h % MCP_TENANT_BUCKETS;
+}
+
+/* Tenant quota: per-CPU token bucket of the cgroup's bucket. True = within quota. */
+static __always_inline bool mcp_quota_allows(__u32 probe_id, __u64 cgroup_id, __u64 now)
+{
+	__u32 bucket;
+	struct mcp_quota_config *cfg;
+	struct mcp_quota_state *st;
+
+	if (!quotas_enabled)
+		return true;
+	bucket = mcp_tenant_bucket(cgroup_id);
+	mcp_count_tenant(bucket, MCP_CTR_SEEN);
+	cfg = bpf_map_lookup_elem(&quota_configs, &bucket);
+	st = bpf_map_lookup_elem(&quota_states, &bucket);
+	if (!cfg || !st || cfg->rate_per_sec == 0) {
+		mcp_count_tenant(bucket, MCP_CTR_KEPT);
+		return true;
+	}
+	__u64 cap = cfg->burst * 1000;
+	if (st->last_ns == 0) {
+		st->tokens_milli = cap;
+	} else if (now > st->last_ns) {
+		__u64 elapsed = now - st->last_ns;
+		if (elapsed > 10000000000ULL)
+			elapsed = 10000000000ULL;
+		st->tokens_milli += elapsed * cfg->rate_per_sec / 1000000;
+		if (st->tokens_milli > cap)
+			st->tokens_milli = cap;
+	}
+	st->last_ns = now;
+	if (st->tokens_milli >= 1000) {
+		st->tokens_milli -= 1000;
+		mcp_count_tenant(bucket, MCP_CTR_KEPT);
+		return true;
+	}
+	mcp_count_tenant(bucket, MCP_CTR_QUOTA_DROPPED);
+	mcp_count(probe_id, MCP_CTR_QUOTA_DROPPED);
+	return false;
+}
+
+/* Wake the consumer only when the backlog crosses wakeup_bytes; it also polls on a
+ * short timeout, so quiet periods still drain. */
+static __always_inline __u64 mcp_wakeup_flags(void)
+{
+	__u64 avail = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+	return avail >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+}
+
+static __always_inline void mcp_fill_header(struct mcp_event_header *h, __u32 probe_id,
+					    __u16 kind, __u64 ktime, __u64 threshold, __u32 flags,
+					    __u32 size)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+
+	h->ktime_ns = ktime;
+	h->cgroup_id = bpf_get_current_cgroup_id();
+	h->threshold = threshold;
+	h->pid = id >> 32;
+	h->tid = (__u32)id;
+	h->probe_id = probe_id;
+	h->kind = kind;
+	h->cpu = bpf_get_smp_processor_id();
+	h->flags = flags;
+	h->size = size;
+	bpf_get_current_comm(h->comm, sizeof(h->comm));
+}
+
+/* Emit a call record; counts it lost when the ring buffer is full. */
+static __always_inline void mcp_emit_call(__u32 probe_id, __u16 kind, __u64 ktime,
+					  __u64 threshold, __u32 flags, const __u64 *args,
+					  __s64 ret, __u64 duration)
+{
+	struct mcp_call_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+	if (!e) {
+		mcp_count(probe_id, MCP_CTR_LOST);
+		return;
+	}
+	mcp_fill_header(&e->hdr, probe_id, kind, ktime, threshold, flags, sizeof(*e));
+#pragma unroll
+	for (int i = 0; i < MCP_MAX_ARGS; i++)
+		e->args[i] = args ? args[i] : 0;
+	e->ret = ret;
+	e->duration_ns = duration;
+	bpf_ringbuf_submit(e, mcp_wakeup_flags());
+}
+
+/*
+ * Entry-side decision for any probe: counts seen, decides, applies the quota,
+ * counts kept. Returns true when the caller should emit (now or at return).
+ */
+static __always_inline bool mcp_sample(__u32 probe_id, const __u64 *args, __u64 now,
+				       __u64 *threshold, __u32 *flags)
+{
+	mcp_count(probe_id, MCP_CTR_SEEN);
+	if (!mcp_decide(probe_id, args, threshold, flags))
+		return false;
+	if (!mcp_quota_allows(probe_id, bpf_get_current_cgroup_id(), now))
+		return false;
+	mcp_count(probe_id, MCP_CTR_KEPT);
+	return true;
+}
+
+#endif /* MCP_SAMPLE_BPF_H */

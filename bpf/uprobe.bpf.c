@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * User function probes. One entry and one return program serve every traced
+ * function: the agent attaches them once per target with the probe id as the
+ * BPF cookie. Without latency the entry emits a UPROBE record; with latency the
+ * entry stashes args and start time and the return emits one URETPROBE record
+ * carrying args, return value and duration.
+ */
+#include "sample.bpf.h"
+#include <bpf/bpf_tracing.h>
+
+/* libbpf before 1.2 stops at PARM5. */
+#ifndef PT_REGS_PARM6
+#if defined(__TARGET_ARCH_x86)
+#define PT_REGS_PARM6(x) (((const struct pt_regs *)(x))->r9)
+#elif defined(__TARGET_ARCH_arm64)
+#define PT_REGS_PARM6(x) (((const struct user_pt_regs *)(x))->regs[5])
+#endif
+#endif
+
+
+static __always_inline void read_args(struct pt_regs *ctx, __u64 *args)
+{
+	args[0] = PT_REGS_PARM1(ctx);
+	args[1] = PT_REGS_PARM2(ctx);
+	args[2] = PT_REGS_PARM3(ctx);
+	args[3] = PT_REGS_PARM4(ctx);
+	args[4] = PT_REGS_PARM5(ctx);
+	args[5] = PT_REGS_PARM6(ctx);
+}
+
+/* Entry of a function traced without latency: emit at once. */
+SEC("uprobe")
+int BPF_KPROBE(mcp_uprobe_entry)
+{
+	__u32 probe_id = bpf_get_attach_cookie(ctx);
+	__u64 args[MCP_MAX_ARGS], threshold, now;
+	__u32 flags;
+
+	if (!mcp_wanted(bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	read_args(ctx, args);
+	now = bpf_ktime_get_ns();
+	if (!mcp_sample(probe_id, args, now, &threshold, &flags))
+		return 0;
+	mcp_emit_call(probe_id, MCP_KIND_UPROBE, now, threshold, flags, args, 0, 0);
+	return 0;
+}
+
+/* Entry of a function traced with latency: remember the call for its return. */
+SEC("uprobe")
+int BPF_KPROBE(mcp_uprobe_latency_entry)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct mcp_call_key key = { .tid = (__u32)id, .probe_id = bpf_get_attach_cookie(ctx) };
+	struct mcp_call_entry entry = {};
+
+	if (!mcp_wanted(id >> 32))
+		return 0;
+	read_args(ctx, entry.args);
+	entry.ktime_ns = bpf_ktime_get_ns();
+	if (!mcp_sample(key.probe_id, entry.args, entry.ktime_ns, &entry.threshold, &entry.flags))
+		return 0;
+	bpf_map_update_elem(&call_entries, &key, &entry, BPF_ANY);
+	return 0;
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(mcp_uretprobe)
+{
+	struct mcp_call_key key = { .tid = (__u32)bpf_get_current_pid_tgid(),
+				    .probe_id = bpf_get_attach_cookie(ctx) };
+	struct mcp_call_entry *entry = bpf_map_lookup_elem(&call_entries, &key);
+	__u64 now;
+
+	if (!entry)
+		return 0;
+	now = bpf_ktime_get_ns();
+	mcp_emit_call(key.probe_id, MCP_KIND_URETPROBE, entry->ktime_ns, entry->threshold,
+		      entry->flags | MCP_EV_HAS_RET | MCP_EV_HAS_DURATION, entry->args,
+		      (__s64)PT_REGS_RC(ctx), now - entry->ktime_ns);
+	bpf_map_delete_elem(&call_entries, &key);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,0 +1,124 @@
+/*
+ * mcp-workload: a traced program with known behaviour, for tests, the demo and
+ * benchmarks. Functions are noinline with stable symbols so uprobes attach.
+ *   calls N            mcp_work(i, 2, 3, 4, 5, 6) N times
+ *   sleep N US         mcp_sleep(US) N times (each sleeps US microseconds)
+ *   getppid N          N getppid() syscalls
+ *   rate R SECONDS     mcp_work at about R calls/s for SECONDS
+ *   traceid N          mcp_handle(trace_id) for N distinct trace ids
+ *   realtime N FILE    mcp_work N times, writing "before after" CLOCK_REALTIME ns per call
+ *   demo SECONDS       a small mixed service: requests with latency, syscalls
+ */
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NOINLINE __attribute__((noinline, used))
+
+NOINLINE long mcp_work(long a, long b, long c, long d, long e, long f)
+{
+	__asm__ volatile("" ::: "memory");
+	return a + b + c + d + e + f;
+}
+
+NOINLINE long mcp_sleep(long us)
+{
+	struct timespec ts = { us / 1000000, (us % 1000000) * 1000 };
+	nanosleep(&ts, NULL);
+	return 42;
+}
+
+NOINLINE int mcp_handle(const char *trace_id)
+{
+	__asm__ volatile("" ::: "memory");
+	return trace_id[0];
+}
+
+static uint64_t now_ns(clockid_t c)
+{
+	struct timespec ts;
+	clock_gettime(c, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+static uint64_t splitmix(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 3) {
+		fprintf(stderr, "usage: %s calls|sleep|getppid|rate|traceid|realtime|demo ARGS\n", argv[0]);
+		return 2;
+	}
+	const char *mode = argv[1];
+	long n = atol(argv[2]);
+	long sum = 0;
+
+	if (!strcmp(mode, "calls")) {
+		for (long i = 0; i < n; i++)
+			sum += mcp_work(i, 2, 3, 4, 5, 6);
+	} else if (!strcmp(mode, "sleep") && argc > 3) {
+		for (long i = 0; i < n; i++)
+			sum += mcp_sleep(atol(argv[3]));
+	} else if (!strcmp(mode, "getppid")) {
+		for (long i = 0; i < n; i++)
+			sum += getppid();
+	} else if (!strcmp(mode, "rate") && argc > 3) {
+		/* n calls/s for argv[3] seconds, paced in 1 ms slices */
+		double secs = atof(argv[3]);
+		uint64_t start = now_ns(CLOCK_MONOTONIC), done = 0;
+		for (;;) {
+			uint64_t el = now_ns(CLOCK_MONOTONIC) - start;
+			if (el >= secs * 1e9)
+				break;
+			uint64_t due = (uint64_t)((double)el * n / 1e9);
+			while (done < due)
+				sum += mcp_work(done++, 2, 3, 4, 5, 6);
+			struct timespec ts = { 0, 1000000 };
+			nanosleep(&ts, NULL);
+		}
+		printf("calls %llu\n", (unsigned long long)done);
+	} else if (!strcmp(mode, "traceid")) {
+		uint64_t seed = argc > 3 ? strtoull(argv[3], NULL, 0) : 1;
+		char id[33];
+		for (long i = 0; i < n; i++) {
+			snprintf(id, sizeof(id), "%016llx%016llx", (unsigned long long)splitmix(&seed),
+				 (unsigned long long)splitmix(&seed));
+			sum += mcp_handle(id);
+		}
+	} else if (!strcmp(mode, "realtime") && argc > 3) {
+		FILE *f = fopen(argv[3], "w");
+		if (!f)
+			return 1;
+		for (long i = 0; i < n; i++) {
+			uint64_t before = now_ns(CLOCK_REALTIME);
+			sum += mcp_work(i, 2, 3, 4, 5, 6);
+			uint64_t after = now_ns(CLOCK_REALTIME);
+			fprintf(f, "%llu %llu\n", (unsigned long long)before, (unsigned long long)after);
+			struct timespec ts = { 0, 200000 };
+			nanosleep(&ts, NULL);
+		}
+		fclose(f);
+	} else if (!strcmp(mode, "demo")) {
+		/* a toy request handler: latency varies, each request makes syscalls */
+		uint64_t seed = 7, end = now_ns(CLOCK_MONOTONIC) + (uint64_t)(n * 1e9);
+		while (now_ns(CLOCK_MONOTONIC) < end) {
+			sum += mcp_work(splitmix(&seed) % 1000, 2, 3, 4, 5, 6);
+			sum += mcp_sleep(1000 + splitmix(&seed) % 20000);
+			sum += getppid();
+		}
+	} else {
+		fprintf(stderr, "%s: unknown mode or missing arguments\n", argv[0]);
+		return 2;
+	}
+	return sum == 0x7fffffff; /* keep the work observable */
+}
