@@ -17,13 +17,13 @@ int mcp_sys_enter(struct trace_event_raw_sys_enter *ctx)
 
 	if (!mcp_wanted(bpf_get_current_pid_tgid() >> 32))
 		return 0;
-	/* constant offsets: the verifier rejects a ctx pointer moved by a loop */
-	args[0] = ctx->args[0];
-	args[1] = ctx->args[1];
-	args[2] = ctx->args[2];
-	args[3] = ctx->args[3];
-	args[4] = ctx->args[4];
-	args[5] = ctx->args[5];
+	/*
+	 * Not a direct ctx read: the kernel refuses to attach a program whose ctx
+	 * reads go past the tracepoint's record, and getppid's record has no args.
+	 * The agent knows each syscall's arity and ignores the rest.
+	 */
+	if (bpf_probe_read_kernel(args, sizeof(args), &ctx->args[0]))
+		__builtin_memset(args, 0, sizeof(args));
 	now = bpf_ktime_get_ns();
 	if (!mcp_sample(probe_id, args, now, &threshold, &flags))
 		return 0;

@@ -118,7 +118,7 @@ int run_trace(TraceOptions& o) {
   uint64_t printed = 0;
   const int64_t offset = wall_offset_ns();
   pipeline::RingConsumer consumer(
-      session->ringbuf_fd(), [&](uint32_t id) { return session->probe_name(id); },
+      session->ringbuf_fd(), [&](uint32_t id) { return pipeline::ProbeRef{session->probe_name(id), session->probe_nargs(id)}; },
       [&](Event& e) {
         e.ts_ns = e.ktime_ns + offset;
         auto& t = tallies[e.probe_id];

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdarg>
 #include <cstring>
@@ -60,6 +61,19 @@ uint64_t round_ringbuf(uint64_t bytes) {
   uint64_t size = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   while (size < bytes) size <<= 1;
   return size;
+}
+
+// The tracepoint format lists __syscall_nr then one field per argument.
+uint8_t syscall_arity(const std::string& format_path) {
+  std::ifstream f(format_path);
+  std::string line;
+  bool after_nr = false;
+  uint8_t n = 0;
+  while (std::getline(f, line)) {
+    if (line.find("__syscall_nr") != std::string::npos) after_nr = true;
+    else if (after_nr && line.find("field:") != std::string::npos) n++;
+  }
+  return after_nr ? std::min<uint8_t>(n, MCP_MAX_ARGS) : MCP_MAX_ARGS;
 }
 
 std::string errno_text(int err) { return std::strerror(err < 0 ? -err : err); }
@@ -187,7 +201,8 @@ uint32_t BpfSession::add_syscall(const std::string& name, const ProbeConfig& con
     }
     links.push_back(link);
   }
-  return register_probe(ProbeInfo{id, "syscall:" + name, ProbeFamily::kSyscall, true}, std::move(links), config);
+  ProbeInfo info{id, "syscall:" + name, ProbeFamily::kSyscall, true, syscall_arity(dir + "/format")};
+  return register_probe(std::move(info), std::move(links), config);
 }
 
 void BpfSession::remove_probe(uint32_t id) {
@@ -270,6 +285,12 @@ std::string_view BpfSession::probe_name(uint32_t id) const {
   auto it = probes_.find(id);
   if (it == probes_.end()) return "unknown";
   return *names_.find(it->second->info.name);
+}
+
+uint8_t BpfSession::probe_nargs(uint32_t id) const {
+  std::shared_lock lock(mu_);
+  auto it = probes_.find(id);
+  return it == probes_.end() ? MCP_MAX_ARGS : it->second->info.nargs;
 }
 
 std::vector<ProbeInfo> BpfSession::probes() const {

@@ -42,6 +42,7 @@ struct ProbeInfo {
   std::string name;      // "/usr/bin/x:fn" or "syscall:getppid"
   ProbeFamily family = ProbeFamily::kUprobe;
   bool latency = false;  // uprobe with uretprobe
+  uint8_t nargs = 6;     // meaningful arguments (a syscall's arity)
 };
 
 struct ProbeConfig {
@@ -77,6 +78,7 @@ class BpfSession {
   std::optional<ProbeInfo> probe(uint32_t id) const;
   // Stable for the life of the probe: events keep a string_view to it.
   std::string_view probe_name(uint32_t id) const;
+  uint8_t probe_nargs(uint32_t id) const;
   std::vector<ProbeInfo> probes() const;
 
   int ringbuf_fd() const;

@@ -1,5 +1,6 @@
 #include "pipeline/decoder.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "mcp_abi.h"
@@ -42,7 +43,6 @@ bool decode_record(const void* data, size_t size, const ProbeNameLookup& names, 
       out.kind = h.kind == MCP_KIND_UPROBE ? EventKind::kUprobe
                  : h.kind == MCP_KIND_URETPROBE ? EventKind::kUretprobe
                                                 : EventKind::kSyscall;
-      out.nargs = MCP_MAX_ARGS;
       std::memcpy(out.args.data(), e.args, sizeof(e.args));
       out.ret = e.ret;
       out.duration_ns = e.duration_ns;
@@ -51,7 +51,9 @@ bool decode_record(const void* data, size_t size, const ProbeNameLookup& names, 
     default:
       return false;
   }
-  out.probe = names(h.probe_id);
+  const ProbeRef ref = names(h.probe_id);
+  out.probe = ref.name;
+  out.nargs = h.kind == MCP_KIND_SYSCALL ? std::min<uint8_t>(ref.nargs, MCP_MAX_ARGS) : MCP_MAX_ARGS;
   return true;
 }
 

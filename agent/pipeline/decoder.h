@@ -10,7 +10,13 @@
 
 namespace mcp::pipeline {
 
-using ProbeNameLookup = std::function<std::string_view(uint32_t probe_id)>;
+// What the decoder needs to know of a probe: its stable name and how many of the
+// six captured arguments are meaningful (a syscall's arity).
+struct ProbeRef {
+  std::string_view name;
+  uint8_t nargs = 6;
+};
+using ProbeNameLookup = std::function<ProbeRef(uint32_t probe_id)>;
 
 bool decode_record(const void* data, size_t size, const ProbeNameLookup& names, Event& out);
 

@@ -110,7 +110,7 @@ int main(int argc, char **argv)
 		fclose(f);
 	} else if (!strcmp(mode, "demo")) {
 		/* a toy request handler: latency varies, each request makes syscalls */
-		uint64_t seed = 7, end = now_ns(CLOCK_MONOTONIC) + (uint64_t)(n * 1e9);
+		uint64_t seed = 7, end = now_ns(CLOCK_MONOTONIC) + (uint64_t)(atof(argv[2]) * 1e9);
 		while (now_ns(CLOCK_MONOTONIC) < end) {
 			sum += mcp_work(splitmix(&seed) % 1000, 2, 3, 4, 5, 6);
 			sum += mcp_sleep(1000 + splitmix(&seed) % 20000);

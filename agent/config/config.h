@@ -1,0 +1,165 @@
+// Config: the validated content of agent.yaml, an immutable value once built by
+// parse_config()/load_config() (config/loader.h). Every probe the file declares
+// (uprobes, syscalls, CUDA libraries) is normalised into one ProbeSpec list whose key()
+// names its attachment, so a reload can diff old and new configurations probe by probe.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "rules/ruleset.h"
+
+namespace mcp::config {
+
+// 1-based line and column in the YAML file; 0:0 when not from a file.
+struct Position {
+  int line = 0;
+  int column = 0;
+  bool operator==(const Position&) const = default;
+};
+
+struct TlsConfig {
+  std::string ca, cert, key;  // PEM file paths; empty ca means the system roots
+  bool operator==(const TlsConfig&) const = default;
+};
+
+struct BrokerConfig {
+  std::vector<std::string> addresses;  // host:port, tried in order
+  std::string token_file;              // bearer token, re-read on connect; empty: none
+  std::optional<TlsConfig> tls;        // absent: plaintext
+  bool operator==(const BrokerConfig&) const = default;
+};
+
+// Exactly one of rate / target_qps is set when `enabled` (absent sampling block: rate 1).
+struct Sampling {
+  std::optional<double> rate;        // keep probability in (0, 1]
+  std::optional<double> target_qps;  // steer the rate so about this many events/s are kept
+  bool consistent = false;           // decide on the trace id so every hop keeps the same traces
+  bool operator==(const Sampling&) const = default;
+};
+
+// Where a uprobe reads the trace id: argument N (0-based), as the integer itself, a pointer
+// to 32 hex characters, or a pointer to 16 raw bytes.
+struct TraceIdArg {
+  enum class Format : uint8_t { kInteger, kHex32, kBytes16 };
+  uint8_t index = 0;
+  Format format = Format::kInteger;
+  bool operator==(const TraceIdArg&) const = default;
+};
+
+struct Selector {
+  std::string container_id;  // only processes in this container (prefix of the full id)
+  std::string cgroup_path;   // only processes in this cgroup (v2 path under /sys/fs/cgroup)
+  bool empty() const { return container_id.empty() && cgroup_path.empty(); }
+  bool operator==(const Selector&) const = default;
+};
+
+enum class ProbeKind : uint8_t { kUprobe, kSyscall, kCuda };
+
+struct ProbeSpec {
+  ProbeKind kind = ProbeKind::kUprobe;
+  std::string target;          // uprobe: binary path or library name; syscall: name; cuda: library
+  bool target_is_library = false;  // uprobe declared with `library:` (resolved per process)
+  std::string symbol;          // uprobe only
+  Selector selector;
+  std::string service;
+  std::vector<std::pair<std::string, std::string>> tags;  // in file order
+  std::optional<TraceIdArg> trace_id;
+  bool latency = false;        // also attach the uretprobe and report durations
+  Sampling sampling;
+  Position pos;                // of the entry in the file
+
+  // Identity of the attachment: kind, target, symbol and selector. Two specs with equal keys
+  // attach the same thing; see reload/diff.h for what else may change without a re-attach.
+  std::string key() const;
+  // Fields that need a re-attach when they change (everything but sampling and metadata).
+  bool same_attachment(const ProbeSpec& o) const {
+    return key() == o.key() && trace_id == o.trace_id && latency == o.latency;
+  }
+  bool operator==(const ProbeSpec& o) const {
+    return kind == o.kind && target == o.target && target_is_library == o.target_is_library &&
+           symbol == o.symbol && selector == o.selector && service == o.service && tags == o.tags &&
+           trace_id == o.trace_id && latency == o.latency && sampling == o.sampling;
+  }
+};
+
+struct CudaConfig {
+  bool enabled = false;
+  std::vector<std::string> libs;             // default: libcudart.so, libcuda.so
+  std::chrono::nanoseconds slow_launch{0};   // launch API latency above which slow mode starts; 0 off
+  Sampling sampling;
+  bool operator==(const CudaConfig&) const = default;
+};
+
+struct TenantQuota {
+  std::string cgroup_path;  // empty for the default quota
+  double rate = 0;          // events per second
+  double burst = 0;         // bucket depth, events
+  Position pos;
+  bool operator==(const TenantQuota& o) const {
+    return cgroup_path == o.cgroup_path && rate == o.rate && burst == o.burst;
+  }
+};
+
+struct QuotaConfig {
+  std::optional<TenantQuota> default_quota;  // tenants not listed; absent: unlimited
+  std::vector<TenantQuota> tenants;
+  bool operator==(const QuotaConfig&) const = default;
+};
+
+struct ExporterFilters {
+  bool error_only = false;   // forward only events whose return value marks an error
+  double sample_rate = 1.0;  // extra uniform sampling before export, (0, 1]
+  bool operator==(const ExporterFilters&) const = default;
+};
+
+// `strategy: weighted` splits the service's target QPS between versions (the `version` tag).
+struct ServiceStrategy {
+  std::string service;
+  std::string strategy;                               // "weighted"
+  std::vector<std::pair<std::string, int>> weights;   // version -> percent, sums to 100
+  std::optional<double> target_qps;                   // absent: sum of the service's probes' target_qps
+  Position pos;
+  bool operator==(const ServiceStrategy& o) const {
+    return service == o.service && strategy == o.strategy && weights == o.weights && target_qps == o.target_qps;
+  }
+};
+
+struct VersionTarget {
+  std::string version;
+  double target_qps = 0;
+  bool operator==(const VersionTarget&) const = default;
+};
+
+struct ComplianceConfig {
+  std::string source;                         // the rules text (inline or read from `file`)
+  std::string file;                           // resolved path when given as a file, else empty
+  std::shared_ptr<const rules::RuleSet> rules;  // compiled; never null (empty set when no rules)
+  bool operator==(const ComplianceConfig& o) const { return source == o.source; }
+};
+
+inline constexpr const char* kDefaultMetricsListen = "127.0.0.1:9464";
+
+struct Config {
+  std::string path;          // file it was read from (for messages)
+  std::string node_name;     // empty: the daemon uses $NODE_NAME, then the host name
+  BrokerConfig broker;
+  std::vector<ProbeSpec> probes;  // uprobes, then syscalls, then CUDA libraries (when enabled)
+  CudaConfig cuda;
+  QuotaConfig quotas;
+  ExporterFilters exporter;
+  std::vector<ServiceStrategy> services;
+  ComplianceConfig compliance;
+  std::string metrics_listen = kDefaultMetricsListen;
+
+  const ServiceStrategy* find_service(std::string_view name) const;
+  // The service's target QPS (its own, else the sum of its probes') split by weight;
+  // empty when the service has no strategy or no target.
+  std::vector<VersionTarget> version_targets(std::string_view service) const;
+};
+
+}  // namespace mcp::config

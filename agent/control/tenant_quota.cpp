@@ -1,0 +1,180 @@
+#include "control/tenant_quota.h"
+
+#include <sys/stat.h>
+
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "common/error.h"
+
+namespace mcp::control {
+
+uint64_t fnv1a64(std::span<const uint8_t> bytes) {
+  uint64_t h = kFnv1a64Offset;
+  for (const uint8_t b : bytes) {
+    h ^= b;
+    h *= kFnv1a64Prime;
+  }
+  return h;
+}
+
+uint64_t cgroup_id_hash(uint64_t cgroup_id) {
+  std::array<uint8_t, 8> le{};
+  for (std::size_t i = 0; i < le.size(); ++i) le[i] = static_cast<uint8_t>(cgroup_id >> (8 * i));
+  return fnv1a64(le);
+}
+
+uint32_t tenant_bucket(uint64_t cgroup_id) {
+  return static_cast<uint32_t>(cgroup_id_hash(cgroup_id) % kTenantBuckets);
+}
+
+namespace {
+
+bool parse_number(std::string_view text, double& out) {
+  const auto [ptr, ec] =
+      std::from_chars(text.data(), text.data() + text.size(), out, std::chars_format::fixed);
+  return !text.empty() && ec == std::errc() && ptr == text.data() + text.size();
+}
+
+bool parse_number(std::string_view text, uint64_t& out) {
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return !text.empty() && ec == std::errc() && ptr == text.data() + text.size();
+}
+
+Quota parse_quota_or_throw(std::string_view text, std::string_view flag_text) {
+  const auto bad = [&](const std::string& why) {
+    return usage_error("--tenant-quota '" + std::string(flag_text) + "': " + why);
+  };
+  Quota q;
+  std::string_view rate = text;
+  std::string_view burst;
+  const auto colon = text.find(':');
+  if (colon != std::string_view::npos) {
+    rate = text.substr(0, colon);
+    burst = text.substr(colon + 1);
+    if (burst.empty()) throw bad("empty BURST after ':'");
+  }
+  if (!parse_number(rate, q.rate_per_s) || !std::isfinite(q.rate_per_s) || q.rate_per_s < 0) {
+    throw bad("RATE must be a number of events per second >= 0");
+  }
+  if (colon != std::string_view::npos) {
+    if (!parse_number(burst, q.burst) || q.burst == 0) {
+      throw bad("BURST must be a whole number of events >= 1");
+    }
+  } else {
+    q.burst = std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(q.rate_per_s)));
+  }
+  return q;
+}
+
+// mountinfo escapes space, tab, newline and backslash as \ooo.
+std::string unescape_mountinfo(std::string_view s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 3 < s.size()) {
+      const std::string_view oct = s.substr(i + 1, 3);
+      int v = 0;
+      const auto [ptr, ec] = std::from_chars(oct.data(), oct.data() + 3, v, 8);
+      if (ec == std::errc() && ptr == oct.data() + 3) {
+        out.push_back(static_cast<char>(v));
+        i += 3;
+        continue;
+      }
+    }
+    out.push_back(s[i]);
+  }
+  return out;
+}
+
+}  // namespace
+
+Quota parse_quota(std::string_view text) { return parse_quota_or_throw(text, text); }
+
+TenantQuotaSpec parse_tenant_quota(std::string_view text) {
+  const auto eq = text.rfind('=');
+  if (eq == std::string_view::npos) {
+    throw usage_error("--tenant-quota '" + std::string(text) +
+                      "': expected CGROUP_PATH=RATE[:BURST]");
+  }
+  TenantQuotaSpec spec;
+  spec.cgroup_path = std::string(text.substr(0, eq));
+  if (spec.cgroup_path.empty()) {
+    throw usage_error("--tenant-quota '" + std::string(text) + "': empty CGROUP_PATH");
+  }
+  spec.quota = parse_quota_or_throw(text.substr(eq + 1), text);
+  return spec;
+}
+
+std::filesystem::path find_cgroup2_mount(const std::filesystem::path& mountinfo) {
+  std::ifstream in(mountinfo);
+  if (!in) throw runtime_error("cannot read " + mountinfo.string());
+  std::string line;
+  while (std::getline(in, line)) {
+    // id parent maj:min root mount-point options [optional...] - fstype source super-options
+    std::istringstream fields(line);
+    std::vector<std::string> f;
+    for (std::string word; fields >> word;) f.push_back(word);
+    for (std::size_t i = 6; i + 1 < f.size() && f.size() > 4; ++i) {
+      if (f[i] == "-") {
+        if (f[i + 1] == "cgroup2") return unescape_mountinfo(f[4]);
+        break;
+      }
+    }
+  }
+  throw runtime_error("no cgroup2 mount in " + mountinfo.string());
+}
+
+uint64_t resolve_cgroup_id(std::string_view path, const std::filesystem::path& cgroup2_root) {
+  if (path.empty()) throw usage_error("empty cgroup path");
+  std::filesystem::path p(path);
+  if (p.is_relative()) p = cgroup2_root / p;
+  struct stat st {};
+  if (::stat(p.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    throw usage_error("cgroup '" + std::string(path) + "': no such directory (" + p.string() + ")");
+  }
+  // Every cgroup directory has cgroup.procs; this catches paths outside the cgroup tree.
+  struct stat procs {};
+  if (::stat((p / "cgroup.procs").c_str(), &procs) != 0) {
+    throw usage_error("cgroup '" + std::string(path) + "': " + p.string() + " is not a cgroup");
+  }
+  return static_cast<uint64_t>(st.st_ino);
+}
+
+TenantQuotaTable build_tenant_quota_table(std::span<const TenantQuotaSpec> specs,
+                                          const Quota& default_quota,
+                                          const std::filesystem::path& cgroup2_root) {
+  TenantQuotaTable table;
+  table.buckets.fill(default_quota);
+  for (const TenantQuotaSpec& spec : specs) {
+    ResolvedTenant t{spec.cgroup_path, resolve_cgroup_id(spec.cgroup_path, cgroup2_root), 0,
+                     spec.quota};
+    t.bucket = tenant_bucket(t.cgroup_id);
+    ResolvedTenant* same = nullptr;
+    for (ResolvedTenant& prev : table.tenants) {
+      if (prev.cgroup_id == t.cgroup_id) same = &prev;
+    }
+    if (same != nullptr) {
+      table.warnings.push_back("tenant quota for cgroup '" + t.cgroup_path + "' (id " +
+                               std::to_string(t.cgroup_id) + ") given twice; the later wins");
+      *same = t;
+    } else {
+      for (const ResolvedTenant& prev : table.tenants) {
+        if (prev.bucket == t.bucket) {
+          table.warnings.push_back("cgroups '" + prev.cgroup_path + "' and '" + t.cgroup_path +
+                                   "' share tenant bucket " + std::to_string(t.bucket) +
+                                   ", so one quota; the later one's applies");
+        }
+      }
+      table.tenants.push_back(t);
+    }
+    table.buckets[t.bucket] = t.quota;
+    table.configured[t.bucket] = true;
+  }
+  // Tenants sharing a bucket report the quota actually in force.
+  for (ResolvedTenant& t : table.tenants) t.quota = table.buckets[t.bucket];
+  return table;
+}
+
+}  // namespace mcp::control

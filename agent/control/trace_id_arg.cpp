@@ -1,0 +1,79 @@
+#include "control/trace_id_arg.h"
+
+#include <charconv>
+
+#include "common/error.h"
+
+namespace mcp::control {
+
+namespace {
+constexpr std::size_t kHexChars = 32;
+constexpr std::size_t kRawBytes = 16;
+constexpr std::size_t kRandomBytes = 7;
+
+int hex_value(uint8_t c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+}  // namespace
+
+std::string_view to_string(TraceIdFormat format) {
+  return format == TraceIdFormat::kHex32 ? "hex32" : "bytes16";
+}
+
+TraceIdArg parse_trace_id_arg(std::string_view text) {
+  const auto bad = [&](const std::string& why) {
+    return usage_error("--trace-id-arg '" + std::string(text) + "': " + why);
+  };
+  TraceIdArg out;
+  std::string_view index = text;
+  if (const auto colon = text.find(':'); colon != std::string_view::npos) {
+    index = text.substr(0, colon);
+    const std::string_view format = text.substr(colon + 1);
+    if (format == "hex32") {
+      out.format = TraceIdFormat::kHex32;
+    } else if (format == "bytes16") {
+      out.format = TraceIdFormat::kBytes16;
+    } else {
+      throw bad("format must be hex32 or bytes16");
+    }
+  }
+  unsigned value = 0;
+  const auto [ptr, ec] = std::from_chars(index.data(), index.data() + index.size(), value);
+  if (index.empty() || ec != std::errc() || ptr != index.data() + index.size()) {
+    throw bad("expected N[:hex32|:bytes16] with N an argument index");
+  }
+  if (value > 5) throw bad("argument index must be 0..5");
+  out.arg_index = static_cast<uint8_t>(value);
+  return out;
+}
+
+std::optional<uint64_t> trace_randomness56(std::span<const uint8_t> raw, TraceIdFormat format) {
+  uint64_t r = 0;
+  if (format == TraceIdFormat::kBytes16) {
+    if (raw.size() < kRawBytes) return std::nullopt;
+    for (std::size_t i = kRawBytes - kRandomBytes; i < kRawBytes; ++i) r = r << 8 | raw[i];
+    return r;
+  }
+  if (raw.size() < kHexChars) return std::nullopt;
+  for (std::size_t i = kHexChars - 2 * kRandomBytes; i < kHexChars; ++i) {
+    const int v = hex_value(raw[i]);
+    if (v < 0) return std::nullopt;
+    r = r << 4 | static_cast<uint64_t>(v);
+  }
+  return r;
+}
+
+std::optional<uint64_t> trace_randomness56_hex(std::string_view hex32) {
+  return trace_randomness56(
+      std::span(reinterpret_cast<const uint8_t*>(hex32.data()), hex32.size()),
+      TraceIdFormat::kHex32);
+}
+
+bool consistent_keep(uint64_t randomness56, uint64_t threshold) {
+  return threshold == UINT64_MAX || (randomness56 & kRandomness56Mask) < (threshold >> 8);
+}
+
+}  // namespace mcp::control

@@ -1,0 +1,46 @@
+// Trace-id sampling argument and the userspace reference of the kernel's consistent decision.
+//
+// Contract:
+// - parse_trace_id_arg("N[:hex32|:bytes16]"): N is the probed function's argument index 0..5;
+//   that argument is a pointer to the trace id, either 32 hex characters (default, `hex32`) or
+//   16 raw bytes (`bytes16`). Bad text throws mcp::Error (usage) with a one-line reason.
+// - Randomness (W3C trace-context level 2, as OpenTelemetry threshold sampling uses it): the
+//   last 7 bytes of the 16-byte trace id read as a big-endian integer, i.e. 56 bits.
+//     bytes16: r = id[9] << 48 | id[10] << 40 | ... | id[15]
+//     hex32:   r = the last 14 hex digits (characters 18..31, either case) as a hex number;
+//              the first 18 characters are not read. A non-hex character among the 14 means
+//              "no trace id": the kernel then falls back to bpf_get_prandom_u32.
+// - Decision (same threshold semantics as mcp::Event::threshold, keep when value < threshold):
+//     keep  iff  threshold == UINT64_MAX  ||  r < (threshold >> 8)
+//   so p = threshold / 2^64 up to 2^-56, every hop with the same threshold keeps the same trace
+//   ids, and a lower threshold keeps a subset of what a higher one keeps.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace mcp::control {
+
+enum class TraceIdFormat : uint8_t { kHex32 = 0, kBytes16 = 1 };
+
+struct TraceIdArg {
+  uint8_t arg_index = 0;  // 0..5
+  TraceIdFormat format = TraceIdFormat::kHex32;
+  bool operator==(const TraceIdArg&) const = default;
+};
+
+inline constexpr uint64_t kRandomness56Mask = (uint64_t{1} << 56) - 1;
+
+TraceIdArg parse_trace_id_arg(std::string_view text);
+std::string_view to_string(TraceIdFormat format);
+
+// `raw` is what the probe reads at the argument's address: 32 characters (hex32) or 16 bytes
+// (bytes16). nullopt when too short or, for hex32, when one of the last 14 characters is not hex.
+std::optional<uint64_t> trace_randomness56(std::span<const uint8_t> raw, TraceIdFormat format);
+std::optional<uint64_t> trace_randomness56_hex(std::string_view hex32);
+
+bool consistent_keep(uint64_t randomness56, uint64_t threshold);
+
+}  // namespace mcp::control

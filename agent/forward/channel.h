@@ -1,0 +1,28 @@
+// gRPC client plumbing shared by the forwarder and the subscribe command: channel creation with
+// optional TLS / mTLS and gzip, and the bearer token read from a file. Throws mcp::Error (usage)
+// for unreadable credential files so the CLI reports them as bad usage.
+#pragma once
+#include <grpcpp/channel.h>
+#include <grpcpp/client_context.h>
+
+#include <memory>
+#include <string>
+
+#include "forward/forwarder.h"
+
+namespace mcp {
+
+std::string read_text_file(const std::string& path, const char* what);
+
+// First line of the file, surrounding whitespace removed; empty path gives "".
+std::string read_token_file(const std::string& path);
+
+// receive_window_bytes > 0 fixes the HTTP/2 stream window (no BDP growth), so a consumer that
+// stops reading pushes back on the sender after that many bytes.
+std::shared_ptr<grpc::Channel> make_channel(const std::string& address, const TlsFiles& tls,
+                                            bool gzip, int receive_window_bytes = 0);
+
+// Adds "authorization: Bearer <token>" when the token is not empty.
+void add_token(grpc::ClientContext& context, const std::string& token);
+
+}  // namespace mcp

@@ -1,0 +1,376 @@
+#include "forward/forwarder.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "common/error.h"
+#include "forward/channel.h"
+#include "forward/sample_convert.h"
+#include "forward/segment_log.h"
+#include "mcp/v1/sampling.grpc.pb.h"
+
+namespace mcp {
+namespace {
+
+uint64_t unix_ns() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
+std::string default_agent_id() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') return "agent";
+  return host;
+}
+
+}  // namespace
+
+std::vector<std::string> parse_broker_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    const auto b = item.find_first_not_of(" \t");
+    if (b == std::string::npos) continue;
+    const auto e = item.find_last_not_of(" \t");
+    out.push_back(item.substr(b, e - b + 1));
+  }
+  if (out.empty()) throw usage_error("--broker needs at least one HOST:PORT");
+  return out;
+}
+
+class Forwarder::Impl {
+ public:
+  explicit Impl(ForwarderOptions options)
+      : options_(std::move(options)),
+        log_(SegmentLogOptions{options_.spool_dir, options_.spool_segment_bytes,
+                               options_.spool_max_bytes}) {
+    if (options_.brokers.empty()) throw usage_error("forwarder: no broker address");
+    if (options_.batch_count == 0) throw usage_error("forwarder: batch count must be > 0");
+    if (options_.queue_capacity == 0) throw usage_error("forwarder: queue capacity must be > 0");
+    if (options_.agent_id.empty()) options_.agent_id = default_agent_id();
+    token_ = read_token_file(options_.token_file);
+    batcher_ = std::thread([this] { batch_loop(); });
+    sender_ = std::thread([this] { send_loop(); });
+  }
+
+  ~Impl() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+      if (context_) context_->TryCancel();
+    }
+    { std::lock_guard lock(qmu_); }  // the batcher is either waiting or will see stop_
+    qcv_.notify_all();
+    scv_.notify_all();
+    batcher_.join();
+    sender_.join();
+  }
+
+  void consume(const Event& event) {
+    mcp::v1::Sample sample;
+    to_sample(event, &sample);
+    sample.set_agent_id(options_.agent_id);
+    {
+      std::lock_guard lock(qmu_);
+      if (queue_.size() >= options_.queue_capacity) {
+        queue_.pop_front();
+        ++queue_dropped_;
+      }
+      if (queue_.empty()) oldest_ = std::chrono::steady_clock::now();
+      queue_.push_back(std::move(sample));
+      if (queue_.size() < options_.batch_count) return;
+    }
+    qcv_.notify_one();
+  }
+
+  bool flush_for(std::chrono::milliseconds timeout) {
+    if (timeout.count() < 0) timeout = options_.flush_timeout;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    {
+      std::unique_lock lock(qmu_);
+      flushing_ = true;
+      qcv_.notify_one();
+      qcv_.wait_until(lock, deadline, [&] { return queue_.empty() && !batching_; });
+      flushing_ = false;
+      if (!queue_.empty() || batching_) return false;
+    }
+    std::unique_lock lock(mu_);
+    return scv_.wait_until(lock, deadline, [&] { return log_.last_offset() == 0; });
+  }
+
+  ForwarderStats stats() const {
+    ForwarderStats s;
+    const SegmentLogStats log = log_.stats();
+    {
+      std::lock_guard lock(qmu_);
+      s.queued = queue_.size();
+      s.dropped_oldest = queue_dropped_;
+    }
+    s.dropped_oldest += log.dropped_items;
+    s.spooled_bytes = log.bytes;
+    s.spooled_batches = log.records;
+    s.corrupt_batches = log.corrupt_records;
+    std::lock_guard lock(mu_);
+    s.sent = sent_;
+    s.acked = acked_;
+    s.forward_errors = errors_;
+    s.reconnects = reconnects_;
+    s.connected = connected_;
+    s.broker = broker_;
+    return s;
+  }
+
+ private:
+  // Closes batches by count or age and writes them ahead into the spool.
+  void batch_loop() {
+    std::vector<mcp::v1::Sample> taken;
+    for (;;) {
+      {
+        std::unique_lock lock(qmu_);
+        for (;;) {
+          if (queue_.size() >= options_.batch_count || (!queue_.empty() && (stop_ || flushing_)))
+            break;
+          if (stop_ && queue_.empty()) return;
+          if (queue_.empty()) {
+            qcv_.wait(lock);
+            continue;
+          }
+          const auto due = oldest_ + options_.batch_age;
+          if (std::chrono::steady_clock::now() >= due) break;
+          qcv_.wait_until(lock, due);
+        }
+        const size_t n = std::min(queue_.size(), options_.batch_count);
+        taken.assign(std::make_move_iterator(queue_.begin()),
+                     std::make_move_iterator(queue_.begin() + static_cast<ptrdiff_t>(n)));
+        queue_.erase(queue_.begin(), queue_.begin() + static_cast<ptrdiff_t>(n));
+        oldest_ = std::chrono::steady_clock::now();
+        batching_ = true;
+      }
+      mcp::v1::Batch batch;
+      batch.mutable_samples()->Reserve(static_cast<int>(taken.size()));
+      for (auto& s : taken) *batch.add_samples() = std::move(s);
+      batch.set_created_unix_ns(unix_ns());
+      try {
+        log_.append(batch.SerializeAsString(), static_cast<uint32_t>(taken.size()));
+      } catch (const std::exception& e) {
+        spdlog::error("forward: {}", e.what());
+        std::lock_guard lock(qmu_);
+        queue_dropped_ += taken.size();
+      }
+      taken.clear();
+      {
+        std::lock_guard lock(qmu_);
+        batching_ = false;
+      }
+      qcv_.notify_all();
+      scv_.notify_all();
+    }
+  }
+
+  void sleep_backoff(std::chrono::milliseconds& backoff) {
+    static thread_local std::mt19937_64 rng(std::random_device{}());
+    // Full jitter: anywhere in [backoff/2, backoff], so restarted agents do not reconnect in step.
+    std::uniform_int_distribution<int64_t> pick(backoff.count() / 2, backoff.count());
+    const auto wait = std::chrono::milliseconds(pick(rng));
+    std::unique_lock lock(mu_);
+    scv_.wait_for(lock, wait, [&] { return stop_.load(); });
+    backoff = std::min(backoff * 2, options_.backoff_max);
+  }
+
+  void send_loop() {
+    size_t address = 0;
+    auto backoff = options_.backoff_initial;
+    bool first = true;
+    for (;;) {
+      {
+        std::lock_guard lock(mu_);
+        if (stop_) return;
+        if (!first) ++reconnects_;
+        first = false;
+        broker_ = options_.brokers[address];
+      }
+      const bool progressed = run_stream(options_.brokers[address]);
+      {
+        std::lock_guard lock(mu_);
+        connected_ = false;
+        if (stop_) return;
+        ++errors_;
+      }
+      if (progressed) backoff = options_.backoff_initial;
+      sleep_backoff(backoff);
+      address = (address + 1) % options_.brokers.size();
+    }
+  }
+
+  // One Publish stream: replays every unacknowledged batch in order, then follows the spool.
+  // Returns true when the broker acknowledged something (the connection was healthy).
+  bool run_stream(const std::string& address) {
+    std::shared_ptr<grpc::Channel> channel;
+    try {
+      channel = make_channel(address, options_.tls, options_.gzip);
+    } catch (const std::exception& e) {
+      spdlog::error("forward: {}", e.what());
+      return false;
+    }
+    auto stub = mcp::v1::Sampling::NewStub(channel);
+    grpc::ClientContext context;
+    add_token(context, token_);
+    context.AddMetadata("x-mcp-agent-id", options_.agent_id);
+    {
+      std::lock_guard lock(mu_);
+      if (stop_) return false;
+      context_ = &context;
+    }
+    auto stream = stub->Publish(&context);
+
+    struct InFlight {
+      uint64_t sequence;
+      uint32_t events;
+    };
+    std::deque<InFlight> in_flight;  // guarded by mu_
+    bool broken = false;             // guarded by mu_
+    bool progressed = false;         // guarded by mu_
+
+    mcp::v1::AgentMessage hello;
+    hello.mutable_hello()->set_agent_id(options_.agent_id);
+    hello.mutable_hello()->set_version("0.1.0");
+    bool ok = stream->Write(hello);
+
+    std::thread reader([&] {
+      mcp::v1::BrokerMessage msg;
+      while (stream->Read(&msg)) {
+        if (msg.has_ack()) {
+          const uint64_t seq = msg.ack().sequence();
+          log_.release_through(seq);
+          std::lock_guard lock(mu_);
+          while (!in_flight.empty() && in_flight.front().sequence <= seq) {
+            acked_ += in_flight.front().events;
+            in_flight.pop_front();
+          }
+          progressed = true;
+          connected_ = true;
+        } else if (msg.has_policies() && options_.on_policy) {
+          for (const auto& p : msg.policies().policies()) {
+            options_.on_policy(PolicyUpdate{p.service(), p.probe(), p.sampling_rate(),
+                                            p.target_qps()});
+          }
+        }
+        scv_.notify_all();
+      }
+      std::lock_guard lock(mu_);
+      broken = true;
+      scv_.notify_all();
+    });
+
+    uint64_t cursor = 0;  // next sequence to send; 0: the spool's first unacknowledged batch
+    mcp::v1::AgentMessage msg;
+    while (ok) {
+      size_t room = 0;
+      {
+        std::unique_lock lock(mu_);
+        scv_.wait_for(lock, std::chrono::milliseconds(50), [&] {
+          return stop_ || broken ||
+                 (in_flight.size() < options_.max_in_flight && log_.last_offset() >= cursor &&
+                  log_.last_offset() != 0);
+        });
+        if (stop_ || broken) break;
+        room = options_.max_in_flight - std::min(options_.max_in_flight, in_flight.size());
+      }
+      if (room == 0) continue;
+      for (auto& record : log_.read_from(cursor, room)) {
+        auto* batch = msg.mutable_batch();
+        if (!batch->ParseFromString(record.payload)) {
+          spdlog::warn("forward: unparseable spooled batch {} skipped", record.offset);
+          cursor = record.offset + 1;
+          continue;
+        }
+        batch->set_sequence(record.offset);
+        {
+          std::lock_guard lock(mu_);
+          in_flight.push_back({record.offset, record.items});
+        }
+        if (!stream->Write(msg)) {
+          ok = false;
+          break;
+        }
+        cursor = record.offset + 1;
+        std::lock_guard lock(mu_);
+        sent_ += record.items;
+      }
+    }
+    context.TryCancel();
+    reader.join();
+    const grpc::Status status = stream->Finish();
+    {
+      std::lock_guard lock(mu_);
+      context_ = nullptr;
+      if (!stop_) {
+        spdlog::warn("forward: stream to {} ended: {} ({})", address,
+                     status.ok() ? "closed" : status.error_message(),
+                     static_cast<int>(status.error_code()));
+      }
+    }
+    return progressed;
+  }
+
+  ForwarderOptions options_;
+  std::string token_;
+  SegmentLog log_;
+
+  mutable std::mutex qmu_;
+  std::condition_variable qcv_;
+  std::deque<mcp::v1::Sample> queue_;
+  std::chrono::steady_clock::time_point oldest_{};
+  uint64_t queue_dropped_ = 0;
+  bool batching_ = false;
+  bool flushing_ = false;
+
+  mutable std::mutex mu_;
+  std::condition_variable scv_;
+  std::atomic<bool> stop_{false};
+  grpc::ClientContext* context_ = nullptr;
+  uint64_t sent_ = 0;
+  uint64_t acked_ = 0;
+  uint64_t errors_ = 0;
+  uint64_t reconnects_ = 0;
+  bool connected_ = false;
+  std::string broker_;
+
+  std::thread batcher_;
+  std::thread sender_;
+};
+
+Forwarder::Forwarder(ForwarderOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+
+Forwarder::~Forwarder() {
+  flush();
+  impl_.reset();
+}
+
+void Forwarder::consume(const Event& event) { impl_->consume(event); }
+
+void Forwarder::flush() {
+  flush_for(std::chrono::milliseconds(-1));
+}
+
+bool Forwarder::flush_for(std::chrono::milliseconds timeout) { return impl_->flush_for(timeout); }
+
+ForwarderStats Forwarder::stats() const { return impl_->stats(); }
+
+std::unique_ptr<Forwarder> make_forwarder(ForwarderOptions options) {
+  return std::make_unique<Forwarder>(std::move(options));
+}
+
+}  // namespace mcp

@@ -1,0 +1,279 @@
+#include "forward/segment_log.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "common/error.h"
+
+namespace mcp {
+namespace {
+
+constexpr uint32_t kMagic = 0x3150434d;  // "MCP1" little-endian
+constexpr size_t kHeaderBytes = 24;  // magic u32, length u32, offset u64, items u32, crc u32
+constexpr uint32_t kMaxRecordBytes = 64u << 20;
+
+uint64_t now_us() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
+template <typename T>
+T load(const char* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+std::string segment_name(uint64_t first_offset) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%020llu.seg", static_cast<unsigned long long>(first_offset));
+  return buf;
+}
+
+[[noreturn]] void fail(const std::string& what, const std::filesystem::path& path) {
+  throw runtime_error("spool: " + what + " " + path.string() + ": " + std::strerror(errno));
+}
+
+}  // namespace
+
+uint32_t crc32_of(std::string_view a, std::string_view b) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  crc = crc32(crc, reinterpret_cast<const Bytef*>(a.data()), static_cast<uInt>(a.size()));
+  crc = crc32(crc, reinterpret_cast<const Bytef*>(b.data()), static_cast<uInt>(b.size()));
+  return static_cast<uint32_t>(crc);
+}
+
+struct SegmentLog::Segment {
+  struct Entry {
+    uint64_t offset;
+    uint64_t pos;  // of the payload
+    uint32_t len;
+    uint32_t items;
+  };
+  uint64_t first_offset = 0;
+  std::filesystem::path path;  // empty in memory mode
+  int fd = -1;
+  std::string mem;             // memory mode: the segment's bytes
+  std::vector<Entry> entries;
+  uint64_t bytes = 0;
+
+  ~Segment() {
+    if (fd >= 0) ::close(fd);
+  }
+  uint64_t last_offset() const { return entries.empty() ? 0 : entries.back().offset; }
+};
+
+SegmentLog::SegmentLog(SegmentLogOptions options) : options_(std::move(options)) {
+  if (!options_.dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(options_.dir, ec);
+    if (ec) throw runtime_error("spool: cannot create " + options_.dir.string() + ": " + ec.message());
+    open_existing();
+  }
+  next_offset_ = std::max(next_offset_, now_us());
+}
+
+SegmentLog::~SegmentLog() = default;
+
+void SegmentLog::open_existing() {
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::directory_iterator(options_.dir)) {
+    if (entry.is_regular_file() && entry.path().extension() == ".seg") files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  for (const auto& path : files) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) fail("cannot read", path);
+    std::ostringstream buf;
+    buf << in.rdbuf();
+    const std::string data = buf.str();
+
+    auto seg = std::make_unique<Segment>();
+    seg->path = path;
+    seg->first_offset = std::strtoull(path.stem().c_str(), nullptr, 10);
+    seg->bytes = data.size();
+    size_t pos = 0;
+    bool in_corruption = false;
+    while (pos + kHeaderBytes <= data.size()) {
+      const char* h = data.data() + pos;
+      const uint32_t len = load<uint32_t>(h + 4);
+      const uint64_t offset = load<uint64_t>(h + 8);
+      const bool fits = load<uint32_t>(h) == kMagic && len <= kMaxRecordBytes &&
+                        pos + kHeaderBytes + len <= data.size();
+      if (fits && load<uint32_t>(h + 20) ==
+                      crc32_of(std::string_view(h + 8, 12),
+                               std::string_view(h + kHeaderBytes, len)) &&
+          offset >= next_offset_) {
+        seg->entries.push_back({offset, pos + kHeaderBytes, len, load<uint32_t>(h + 16)});
+        next_offset_ = offset + 1;
+        last_offset_ = offset;
+        pos += kHeaderBytes + len;
+        in_corruption = false;
+        continue;
+      }
+      // Count each corrupt stretch once, then look for the next plausible header.
+      if (!in_corruption) ++corrupt_records_;
+      in_corruption = true;
+      const size_t next = data.find(std::string_view("MCP1", 4), pos + 1);
+      if (next == std::string::npos) break;
+      pos = next;
+    }
+    if (pos < data.size() && !in_corruption && pos + kHeaderBytes > data.size()) ++corrupt_records_;
+
+    seg->fd = ::open(path.c_str(), O_RDWR | O_APPEND | O_CLOEXEC);
+    if (seg->fd < 0) fail("cannot open", path);
+    bytes_ += seg->bytes;
+    segments_.push_back(std::move(seg));
+  }
+}
+
+void SegmentLog::start_segment(uint64_t first_offset) {
+  auto seg = std::make_unique<Segment>();
+  seg->first_offset = first_offset;
+  if (!options_.dir.empty()) {
+    seg->path = options_.dir / segment_name(first_offset);
+    seg->fd = ::open(seg->path.c_str(), O_RDWR | O_APPEND | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (seg->fd < 0) fail("cannot create", seg->path);
+  }
+  segments_.push_back(std::move(seg));
+}
+
+void SegmentLog::drop_segment_front(bool count_as_dropped) {
+  Segment& seg = *segments_.front();
+  if (count_as_dropped) {
+    for (const auto& e : seg.entries)
+      if (e.offset > released_through_) {
+        ++dropped_records_;
+        dropped_items_ += e.items;
+      }
+  }
+  bytes_ -= seg.bytes;
+  if (!seg.path.empty()) {
+    std::error_code ec;
+    std::filesystem::remove(seg.path, ec);
+  }
+  segments_.erase(segments_.begin());
+}
+
+uint64_t SegmentLog::append(std::string_view payload, uint32_t items) {
+  if (payload.size() > kMaxRecordBytes) throw runtime_error("spool: record too large");
+  std::lock_guard lock(mu_);
+  const uint64_t offset = std::max(next_offset_, now_us());
+  if (segments_.empty() || segments_.back()->bytes >= options_.segment_bytes) start_segment(offset);
+  Segment& seg = *segments_.back();
+
+  std::string record(kHeaderBytes, '\0');
+  const uint32_t len = static_cast<uint32_t>(payload.size());
+  std::memcpy(record.data(), &kMagic, 4);
+  std::memcpy(record.data() + 4, &len, 4);
+  std::memcpy(record.data() + 8, &offset, 8);
+  std::memcpy(record.data() + 16, &items, 4);
+  const uint32_t crc = crc32_of(std::string_view(record.data() + 8, 12), payload);
+  std::memcpy(record.data() + 20, &crc, 4);
+  record.append(payload);
+
+  if (seg.fd >= 0) {
+    size_t done = 0;
+    while (done < record.size()) {
+      const ssize_t n = ::write(seg.fd, record.data() + done, record.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) fail("cannot write", seg.path);
+      done += static_cast<size_t>(n);
+    }
+  } else {
+    seg.mem.append(record);
+  }
+  seg.entries.push_back({offset, seg.bytes + kHeaderBytes, len, items});
+  seg.bytes += record.size();
+  bytes_ += record.size();
+  next_offset_ = offset + 1;
+  last_offset_ = offset;
+
+  while (bytes_ > options_.max_bytes && segments_.size() > 1) drop_segment_front(true);
+  return offset;
+}
+
+std::string SegmentLog::read_payload(const Segment& seg, size_t index) const {
+  const auto& e = seg.entries[index];
+  if (seg.fd < 0) return seg.mem.substr(e.pos, e.len);
+  std::string out(e.len, '\0');
+  size_t done = 0;
+  while (done < e.len) {
+    const ssize_t n = ::pread(seg.fd, out.data() + done, e.len - done,
+                              static_cast<off_t>(e.pos + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail("cannot read", seg.path);
+    done += static_cast<size_t>(n);
+  }
+  return out;
+}
+
+std::vector<SegmentLog::Record> SegmentLog::read_from(uint64_t from, size_t max_records) const {
+  std::lock_guard lock(mu_);
+  std::vector<Record> out;
+  from = std::max(from, released_through_ + 1);
+  for (const auto& seg : segments_) {
+    if (out.size() >= max_records) break;
+    if (seg->entries.empty() || seg->last_offset() < from) continue;
+    auto it = std::lower_bound(seg->entries.begin(), seg->entries.end(), from,
+                               [](const Segment::Entry& e, uint64_t o) { return e.offset < o; });
+    for (; it != seg->entries.end() && out.size() < max_records; ++it) {
+      out.push_back({it->offset, it->items,
+                     read_payload(*seg, static_cast<size_t>(it - seg->entries.begin()))});
+    }
+  }
+  return out;
+}
+
+void SegmentLog::release_through(uint64_t offset) {
+  std::lock_guard lock(mu_);
+  released_through_ = std::max(released_through_, offset);
+  while (!segments_.empty() && segments_.front()->last_offset() <= released_through_) {
+    drop_segment_front(false);
+  }
+}
+
+std::vector<SegmentLog::Record> SegmentLog::newest_segment() const {
+  std::lock_guard lock(mu_);
+  std::vector<Record> out;
+  if (segments_.empty()) return out;
+  const Segment& seg = *segments_.back();
+  for (size_t i = 0; i < seg.entries.size(); ++i)
+    out.push_back({seg.entries[i].offset, seg.entries[i].items, read_payload(seg, i)});
+  return out;
+}
+
+uint64_t SegmentLog::last_offset() const {
+  std::lock_guard lock(mu_);
+  return last_offset_ > released_through_ ? last_offset_ : 0;
+}
+
+SegmentLogStats SegmentLog::stats() const {
+  std::lock_guard lock(mu_);
+  SegmentLogStats s;
+  s.bytes = bytes_;
+  s.segments = segments_.size();
+  s.dropped_records = dropped_records_;
+  s.dropped_items = dropped_items_;
+  s.corrupt_records = corrupt_records_;
+  s.next_offset = next_offset_;
+  for (const auto& seg : segments_) {
+    for (const auto& e : seg->entries) {
+      if (e.offset <= released_through_) continue;
+      if (s.first_offset == 0) s.first_offset = e.offset;
+      ++s.records;
+    }
+  }
+  return s;
+}
+
+}  // namespace mcp

@@ -1,0 +1,96 @@
+// SegmentLog: a bounded, append-only log of opaque records, addressed by increasing 64-bit
+// offsets, stored in segment files (or in memory when no directory is given).
+//
+// Contract:
+// - append() assigns the record an offset greater than every offset ever handed out in this
+//   directory: max(last offset on disk + 1, microseconds since the epoch), so offsets stay
+//   increasing across restarts without a metadata file (assumes < 1M appends/s on average and a
+//   clock that does not jump back by more than the log's lifetime).
+// - Each record carries a CRC32 over its offset, item count and payload; a corrupt record found on open is
+//   skipped (the scan resynchronises on the next valid header) and counted, never returned.
+// - When the total size exceeds max_bytes, whole segments are dropped oldest first and their
+//   records counted in dropped_records; the newest segment is never dropped.
+// - release_through(o) marks every record with offset <= o as no longer needed; segments whose
+//   records are all released are deleted.
+// Thread-safe: every method takes the log's mutex.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mcp {
+
+struct SegmentLogOptions {
+  std::filesystem::path dir;            // empty: keep segments in memory
+  uint64_t segment_bytes = 4 << 20;     // start a new segment past this size
+  uint64_t max_bytes = 256ull << 20;    // drop oldest segments past this total
+};
+
+struct SegmentLogStats {
+  uint64_t bytes = 0;            // on disk (or in memory), released segments excluded
+  uint64_t records = 0;          // stored and not yet released
+  uint64_t segments = 0;
+  uint64_t dropped_records = 0;  // lost to max_bytes
+  uint64_t dropped_items = 0;    // the items in those records
+  uint64_t corrupt_records = 0;  // failed their checksum on open
+  uint64_t first_offset = 0;     // first unreleased offset, 0 when empty
+  uint64_t next_offset = 0;      // lower bound of the next append's offset
+};
+
+class SegmentLog {
+ public:
+  // Opens (creating the directory) and indexes existing segments. Throws mcp::Error on I/O failure.
+  explicit SegmentLog(SegmentLogOptions options);
+  ~SegmentLog();
+  SegmentLog(const SegmentLog&) = delete;
+  SegmentLog& operator=(const SegmentLog&) = delete;
+
+  // `items` (e.g. events in a batch) is stored with the record so drops can be counted in items.
+  uint64_t append(std::string_view payload, uint32_t items = 1);
+
+  struct Record {
+    uint64_t offset;
+    uint32_t items;
+    std::string payload;
+  };
+  // Up to max_records stored, unreleased records with offset >= from, in offset order.
+  std::vector<Record> read_from(uint64_t from, size_t max_records) const;
+
+  void release_through(uint64_t offset);
+
+  // Every record (released or not) still present in the newest segment; used at start-up to
+  // recover state written after the last snapshot.
+  std::vector<Record> newest_segment() const;
+
+  // Highest stored, unreleased offset; 0 when nothing is waiting. Cheap.
+  uint64_t last_offset() const;
+
+  SegmentLogStats stats() const;
+
+ private:
+  struct Segment;
+  void open_existing();
+  void start_segment(uint64_t first_offset);
+  void drop_segment_front(bool count_as_dropped);
+  std::string read_payload(const Segment& seg, size_t index) const;
+
+  SegmentLogOptions options_;
+  mutable std::mutex mu_;
+  std::vector<std::unique_ptr<Segment>> segments_;
+  uint64_t next_offset_ = 0;
+  uint64_t last_offset_ = 0;
+  uint64_t released_through_ = 0;
+  uint64_t bytes_ = 0;
+  uint64_t dropped_records_ = 0;
+  uint64_t dropped_items_ = 0;
+  uint64_t corrupt_records_ = 0;
+};
+
+uint32_t crc32_of(std::string_view a, std::string_view b);
+
+}  // namespace mcp

@@ -1,0 +1,83 @@
+// The agent's self-metrics: one MetricSpec per series the issue asks for, so the daemon,
+// the docs (packaging/README.md "Metrics") and the tests share one list of names.
+// Units follow Prometheus conventions (base units, counters end in _total). Register them
+// with Registry::add_collector(spec, fn) / add_callback(spec, fn) so values are read from
+// the agent's own counters at scrape time.
+#pragma once
+#include <array>
+
+#include "metrics/registry.h"
+
+namespace mcp::metrics {
+
+// Label names used by the specs below.
+inline constexpr std::string_view kLabelProbe = "probe";          // e.g. "uprobe", "syscall", "cuda"
+inline constexpr std::string_view kLabelTenant = "tenant_bucket";  // 0..63, FNV-1a of the cgroup id
+
+// Kernel-side counters (per-CPU arrays, summed at scrape time).
+inline constexpr MetricSpec kEventsSeen{
+    "mcp_events_seen_total", "Events that reached a probe, before any sampling decision.",
+    MetricType::kCounter, kLabelProbe};
+inline constexpr MetricSpec kEventsKept{
+    "mcp_events_kept_total", "Events the kernel decided to keep and wrote to the ring buffer.",
+    MetricType::kCounter, kLabelProbe};
+inline constexpr MetricSpec kEventsLost{
+    "mcp_events_lost_total", "Kept events lost because the ring buffer reservation failed.",
+    MetricType::kCounter, kLabelProbe};
+inline constexpr MetricSpec kQuotaDrops{
+    "mcp_quota_drops_total", "Events dropped by the per-tenant token bucket quota.",
+    MetricType::kCounter, kLabelTenant};
+inline constexpr MetricSpec kRingbufOccupancy{
+    "mcp_ringbuf_occupancy_bytes", "Bytes produced into the ring buffer and not yet consumed.",
+    MetricType::kGauge, ""};
+inline constexpr MetricSpec kRingbufCapacity{
+    "mcp_ringbuf_capacity_bytes", "Size of the ring buffer in bytes.", MetricType::kGauge, ""};
+
+// Control loop.
+inline constexpr MetricSpec kProbeRate{
+    "mcp_probe_rate_events_per_second",
+    "Current windowed rate of events seen per probe (the control loop's input).",
+    MetricType::kGauge, kLabelProbe};
+inline constexpr MetricSpec kSamplingProbability{
+    "mcp_sampling_probability",
+    "Current sampling probability per probe (0..1) the control loop wrote to the kernel.",
+    MetricType::kGauge, kLabelProbe};
+
+// Forwarding.
+inline constexpr MetricSpec kQueueDepth{
+    "mcp_forward_queue_depth", "Events waiting in the forwarder's in-memory queue.",
+    MetricType::kGauge, ""};
+inline constexpr MetricSpec kSpoolBytes{
+    "mcp_spool_bytes", "Bytes of events spooled on disk, waiting for the broker.",
+    MetricType::kGauge, ""};
+inline constexpr MetricSpec kForwardErrors{
+    "mcp_forward_errors_total", "Failed sends or stream breaks towards the broker.",
+    MetricType::kCounter, ""};
+
+// Configuration.
+inline constexpr MetricSpec kReloads{
+    "mcp_config_reloads_total", "Configuration reloads applied successfully (SIGHUP or file change).",
+    MetricType::kCounter, ""};
+inline constexpr MetricSpec kReloadFailures{
+    "mcp_config_reload_failures_total",
+    "Configuration reloads rejected; the previous configuration stayed in force.",
+    MetricType::kCounter, ""};
+
+// Clock calibration.
+inline constexpr MetricSpec kClockDrift{
+    "mcp_clock_drift_ppm", "Estimated drift of the kernel monotonic clock against wall time, in ppm.",
+    MetricType::kGauge, ""};
+inline constexpr MetricSpec kClockResidual{
+    "mcp_clock_residual_seconds",
+    "Residual (RMS) of the ktime to wall-clock fit after drift correction, in seconds.",
+    MetricType::kGauge, ""};
+
+inline constexpr std::array kAgentMetrics{
+    kEventsSeen,  kEventsKept,  kEventsLost,          kQuotaDrops,     kRingbufOccupancy,
+    kRingbufCapacity, kProbeRate, kSamplingProbability, kQueueDepth,  kSpoolBytes,
+    kForwardErrors, kReloads,   kReloadFailures,      kClockDrift,     kClockResidual};
+
+// A Markdown table of kAgentMetrics (name, type, labels, help) for the docs.
+std::string metrics_markdown_table();
+
+}  // namespace mcp::metrics

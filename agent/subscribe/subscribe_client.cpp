@@ -1,0 +1,110 @@
+#include "subscribe/subscribe_client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <random>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "common/error.h"
+#include "forward/channel.h"
+#include "mcp/v1/sampling.grpc.pb.h"
+
+namespace mcp {
+
+SubscribeClient::SubscribeClient(SubscribeOptions options) : options_(std::move(options)) {
+  if (options_.brokers.empty()) throw usage_error("subscribe: no broker address");
+  if (options_.sampling_rate <= 0 || options_.sampling_rate > 1)
+    throw usage_error("--sampling-rate must be in (0, 1]");
+  token_ = read_token_file(options_.token_file);
+}
+
+SubscribeClient::~SubscribeClient() = default;
+
+void SubscribeClient::stop() {
+  stop_ = true;
+  std::lock_guard lock(mu_);
+  if (context_) context_->TryCancel();
+}
+
+SubscribeStats SubscribeClient::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+void SubscribeClient::run(const std::function<bool(const mcp::v1::SamplePacket&)>& on_packet) {
+  std::mt19937_64 rng(std::random_device{}());
+  auto backoff = options_.backoff_initial;
+  size_t address = 0;
+  bool first = true;
+  while (!stop_) {
+    auto channel = make_channel(options_.brokers[address], options_.tls, false,
+                                options_.receive_window_bytes);
+    auto stub = mcp::v1::Sampling::NewStub(channel);
+    grpc::ClientContext context;
+    add_token(context, token_);
+    mcp::v1::SubscriptionRequest req;
+    req.set_service_name(options_.service);
+    req.set_sampling_rate(options_.sampling_rate);
+    for (const auto& [k, v] : options_.tags) (*req.mutable_tags())[k] = v;
+    {
+      std::lock_guard lock(mu_);
+      if (stop_) return;
+      if (!first) ++stats_.reconnects;
+      req.set_resume_after(stats_.last_offset);
+      context_ = &context;
+    }
+    first = false;
+    auto reader = stub->Subscribe(&context, req);
+    mcp::v1::SamplePacket packet;
+    bool keep_going = true;
+    bool got_any = false;
+    while (keep_going && reader->Read(&packet)) {
+      got_any = true;
+      {
+        std::lock_guard lock(mu_);
+        stats_.dropped_packets += packet.dropped_packets();
+        stats_.dropped_samples += packet.dropped_samples();
+        if (packet.offset() <= stats_.last_offset) continue;  // already delivered
+        stats_.last_offset = packet.offset();
+        ++stats_.packets;
+        stats_.samples += static_cast<uint64_t>(packet.samples_size());
+      }
+      keep_going = on_packet(packet);
+    }
+    if (!keep_going) context.TryCancel();
+    const grpc::Status status = reader->Finish();
+    {
+      std::lock_guard lock(mu_);
+      context_ = nullptr;
+    }
+    if (!keep_going || stop_) return;
+    switch (status.error_code()) {
+      case grpc::StatusCode::UNAUTHENTICATED:
+      case grpc::StatusCode::PERMISSION_DENIED:
+      case grpc::StatusCode::INVALID_ARGUMENT:
+      case grpc::StatusCode::UNIMPLEMENTED:
+        throw runtime_error("broker refused the subscription: " + status.error_message());
+      default:
+        break;
+    }
+    if (!options_.reconnect) {
+      if (!status.ok())
+        throw runtime_error("subscription to " + options_.brokers[address] +
+                            " failed: " + status.error_message());
+      return;
+    }
+    spdlog::warn("subscribe: stream from {} ended ({}); reconnecting", options_.brokers[address],
+                 status.ok() ? "closed" : status.error_message());
+    if (got_any) backoff = options_.backoff_initial;
+    std::uniform_int_distribution<int64_t> pick(backoff.count() / 2, backoff.count());
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(pick(rng));
+    while (!stop_ && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    backoff = std::min(backoff * 2, options_.backoff_max);
+    address = (address + 1) % options_.brokers.size();
+  }
+}
+
+}  // namespace mcp

@@ -1,0 +1,92 @@
+#include "subscribe/subscribe_command.h"
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "common/error.h"
+#include "subscribe/sample_json.h"
+#include "subscribe/subscribe_client.h"
+
+namespace mcp {
+namespace {
+
+struct SubscribeFlags {
+  std::string brokers;
+  std::string service;
+  std::vector<std::string> tags;
+  double sampling_rate = 1.0;
+  std::string format = "json";
+  uint64_t max_packets = 0;
+  bool no_reconnect = false;
+  TlsFiles tls;
+  std::string token_file;
+};
+
+int run_subscribe(const SubscribeFlags& flags) {
+  SubscribeOptions options;
+  options.brokers = parse_broker_list(flags.brokers);
+  options.service = flags.service;
+  for (const auto& tag : flags.tags) {
+    const auto eq = tag.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw usage_error("--tag '" + tag + "' is not KEY=VALUE");
+    options.tags[tag.substr(0, eq)] = tag.substr(eq + 1);
+  }
+  options.sampling_rate = flags.sampling_rate;
+  options.tls = flags.tls;
+  options.token_file = flags.token_file;
+  options.reconnect = !flags.no_reconnect;
+  SubscribeClient client(options);
+
+  const bool table = flags.format == "table";
+  if (table) std::cout << table_header() << '\n';
+  uint64_t packets = 0;
+  uint64_t reported_drops = 0;
+  client.run([&](const mcp::v1::SamplePacket& packet) {
+    for (const auto& sample : packet.samples()) {
+      if (table) std::cout << sample_to_table_row(sample) << '\n';
+      else std::cout << sample_to_json(sample).dump() << '\n';
+    }
+    std::cout.flush();
+    if (packet.dropped_packets() > 0) {
+      reported_drops += packet.dropped_packets();
+      std::fprintf(stderr,
+                   "mcp-agent subscribe: broker dropped %llu packets (%llu samples) for this "
+                   "subscriber (too slow); %llu in total\n",
+                   static_cast<unsigned long long>(packet.dropped_packets()),
+                   static_cast<unsigned long long>(packet.dropped_samples()),
+                   static_cast<unsigned long long>(reported_drops));
+    }
+    return flags.max_packets == 0 || ++packets < flags.max_packets;
+  });
+  return 0;
+}
+
+}  // namespace
+
+void add_subscribe_command(CLI::App& app, CommandAction& action) {
+  auto flags = std::make_shared<SubscribeFlags>();
+  CLI::App* cmd = app.add_subcommand("subscribe", "print events a broker receives, as JSON lines");
+  cmd->add_option("--broker", flags->brokers, "HOST:PORT[,HOST:PORT...] of mcp-broker")->required();
+  cmd->add_option("--service", flags->service, "only this service");
+  cmd->add_option("--tag", flags->tags, "only samples with this tag (KEY=VALUE, repeatable)");
+  cmd->add_option("--sampling-rate", flags->sampling_rate,
+                  "keep this fraction, consistently by trace id; weights stay exact")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--format", flags->format, "json or table")
+      ->check(CLI::IsMember({"json", "table"}))
+      ->capture_default_str();
+  cmd->add_option("--max-packets", flags->max_packets, "exit after this many packets");
+  cmd->add_flag("--no-reconnect", flags->no_reconnect, "exit when the stream ends");
+  cmd->add_option("--tls-ca", flags->tls.ca, "CA that signed the broker's certificate")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--tls-cert", flags->tls.cert, "client certificate for mTLS")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--tls-key", flags->tls.key, "client key for mTLS")->check(CLI::ExistingFile);
+  cmd->add_option("--token-file", flags->token_file, "bearer token (first line of the file)")
+      ->check(CLI::ExistingFile);
+  cmd->callback([flags, &action] { action = [flags] { return run_subscribe(*flags); }; });
+}
+
+}  // namespace mcp

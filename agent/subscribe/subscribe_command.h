@@ -1,0 +1,17 @@
+// `mcp-agent subscribe`: a consumer that prints the broker's packets as JSON lines (the agent's
+// event field names, see sample_json.h) or a table. Registration follows common/command.h.
+//   mcp-agent subscribe --broker ADDR[,ADDR...] [--service NAME] [--tag k=v]... [--sampling-rate R]
+//                       [--format json|table] [--max-packets N] [--tls-ca F --tls-cert F --tls-key F]
+//                       [--token-file F]
+// Exit 0 after --max-packets (or when the stream ends with --no-reconnect), 1 when the broker
+// refuses the subscription, 2 for bad flags. Broker-reported drops go to stderr.
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include "common/command.h"
+
+namespace mcp {
+
+void add_subscribe_command(CLI::App& app, CommandAction& action);
+
+}  // namespace mcp

@@ -1,0 +1,89 @@
+// BrokerProcess: runs build/bin/mcp-broker as a child on 127.0.0.1 (port 0 unless a port is
+// given, to restart on the same one), reads the bound port from its stderr line
+// "mcp-broker: listening on 127.0.0.1:PORT", and kills it (SIGKILL or SIGTERM) on demand.
+#pragma once
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <regex>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace mcp::test {
+
+inline std::filesystem::path make_temp_dir(const std::string& stem) {
+  auto dir = std::filesystem::temp_directory_path() /
+             (stem + "-" + std::to_string(getpid()) + "-" + std::to_string(std::random_device{}()));
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+class BrokerProcess {
+ public:
+  BrokerProcess(std::vector<std::string> args, std::filesystem::path log, int port = 0)
+      : log_(std::move(log)) {
+    args.insert(args.begin(), {std::string(MCP_BIN_DIR) + "/mcp-broker", "--listen",
+                               "127.0.0.1:" + std::to_string(port)});
+    pid_ = fork();
+    if (pid_ == 0) {
+      FILE* f = std::fopen(log_.c_str(), "w");
+      if (f) dup2(fileno(f), 2);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+    const std::regex re("listening on 127\\.0\\.0\\.1:([0-9]+)");
+    while (std::chrono::steady_clock::now() < deadline) {
+      std::smatch m;
+      const std::string text = log_text();
+      if (std::regex_search(text, m, re)) {
+        port_ = std::stoi(m[1]);
+        return;
+      }
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        throw std::runtime_error("mcp-broker exited early: " + text);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    throw std::runtime_error("mcp-broker did not report its port: " + log_text());
+  }
+  ~BrokerProcess() { stop(SIGKILL); }
+
+  int port() const { return port_; }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  std::string log_text() const {
+    std::ifstream in(log_);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  // Returns the exit status (as from waitpid), or -1 when not running.
+  int stop(int sig) {
+    if (pid_ <= 0) return -1;
+    kill(pid_, sig);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return status;
+  }
+
+ private:
+  std::filesystem::path log_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+}  // namespace mcp::test

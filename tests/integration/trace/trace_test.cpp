@@ -1,0 +1,160 @@
+// Runtime tier: the real mcp-agent binary loads real BPF and traces the real
+// workload binary; assertions are on what it prints.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "../../support/run_command.h"
+
+namespace {
+
+using mcp::test::parse_json_lines;
+using mcp::test::parse_summary;
+using mcp::test::run_command;
+
+const std::string kAgent = std::string(MCP_BIN_DIR) + "/mcp-agent";
+const std::string kWorkload = std::string(MCP_TEST_DIR) + "/mcp-workload";
+
+std::string probe(const std::string& fn) {
+  char buf[4096];
+  return std::string(realpath(kWorkload.c_str(), buf)) + ":" + fn;
+}
+
+TEST(TraceUprobe, RateOneDeliversEveryCallWithItsArguments) {
+  MCP_REQUIRE_BPF();
+  constexpr int kCalls = 2000;
+  auto r = run_command({kAgent, "trace", "--uprobe", kWorkload + ":mcp_work", "--", kWorkload, "calls",
+                        std::to_string(kCalls)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto events = parse_json_lines(r.out);
+  ASSERT_EQ(events.size(), static_cast<size_t>(kCalls));
+  for (int i = 0; i < kCalls; i++) {
+    const auto& e = events[i];
+    EXPECT_EQ(e["kind"], "uprobe");
+    EXPECT_EQ(e["probe"], probe("mcp_work"));
+    EXPECT_EQ(e["comm"], "mcp-workload");
+    EXPECT_EQ(e["args"], nlohmann::json({i, 2, 3, 4, 5, 6}));
+    EXPECT_EQ(e["weight"], 1.0);
+    EXPECT_EQ(e["pid"], events[0]["pid"]);
+    EXPECT_GT(e["ts_ns"].get<uint64_t>(), 1600000000ull * 1000000000ull);
+  }
+  auto summary = parse_summary(r.err);
+  ASSERT_TRUE(summary.count(probe("mcp_work"))) << r.err;
+  const auto& row = summary[probe("mcp_work")];
+  EXPECT_EQ(row.seen, static_cast<uint64_t>(kCalls));
+  EXPECT_EQ(row.kept, static_cast<uint64_t>(kCalls));
+  EXPECT_EQ(row.lost, 0u);
+}
+
+TEST(TraceUprobe, RateTenthKeepsWithinFiveSigmaAndWeightsRestoreTheCount) {
+  MCP_REQUIRE_BPF();
+  constexpr double kCalls = 100000, kRate = 0.1;
+  auto r = run_command({kAgent, "trace", "--uprobe", kWorkload + ":mcp_work", "--sample-rate", "0.1", "--", kWorkload,
+                        "calls", "100000"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto row = parse_summary(r.err)[probe("mcp_work")];
+  EXPECT_EQ(row.seen, 100000u);
+  const double sigma = std::sqrt(kCalls * kRate * (1 - kRate));
+  EXPECT_NEAR(static_cast<double>(row.kept), kCalls * kRate, 5 * sigma);
+  const auto events = parse_json_lines(r.out);
+  EXPECT_EQ(events.size(), row.kept);
+  EXPECT_EQ(row.delivered, row.kept);
+  ASSERT_FALSE(events.empty());
+  EXPECT_NEAR(events[0]["weight"].get<double>(), 10.0, 1e-6);
+  EXPECT_NEAR(row.estimated, kCalls, 5 * sigma * 10);
+}
+
+TEST(TraceUprobe, LatencyEventsCarryReturnValueAndAtLeastTheSleep) {
+  MCP_REQUIRE_BPF();
+  auto r = run_command({kAgent, "trace", "--uprobe", kWorkload + ":mcp_sleep", "--latency", "--", kWorkload, "sleep",
+                        "5", "3000"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto events = parse_json_lines(r.out);
+  ASSERT_EQ(events.size(), 5u);
+  for (const auto& e : events) {
+    EXPECT_EQ(e["kind"], "uretprobe");
+    EXPECT_EQ(e["ret"], 42);
+    EXPECT_EQ(e["args"][0], 3000);
+    EXPECT_GE(e["duration_ns"].get<uint64_t>(), 3000000u);
+    EXPECT_LT(e["duration_ns"].get<uint64_t>(), 3000000000u);
+  }
+}
+
+TEST(TraceSyscall, SeesTheWorkloadsCallsWithItsPidAndReturnValue) {
+  MCP_REQUIRE_BPF();
+  auto r = run_command({kAgent, "trace", "--syscall", "getppid", "--", kWorkload, "getppid", "500"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto events = parse_json_lines(r.out);
+  ASSERT_EQ(events.size(), 500u);
+  const int pid = events[0]["pid"];
+  for (const auto& e : events) {
+    EXPECT_EQ(e["kind"], "syscall");
+    EXPECT_EQ(e["probe"], "syscall:getppid");
+    EXPECT_EQ(e["pid"], pid);
+    EXPECT_EQ(e["comm"], "mcp-workload");
+    EXPECT_EQ(e["args"].size(), 0u);  // getppid takes no arguments
+    EXPECT_GT(e["ret"].get<int>(), 0);  // the agent's pid: a real parent
+    EXPECT_TRUE(e.contains("duration_ns"));
+  }
+  EXPECT_EQ(parse_summary(r.err)["syscall:getppid"].seen, 500u);
+}
+
+TEST(TraceSyscall, PidFilterIgnoresOtherProcesses) {
+  MCP_REQUIRE_BPF();
+  // A second workload runs beside the traced one and must not appear.
+  const pid_t other = fork();
+  if (other == 0) {
+    execl(kWorkload.c_str(), kWorkload.c_str(), "getppid", "1000000000", nullptr);
+    _exit(127);
+  }
+  auto r = run_command({kAgent, "trace", "--syscall", "getppid", "--", kWorkload, "getppid", "300"});
+  kill(other, SIGKILL);
+  waitpid(other, nullptr, 0);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto events = parse_json_lines(r.out);
+  ASSERT_EQ(events.size(), 300u);
+  for (const auto& e : events) EXPECT_NE(e["pid"].get<int>(), other);
+}
+
+TEST(TraceRingBuffer, TinyBufferCountsLostEventsAndReportsThem) {
+  MCP_REQUIRE_BPF();
+  auto r = run_command({kAgent, "trace", "--uprobe", kWorkload + ":mcp_work", "--ringbuf-size", "4K", "--output",
+                        "/dev/null", "--", kWorkload, "calls", "100000"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto row = parse_summary(r.err)[probe("mcp_work")];
+  EXPECT_EQ(row.seen, 100000u);
+  EXPECT_GT(row.lost, 0u);
+  EXPECT_EQ(row.delivered + row.lost, row.kept);  // nothing vanishes uncounted
+  EXPECT_NE(r.err.find("lost"), std::string::npos);
+}
+
+TEST(TraceErrors, EachFailureIsOneLineWithTheRightExitCode) {
+  struct Case {
+    std::vector<std::string> args;
+    int code;
+    std::string needle;
+  };
+  const std::vector<Case> cases = {
+      {{"trace", "--uprobe", kWorkload + ":no_such_fn", "--", "true"}, 1, "symbol no_such_fn not found in"},
+      {{"trace", "--uprobe", "/no/such/bin:fn", "--", "true"}, 1, "binary not found: /no/such/bin"},
+      {{"trace", "--syscall", "getppid", "--sample-rate", "0"}, 2, "--sample-rate must be in (0, 1]"},
+      {{"trace", "--syscall", "getppid", "--duration", "ten"}, 2, "bad duration"},
+      {{"trace", "--no-such-flag"}, 2, "no-such-flag"},
+      {{"trace"}, 2, "nothing to trace"},
+      {{"trace", "--syscall", "not_a_syscall", "--", "true"}, 1, "unknown syscall"},
+      {{"trace", "--syscall", "getppid", "--", "/no/such/command"}, 1, "cannot run /no/such/command"},
+  };
+  const bool bpf = mcp::test::bpf_unavailable_reason().empty();
+  for (const auto& c : cases) {
+    if (c.code == 1 && !bpf) continue;  // runtime failures need the BPF environment to get that far
+    std::vector<std::string> argv = {kAgent};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    auto r = run_command(argv);
+    EXPECT_EQ(r.exit_code, c.code) << c.needle << ": " << r.err;
+    EXPECT_NE(r.err.find(c.needle), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_TRUE(r.out.empty());
+  }
+}
+
+}  // namespace

@@ -1,0 +1,248 @@
+#include "control/tenant_quota.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "common/error.h"
+
+namespace mcp::control {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A scratch directory laid out like a cgroup2 tree (each cgroup dir holds cgroup.procs).
+class FakeCgroupTree {
+ public:
+  FakeCgroupTree() {
+    char tmpl[] = "/tmp/mcp-control-cgXXXXXX";
+    root_ = ::mkdtemp(tmpl);
+    std::ofstream(root_ / "cgroup.procs");
+  }
+  ~FakeCgroupTree() { fs::remove_all(root_); }
+  fs::path add(const std::string& rel) {
+    const fs::path dir = root_ / rel;
+    fs::create_directories(dir);
+    std::ofstream(dir / "cgroup.procs");
+    return dir;
+  }
+  const fs::path& root() const { return root_; }
+
+ private:
+  fs::path root_;
+};
+
+uint64_t inode_of(const fs::path& p) {
+  struct stat st {};
+  EXPECT_EQ(::stat(p.c_str(), &st), 0);
+  return st.st_ino;
+}
+
+TEST(TenantBucket, Fnv1a64MatchesPublishedVectors) {
+  EXPECT_EQ(fnv1a64({}), 0xcbf29ce484222325ULL);
+  const std::string a = "a", foobar = "foobar";
+  EXPECT_EQ(fnv1a64({reinterpret_cast<const uint8_t*>(a.data()), a.size()}), 0xaf63dc4c8601ec8cULL);
+  EXPECT_EQ(fnv1a64({reinterpret_cast<const uint8_t*>(foobar.data()), foobar.size()}),
+            0x85944171f73967e8ULL);
+}
+
+// The BPF side hashes the same 8 little-endian bytes: these are the vectors to check it against.
+TEST(TenantBucket, CgroupIdVectorsForTheKernelSide) {
+  EXPECT_EQ(cgroup_id_hash(1), 0x89cd31291d2aefa4ULL);
+  EXPECT_EQ(tenant_bucket(1), 36u);
+  EXPECT_EQ(cgroup_id_hash(2), 0xe6bd86443df8ce07ULL);
+  EXPECT_EQ(tenant_bucket(2), 7u);
+  EXPECT_EQ(cgroup_id_hash(0x1234), 0x07b32d0dc6fdf72bULL);
+  EXPECT_EQ(tenant_bucket(0x1234), 43u);
+  EXPECT_EQ(tenant_bucket(4026531835ULL), 45u);
+}
+
+TEST(TenantBucket, SpreadsSequentialIdsOverAllBuckets) {
+  std::map<uint32_t, int> counts;
+  for (uint64_t id = 1000; id < 1000 + 64 * 100; ++id) ++counts[tenant_bucket(id)];
+  ASSERT_EQ(counts.size(), kTenantBuckets);
+  for (const auto& [bucket, n] : counts) EXPECT_GT(n, 50) << "bucket " << bucket;
+}
+
+TEST(TenantQuotaParse, RateAndBurst) {
+  const TenantQuotaSpec s = parse_tenant_quota("/sys/fs/cgroup/unified/noisy=500:2000");
+  EXPECT_EQ(s.cgroup_path, "/sys/fs/cgroup/unified/noisy");
+  EXPECT_EQ(s.quota, (Quota{500.0, 2000}));
+}
+
+TEST(TenantQuotaParse, BurstDefaultsToOneSecondOfRate) {
+  EXPECT_EQ(parse_tenant_quota("a/b=250").quota, (Quota{250.0, 250}));
+  EXPECT_EQ(parse_tenant_quota("a=0.5").quota, (Quota{0.5, 1}));
+  EXPECT_EQ(parse_tenant_quota("a=0").quota, (Quota{0.0, 1}));
+  EXPECT_EQ(parse_quota("1000:10").burst, 10u);
+}
+
+TEST(TenantQuotaParse, PathMayContainEqualsSign) {
+  EXPECT_EQ(parse_tenant_quota("odd=name=10").cgroup_path, "odd=name");
+}
+
+TEST(TenantQuotaParse, BadValuesAreUsageErrorsWithOneLineReason) {
+  for (const char* bad : {"noequals", "=100", "a=", "a=-5", "a=abc", "a=10:", "a=10:0",
+                          "a=10:1.5", "a=nan", "a=inf", "a=10:x", "a=1e3"}) {
+    try {
+      parse_tenant_quota(bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const mcp::Error& e) {
+      EXPECT_EQ(e.code(), mcp::ExitCode::kUsage) << bad;
+      const std::string what = e.what();
+      EXPECT_NE(what.find(bad), std::string::npos) << what;
+      EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    }
+  }
+}
+
+TEST(Cgroup2Mount, FoundInMountinfoAmongV1Mounts) {
+  FakeCgroupTree dir;
+  const fs::path mountinfo = dir.root() / "mountinfo";
+  std::ofstream(mountinfo)
+      << "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n"
+         "32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n"
+         "41 31 0:38 / /sys/fs/cgroup/my\\040unified rw,relatime shared:9 - cgroup2 cgroup2 rw\n";
+  EXPECT_EQ(find_cgroup2_mount(mountinfo), "/sys/fs/cgroup/my unified");
+}
+
+TEST(Cgroup2Mount, MissingIsARuntimeError) {
+  FakeCgroupTree dir;
+  const fs::path mountinfo = dir.root() / "mountinfo";
+  std::ofstream(mountinfo) << "32 31 0:29 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n";
+  try {
+    find_cgroup2_mount(mountinfo);
+    ADD_FAILURE();
+  } catch (const mcp::Error& e) {
+    EXPECT_EQ(e.code(), mcp::ExitCode::kRuntime);
+  }
+}
+
+TEST(CgroupId, IsTheDirectoryInodeForRelativeAndAbsolutePaths) {
+  FakeCgroupTree tree;
+  const fs::path dir = tree.add("tenants/a");
+  EXPECT_EQ(resolve_cgroup_id("tenants/a", tree.root()), inode_of(dir));
+  EXPECT_EQ(resolve_cgroup_id(dir.string(), "/nonexistent"), inode_of(dir));
+}
+
+TEST(CgroupId, MissingOrNonCgroupDirectoryIsAUsageError) {
+  FakeCgroupTree tree;
+  fs::create_directories(tree.root() / "plain");  // no cgroup.procs
+  EXPECT_THROW(resolve_cgroup_id("nope", tree.root()), mcp::Error);
+  EXPECT_THROW(resolve_cgroup_id("plain", tree.root()), mcp::Error);
+  EXPECT_THROW(resolve_cgroup_id("", tree.root()), mcp::Error);
+}
+
+// On the real cgroup2 mount the root cgroup has id 1, and a child's inode is the id the kernel
+// reports through a file handle (what bpf_get_current_cgroup_id returns).
+TEST(CgroupId, MatchesKernelCgroupIdOnRealCgroup2) {
+  fs::path mount;
+  try {
+    mount = find_cgroup2_mount();
+  } catch (const mcp::Error& e) {
+    GTEST_SKIP() << "no cgroup2 mount: " << e.what();
+  }
+  EXPECT_EQ(resolve_cgroup_id(mount.string(), "/"), 1u);
+  if (::geteuid() != 0) GTEST_SKIP() << "creating a child cgroup needs root";
+  const std::string name = "mcp-control-test-" + std::to_string(::getpid());
+  const fs::path child = mount / name;
+  if (::mkdir(child.c_str(), 0755) != 0) {
+    GTEST_SKIP() << "cannot create " << child << ": " << std::strerror(errno);
+  }
+  const uint64_t id = resolve_cgroup_id(name, mount);
+  struct {
+    struct file_handle fh;
+    unsigned char bytes[64];
+  } handle{};
+  handle.fh.handle_bytes = sizeof(handle.bytes);
+  int mount_id = 0;
+  const int rc = ::name_to_handle_at(AT_FDCWD, child.c_str(), &handle.fh, &mount_id, 0);
+  ::rmdir(child.c_str());
+  ASSERT_EQ(rc, 0) << std::strerror(errno);
+  ASSERT_EQ(handle.fh.handle_bytes, 8u);
+  uint64_t kernel_id = 0;
+  std::memcpy(&kernel_id, handle.fh.f_handle, 8);
+  EXPECT_EQ(id, kernel_id);
+}
+
+TEST(TenantQuotaTable, ConfiguredBucketsGetTheirQuotaOthersTheDefault) {
+  FakeCgroupTree tree;
+  const uint64_t noisy = inode_of(tree.add("noisy"));
+  const uint64_t quiet = inode_of(tree.add("quiet"));
+  if (tenant_bucket(noisy) == tenant_bucket(quiet)) GTEST_SKIP() << "inodes collide by chance";
+  const TenantQuotaSpec specs[] = {parse_tenant_quota("noisy=100:10"),
+                                   parse_tenant_quota("quiet=5000")};
+  const Quota def{1000.0, 1000};
+  const TenantQuotaTable t = build_tenant_quota_table(specs, def, tree.root());
+  EXPECT_TRUE(t.warnings.empty());
+  ASSERT_EQ(t.tenants.size(), 2u);
+  EXPECT_EQ(t.tenants[0].cgroup_id, noisy);
+  EXPECT_EQ(t.tenants[0].bucket, tenant_bucket(noisy));
+  EXPECT_EQ(t.buckets[tenant_bucket(noisy)], (Quota{100.0, 10}));
+  EXPECT_EQ(t.buckets[tenant_bucket(quiet)], (Quota{5000.0, 5000}));
+  int configured = 0;
+  for (uint32_t b = 0; b < kTenantBuckets; ++b) {
+    if (t.configured[b]) {
+      ++configured;
+    } else {
+      EXPECT_EQ(t.buckets[b], def) << "bucket " << b;
+    }
+  }
+  EXPECT_EQ(configured, 2);
+}
+
+TEST(TenantQuotaTable, WarnsWhenTwoCgroupsShareABucket) {
+  FakeCgroupTree tree;
+  // Make cgroups until two land in one bucket (birthday bound: a handful for 64 buckets).
+  std::map<uint32_t, std::string> seen;
+  std::string first, second;
+  for (int i = 0; i < 500 && second.empty(); ++i) {
+    const std::string name = "cg" + std::to_string(i);
+    const uint32_t b = tenant_bucket(inode_of(tree.add(name)));
+    if (auto it = seen.find(b); it != seen.end()) {
+      first = it->second;
+      second = name;
+    } else {
+      seen.emplace(b, name);
+    }
+  }
+  ASSERT_FALSE(second.empty());
+  const TenantQuotaSpec specs[] = {parse_tenant_quota(first + "=10"),
+                                   parse_tenant_quota(second + "=20")};
+  const TenantQuotaTable t = build_tenant_quota_table(specs, Quota{1, 1}, tree.root());
+  ASSERT_EQ(t.warnings.size(), 1u);
+  EXPECT_NE(t.warnings[0].find(first), std::string::npos);
+  EXPECT_NE(t.warnings[0].find(second), std::string::npos);
+  ASSERT_EQ(t.tenants.size(), 2u);
+  EXPECT_EQ(t.buckets[t.tenants[0].bucket].rate_per_s, 20.0);  // the later flag wins
+  EXPECT_EQ(t.tenants[0].quota.rate_per_s, 20.0);             // and both report it
+}
+
+TEST(TenantQuotaTable, SameCgroupTwiceLaterWinsWithWarning) {
+  FakeCgroupTree tree;
+  const fs::path dir = tree.add("a");
+  const TenantQuotaSpec specs[] = {parse_tenant_quota("a=10"),
+                                   parse_tenant_quota(dir.string() + "=30:3")};
+  const TenantQuotaTable t = build_tenant_quota_table(specs, Quota{1, 1}, tree.root());
+  ASSERT_EQ(t.tenants.size(), 1u);
+  EXPECT_EQ(t.warnings.size(), 1u);
+  EXPECT_EQ(t.tenants[0].quota, (Quota{30.0, 3}));
+}
+
+TEST(TenantQuotaTable, UnknownCgroupFailsTheWholeTable) {
+  FakeCgroupTree tree;
+  tree.add("a");
+  const TenantQuotaSpec specs[] = {parse_tenant_quota("a=10"), parse_tenant_quota("b=10")};
+  EXPECT_THROW(build_tenant_quota_table(specs, Quota{1, 1}, tree.root()), mcp::Error);
+}
+
+}  // namespace
+}  // namespace mcp::control

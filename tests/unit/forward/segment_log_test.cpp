@@ -1,0 +1,148 @@
+// SegmentLog (the forwarder's spool and the broker's journal) on real files in a temp dir.
+#include "forward/segment_log.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <random>
+
+namespace mcp {
+namespace {
+
+class SegmentLogTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("mcp-spool-" + std::to_string(std::random_device{}()));
+    std::filesystem::remove_all(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::vector<std::filesystem::path> segment_files() const {
+    std::vector<std::filesystem::path> out;
+    for (const auto& e : std::filesystem::directory_iterator(dir_)) out.push_back(e.path());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  std::filesystem::path dir_;
+};
+
+std::vector<std::string> payloads(const std::vector<SegmentLog::Record>& records) {
+  std::vector<std::string> out;
+  for (const auto& r : records) out.push_back(r.payload);
+  return out;
+}
+
+TEST_F(SegmentLogTest, ReplaysRecordsInAppendOrderAfterReopen) {
+  std::vector<uint64_t> offsets;
+  {
+    SegmentLog log({dir_, 64, 1 << 20});
+    for (int i = 0; i < 10; ++i) offsets.push_back(log.append("batch-" + std::to_string(i), 3));
+  }
+  EXPECT_TRUE(std::is_sorted(offsets.begin(), offsets.end()));
+  SegmentLog log({dir_, 64, 1 << 20});
+  const auto records = log.read_from(0, 100);
+  ASSERT_EQ(records.size(), 10u);
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(records[i].payload, "batch-" + std::to_string(i));
+    EXPECT_EQ(records[i].offset, offsets[i]);
+    EXPECT_EQ(records[i].items, 3u);
+  }
+  // New appends continue above everything on disk, so sequences never repeat after a restart.
+  EXPECT_GT(log.append("after"), offsets.back());
+}
+
+TEST_F(SegmentLogTest, RollsToANewSegmentPastSegmentBytes) {
+  SegmentLog log({dir_, 100, 1 << 20});
+  for (int i = 0; i < 5; ++i) log.append(std::string(80, 'x'));
+  EXPECT_EQ(segment_files().size(), 5u);
+  EXPECT_EQ(log.stats().segments, 5u);
+}
+
+TEST_F(SegmentLogTest, CorruptRecordIsSkippedAndCounted) {
+  {
+    SegmentLog log({dir_, 1 << 20, 1 << 20});
+    log.append("first");
+    log.append("second");
+    log.append("third");
+  }
+  const auto file = segment_files().at(0);
+  {
+    // Flip one payload byte of the second record (each record: 24-byte header + payload).
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(24 + 5 + 24 + 2);
+    f.put('X');
+  }
+  SegmentLog log({dir_, 1 << 20, 1 << 20});
+  EXPECT_EQ(payloads(log.read_from(0, 10)), (std::vector<std::string>{"first", "third"}));
+  EXPECT_EQ(log.stats().corrupt_records, 1u);
+}
+
+TEST_F(SegmentLogTest, TruncatedTailIsCountedAndLaterAppendsSurvive) {
+  {
+    SegmentLog log({dir_, 1 << 20, 1 << 20});
+    log.append("complete");
+    log.append("torn-by-a-crash");
+  }
+  const auto file = segment_files().at(0);
+  std::filesystem::resize_file(file, std::filesystem::file_size(file) - 4);
+  {
+    SegmentLog log({dir_, 1 << 20, 1 << 20});
+    EXPECT_EQ(log.stats().corrupt_records, 1u);
+    log.append("after-restart");
+  }
+  SegmentLog log({dir_, 1 << 20, 1 << 20});
+  EXPECT_EQ(payloads(log.read_from(0, 10)),
+            (std::vector<std::string>{"complete", "after-restart"}));
+}
+
+TEST_F(SegmentLogTest, FullLogDropsOldestSegmentsAndCountsTheirItems) {
+  SegmentLog log({dir_, 100, 300});
+  for (int i = 0; i < 10; ++i) log.append(std::string(90, char('a' + i)), 7);
+  const auto stats = log.stats();
+  EXPECT_LE(stats.bytes, 300u);
+  EXPECT_EQ(stats.dropped_records + stats.records, 10u);
+  EXPECT_EQ(stats.dropped_items, stats.dropped_records * 7);
+  // What is left is the newest data, still in order.
+  const auto left = payloads(log.read_from(0, 100));
+  ASSERT_FALSE(left.empty());
+  EXPECT_EQ(left.back(), std::string(90, 'j'));
+  for (size_t i = 1; i < left.size(); ++i) EXPECT_LT(left[i - 1], left[i]);
+}
+
+TEST_F(SegmentLogTest, ReleasedRecordsAreNotReplayedAndTheirSegmentsDeleted) {
+  SegmentLog log({dir_, 100, 1 << 20});
+  std::vector<uint64_t> offsets;
+  for (int i = 0; i < 4; ++i) offsets.push_back(log.append(std::string(90, 'x')));
+  log.release_through(offsets[1]);
+  EXPECT_EQ(segment_files().size(), 2u);
+  const auto left = log.read_from(0, 10);
+  ASSERT_EQ(left.size(), 2u);
+  EXPECT_EQ(left[0].offset, offsets[2]);
+  log.release_through(offsets[3]);
+  EXPECT_EQ(log.last_offset(), 0u);
+  EXPECT_EQ(log.stats().records, 0u);
+}
+
+TEST_F(SegmentLogTest, ReadFromAnOffsetSkipsEarlierRecords) {
+  SegmentLog log({dir_, 50, 1 << 20});
+  std::vector<uint64_t> offsets;
+  for (int i = 0; i < 6; ++i) offsets.push_back(log.append(std::to_string(i) + std::string(40, '.')));
+  const auto tail = log.read_from(offsets[3], 2);
+  ASSERT_EQ(tail.size(), 2u);
+  EXPECT_EQ(tail[0].offset, offsets[3]);
+  EXPECT_EQ(tail[1].offset, offsets[4]);
+}
+
+TEST(SegmentLogMemory, BehavesLikeTheDiskLogWithoutADirectory) {
+  SegmentLog log({{}, 100, 300});
+  for (int i = 0; i < 10; ++i) log.append(std::string(90, char('a' + i)), 2);
+  const auto stats = log.stats();
+  EXPECT_GT(stats.dropped_records, 0u);
+  EXPECT_EQ(stats.dropped_records + stats.records, 10u);
+  EXPECT_EQ(log.read_from(0, 100).back().payload, std::string(90, 'j'));
+}
+
+}  // namespace
+}  // namespace mcp

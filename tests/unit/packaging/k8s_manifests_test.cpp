@@ -1,0 +1,305 @@
+// Parses every manifest under packaging/k8s (multi-document YAML) and checks the fields the
+// agent depends on at run time: host PID, the host mounts, capabilities matching what the
+// agent keeps, probes on the metrics port, the ConfigMap key, the CRD's bounds, RBAC.
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <set>
+
+#include "metrics/server.h"
+#include "privilege/privilege.h"
+#include "test_util.h"
+
+namespace mcp::packaging_test {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kK8sDir = source_dir() / "packaging/k8s";
+
+struct Manifests {
+  std::vector<YAML::Node> docs;
+  std::vector<std::string> files;
+
+  Manifests() {
+    for (const auto& entry : fs::directory_iterator(kK8sDir)) {
+      if (entry.path().extension() != ".yaml") continue;
+      files.push_back(entry.path().filename().string());
+      for (auto& doc : YAML::LoadAllFromFile(entry.path().string())) {
+        if (doc && !doc.IsNull()) docs.push_back(doc);
+      }
+    }
+  }
+  YAML::Node find(const std::string& kind, const std::string& name) const {
+    for (const auto& d : docs) {
+      if (d["kind"].as<std::string>("") == kind && d["metadata"]["name"].as<std::string>("") == name)
+        return d;
+    }
+    return YAML::Node();
+  }
+  std::vector<YAML::Node> all(const std::string& kind) const {
+    std::vector<YAML::Node> out;
+    for (const auto& d : docs)
+      if (d["kind"].as<std::string>("") == kind) out.push_back(d);
+    return out;
+  }
+};
+
+const Manifests& manifests() {
+  static const Manifests m;
+  return m;
+}
+
+YAML::Node agent_daemonset() { return manifests().find("DaemonSet", "mcp-agent"); }
+YAML::Node agent_container() {
+  for (const auto& c : agent_daemonset()["spec"]["template"]["spec"]["containers"])
+    if (c["name"].as<std::string>() == "mcp-agent") return c;
+  return YAML::Node();
+}
+
+// Resolves a probe's port (number or container port name) to a number.
+int resolve_port(const YAML::Node& container, const YAML::Node& port) {
+  int number = 0;
+  if (YAML::convert<int>::decode(port, number)) return number;
+  for (const auto& p : container["ports"])
+    if (p["name"].as<std::string>("") == port.as<std::string>()) return p["containerPort"].as<int>();
+  return -1;
+}
+
+TEST(K8sManifests, EveryFileParsesAndEveryObjectIsNamedAndPlaced) {
+  const auto& m = manifests();
+  ASSERT_GE(m.files.size(), 6u);
+  ASSERT_GE(m.docs.size(), 10u);
+  const std::set<std::string> cluster_scoped{"Namespace", "ClusterRole", "ClusterRoleBinding",
+                                             "CustomResourceDefinition", "Kustomization"};
+  for (const auto& d : m.docs) {
+    ASSERT_TRUE(d.IsMap());
+    std::string kind = d["kind"].as<std::string>("");
+    EXPECT_FALSE(kind.empty());
+    EXPECT_FALSE(d["apiVersion"].as<std::string>("").empty()) << kind;
+    if (kind == "Kustomization") continue;
+    EXPECT_FALSE(d["metadata"]["name"].as<std::string>("").empty()) << kind;
+    if (!cluster_scoped.count(kind) && kind != "SamplingPolicy") {
+      EXPECT_EQ(d["metadata"]["namespace"].as<std::string>(""), "mcp-system")
+          << kind << "/" << d["metadata"]["name"];
+    }
+  }
+}
+
+TEST(K8sManifests, KustomizationListsEveryManifestThatExists) {
+  auto k = manifests().find("Kustomization", "");
+  ASSERT_TRUE(k) << "kustomization.yaml missing";
+  for (const auto& r : k["resources"]) {
+    EXPECT_TRUE(fs::exists(kK8sDir / r.as<std::string>())) << r.as<std::string>();
+  }
+  EXPECT_GE(k["resources"].size(), 6u);
+}
+
+TEST(K8sAgentDaemonSet, SharesTheHostPidNamespace) {
+  auto ds = agent_daemonset();
+  ASSERT_TRUE(ds);
+  EXPECT_TRUE(ds["spec"]["template"]["spec"]["hostPID"].as<bool>(false));
+}
+
+TEST(K8sAgentDaemonSet, MountsTheHostPathsTheAgentReads) {
+  auto pod = agent_daemonset()["spec"]["template"]["spec"];
+  std::map<std::string, YAML::Node> volumes;
+  for (const auto& v : pod["volumes"]) volumes[v["name"].as<std::string>()] = static_cast<const YAML::Node&>(v);
+  std::map<std::string, std::string> mounted;  // mountPath -> host path or "configmap:NAME"
+  for (const auto& vm : agent_container()["volumeMounts"]) {
+    auto v = volumes[vm["name"].as<std::string>()];
+    ASSERT_TRUE(v) << "volumeMount " << vm["name"].as<std::string>() << " has no volume";
+    std::string source = v["hostPath"] ? v["hostPath"]["path"].as<std::string>()
+                         : v["configMap"] ? "configmap:" + v["configMap"]["name"].as<std::string>()
+                                          : "other";
+    mounted[vm["mountPath"].as<std::string>()] = source;
+  }
+  for (std::string path : {"/sys/kernel/btf", "/sys/fs/bpf", "/sys/kernel/tracing", "/sys/fs/cgroup"}) {
+    EXPECT_EQ(mounted[path], path) << path << " must be the host's";
+  }
+  EXPECT_EQ(mounted["/host/proc"], "/proc");
+  EXPECT_EQ(mounted["/etc/mcp-agent"], "configmap:mcp-agent-config");
+}
+
+TEST(K8sAgentDaemonSet, CapabilitiesCoverWhatTheAgentKeeps) {
+  auto sc = agent_container()["securityContext"];
+  ASSERT_TRUE(sc);
+  if (sc["privileged"].as<bool>(false)) return;  // privileged has every capability
+  std::set<std::string> added;
+  for (const auto& c : sc["capabilities"]["add"]) added.insert(c.as<std::string>());
+  for (auto cap : privilege::runtime_capabilities({6, 1})) {
+    std::string name = privilege::capability_name(cap).substr(4);  // strip "cap_"
+    std::transform(name.begin(), name.end(), name.begin(), ::toupper);
+    EXPECT_TRUE(added.count(name)) << name << " not added";
+  }
+  EXPECT_FALSE(added.count("SYS_ADMIN"));
+  std::set<std::string> dropped;
+  for (const auto& c : sc["capabilities"]["drop"]) dropped.insert(c.as<std::string>());
+  EXPECT_TRUE(dropped.count("ALL")) << "start from nothing, add what is needed";
+  EXPECT_EQ(sc["runAsUser"].as<int>(-1), 0);
+}
+
+TEST(K8sAgentDaemonSet, ProbesHitHealthzOnTheMetricsPort) {
+  auto c = agent_container();
+  int metrics_port = -1;
+  for (const auto& p : c["ports"])
+    if (p["name"].as<std::string>("") == "metrics") metrics_port = p["containerPort"].as<int>();
+  EXPECT_EQ(metrics_port, metrics::kDefaultPort);
+  for (std::string probe : {"livenessProbe", "readinessProbe"}) {
+    auto get = c[probe]["httpGet"];
+    ASSERT_TRUE(get) << probe;
+    EXPECT_EQ(get["path"].as<std::string>(), "/healthz") << probe;
+    EXPECT_EQ(resolve_port(c, get["port"]), metrics_port) << probe;
+  }
+}
+
+TEST(K8sAgentDaemonSet, HasResourceLimitsAndTheNodeName) {
+  auto c = agent_container();
+  EXPECT_TRUE(c["resources"]["limits"]["cpu"]);
+  EXPECT_TRUE(c["resources"]["limits"]["memory"]);
+  EXPECT_TRUE(c["resources"]["requests"]["memory"]);
+  bool node_name = false;
+  for (const auto& e : c["env"]) {
+    if (e["name"].as<std::string>() == "NODE_NAME") {
+      node_name = e["valueFrom"]["fieldRef"]["fieldPath"].as<std::string>("") == "spec.nodeName";
+    }
+  }
+  EXPECT_TRUE(node_name);
+  auto cmd = c["command"].as<std::vector<std::string>>();
+  EXPECT_EQ(cmd, (std::vector<std::string>{"/usr/bin/mcp-agent", "run", "--config",
+                                           "/etc/mcp-agent/agent.yaml"}));
+}
+
+TEST(K8sConfigMap, HoldsAgentYamlWhoseMetricsListenerTheProbesCanReach) {
+  auto cm = manifests().find("ConfigMap", "mcp-agent-config");
+  ASSERT_TRUE(cm);
+  ASSERT_TRUE(cm["data"]["agent.yaml"]) << "key must be agent.yaml: the agent reads /etc/mcp-agent/agent.yaml";
+  YAML::Node config = YAML::Load(cm["data"]["agent.yaml"].as<std::string>());
+  ASSERT_TRUE(config.IsMap());
+  // The kubelet probes the pod IP, so the listener cannot be loopback inside the pod.
+  auto listen = metrics::parse_listen_address(config["metrics"]["listen"].as<std::string>());
+  EXPECT_EQ(listen.port, metrics::kDefaultPort);
+  EXPECT_NE(listen.host, "127.0.0.1");
+  // The broker address is the in-cluster Service on its port.
+  auto svc = manifests().find("Service", "mcp-broker");
+  ASSERT_TRUE(svc);
+  std::string want = "mcp-broker.mcp-system.svc:" + svc["spec"]["ports"][0]["port"].as<std::string>();
+  EXPECT_EQ(config["broker"]["address"].as<std::string>(), want);
+  // When the packaged default exists, the ConfigMap carries the same sections.
+  fs::path packaged = source_dir() / "packaging/config/agent.yaml";
+  if (fs::exists(packaged)) {
+    YAML::Node def = YAML::LoadFile(packaged.string());
+    for (const auto& kv : def) {
+      EXPECT_TRUE(config[kv.first.as<std::string>()])
+          << "section " << kv.first << " of packaging/config/agent.yaml missing from the ConfigMap";
+    }
+  }
+}
+
+YAML::Node crd_spec_schema() {
+  auto crd = manifests().find("CustomResourceDefinition", "samplingpolicies.sampling.mcp.dev");
+  if (!crd) return YAML::Node();
+  return crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+}
+
+TEST(K8sSamplingPolicyCrd, SchemaBoundsSamplingRateAndDescribesWeights) {
+  auto crd = manifests().find("CustomResourceDefinition", "samplingpolicies.sampling.mcp.dev");
+  ASSERT_TRUE(crd);
+  EXPECT_EQ(crd["apiVersion"].as<std::string>(), "apiextensions.k8s.io/v1");
+  EXPECT_EQ(crd["spec"]["names"]["kind"].as<std::string>(), "SamplingPolicy");
+  auto spec = crd_spec_schema();
+  auto props = spec["properties"];
+  EXPECT_EQ(props["samplingRate"]["type"].as<std::string>(), "number");
+  EXPECT_EQ(props["samplingRate"]["minimum"].as<double>(), 0.0);
+  EXPECT_EQ(props["samplingRate"]["maximum"].as<double>(), 1.0);
+  EXPECT_EQ(props["targetQps"]["minimum"].as<double>(), 0.0);
+  EXPECT_EQ(props["service"]["type"].as<std::string>(), "string");
+  EXPECT_EQ(props["probe"]["type"].as<std::string>(), "string");
+  auto strategies = props["strategy"]["enum"].as<std::vector<std::string>>();
+  EXPECT_NE(std::find(strategies.begin(), strategies.end(), "weighted"), strategies.end());
+  EXPECT_EQ(props["weights"]["additionalProperties"]["type"].as<std::string>(), "integer");
+  auto required = spec["required"].as<std::vector<std::string>>();
+  EXPECT_NE(std::find(required.begin(), required.end(), "service"), required.end());
+}
+
+TEST(K8sSamplingPolicyCrd, ExamplePolicyFitsTheSchema) {
+  auto props = crd_spec_schema()["properties"];
+  auto policies = manifests().all("SamplingPolicy");
+  ASSERT_FALSE(policies.empty());
+  for (const auto& p : policies) {
+    auto spec = p["spec"];
+    for (const auto& kv : spec) {
+      std::string field = kv.first.as<std::string>();
+      ASSERT_TRUE(props[field]) << "field " << field << " not in the CRD schema";
+      if (props[field]["minimum"]) EXPECT_GE(kv.second.as<double>(), props[field]["minimum"].as<double>());
+      if (props[field]["maximum"]) EXPECT_LE(kv.second.as<double>(), props[field]["maximum"].as<double>());
+    }
+    if (spec["strategy"].as<std::string>("") == "weighted") {
+      int sum = 0;
+      for (const auto& w : spec["weights"]) sum += w.second.as<int>();
+      EXPECT_EQ(sum, 100);
+    }
+  }
+}
+
+TEST(K8sRbac, AgentAccountMayReadPoliciesPodsAndNodes) {
+  const auto& m = manifests();
+  std::string sa = agent_daemonset()["spec"]["template"]["spec"]["serviceAccountName"].as<std::string>();
+  ASSERT_TRUE(m.find("ServiceAccount", sa));
+  std::string role;
+  for (const auto& b : m.all("ClusterRoleBinding")) {
+    for (const auto& s : b["subjects"]) {
+      if (s["kind"].as<std::string>() == "ServiceAccount" && s["name"].as<std::string>() == sa &&
+          s["namespace"].as<std::string>() == "mcp-system") {
+        role = b["roleRef"]["name"].as<std::string>();
+      }
+    }
+  }
+  auto cr = m.find("ClusterRole", role);
+  ASSERT_TRUE(cr) << "no ClusterRole bound to " << sa;
+  std::string crd_group =
+      m.find("CustomResourceDefinition", "samplingpolicies.sampling.mcp.dev")["spec"]["group"].as<std::string>();
+  auto allowed = [&](const std::string& group, const std::string& resource, const std::string& verb) {
+    for (const auto& r : cr["rules"]) {
+      auto groups = r["apiGroups"].as<std::vector<std::string>>();
+      auto resources = r["resources"].as<std::vector<std::string>>();
+      auto verbs = r["verbs"].as<std::vector<std::string>>();
+      if (std::count(groups.begin(), groups.end(), group) &&
+          std::count(resources.begin(), resources.end(), resource) &&
+          std::count(verbs.begin(), verbs.end(), verb))
+        return true;
+    }
+    return false;
+  };
+  for (std::string verb : {"get", "list", "watch"}) {
+    EXPECT_TRUE(allowed(crd_group, "samplingpolicies", verb)) << verb;
+    EXPECT_TRUE(allowed("", "pods", verb)) << verb;
+    EXPECT_TRUE(allowed("", "nodes", verb)) << verb;
+  }
+  EXPECT_FALSE(allowed("", "secrets", "get"));
+  EXPECT_FALSE(allowed("", "pods", "delete"));
+}
+
+TEST(K8sBroker, ServiceSelectsTheDeploymentOnPort9090) {
+  auto dep = manifests().find("Deployment", "mcp-broker");
+  auto svc = manifests().find("Service", "mcp-broker");
+  ASSERT_TRUE(dep);
+  ASSERT_TRUE(svc);
+  auto labels = dep["spec"]["template"]["metadata"]["labels"];
+  for (const auto& kv : svc["spec"]["selector"]) {
+    EXPECT_EQ(labels[kv.first.as<std::string>()].as<std::string>(""), kv.second.as<std::string>());
+  }
+  EXPECT_EQ(svc["spec"]["ports"][0]["port"].as<int>(), 9090);
+  auto c = dep["spec"]["template"]["spec"]["containers"][0];
+  EXPECT_EQ(resolve_port(c, svc["spec"]["ports"][0]["targetPort"]), 9090);
+  auto cmd = c["command"].as<std::vector<std::string>>();
+  auto listen = std::find(cmd.begin(), cmd.end(), "--listen");
+  ASSERT_NE(listen, cmd.end());
+  EXPECT_EQ(metrics::parse_listen_address(*(listen + 1)).port, 9090);
+}
+
+}  // namespace
+}  // namespace mcp::packaging_test

@@ -1,0 +1,158 @@
+// The systemd units: systemd-analyze must accept them without a single diagnostic, reject
+// deliberately broken copies, and rate them as hardened; the settings the agent relies on
+// (command lines, state directory, capability set) are checked by value.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <regex>
+
+#include "privilege/privilege.h"
+#include "test_util.h"
+
+namespace mcp::packaging_test {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kUnitDir = source_dir() / "packaging/systemd";
+
+std::string unit_text(const std::string& name) { return read_file(kUnitDir / name); }
+
+// Value of `key=` in the unit (the last assignment wins in systemd; we keep the last).
+std::string setting(const std::string& text, const std::string& key) {
+  std::istringstream in(text);
+  std::string value;
+  bool found = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(key + "=", 0) == 0) {
+      value = line.substr(key.size() + 1);
+      found = true;
+    }
+  }
+  return found ? value : "<unset>";
+}
+
+// Copies both units into `dir` with ExecStart pointing at an existing dummy executable,
+// since /usr/bin/mcp-agent is not installed on a build machine and verify checks it.
+void stage_units(const fs::path& dir) {
+  fs::path dummy = dir / "dummy";
+  write_file(dummy, "#!/bin/sh\nexit 0\n");
+  fs::permissions(dummy, fs::perms::owner_all);
+  for (std::string name : {"mcp-agent.service", "mcp-broker.service"}) {
+    std::string text = unit_text(name);
+    text = std::regex_replace(text, std::regex("/usr/bin/mcp-(agent|broker)"), dummy.string());
+    write_file(dir / name, text);
+  }
+}
+
+// verify exits 0 on warnings it "ignores" (unknown keys, unparsable values), so any line
+// mentioning the unit also counts as a failure.
+bool verify_clean(const fs::path& unit, std::string* why) {
+  auto r = run_command("cd " + unit.parent_path().string() +
+                       " && SYSTEMD_LOG_LEVEL=notice systemd-analyze verify ./" +
+                       unit.filename().string());
+  *why = "exit " + std::to_string(r.status) + ": " + r.output;
+  return r.status == 0 && r.output.find(unit.filename().string()) == std::string::npos;
+}
+
+#define SKIP_WITHOUT_SYSTEMD_ANALYZE()                                                 \
+  if (!have_tool("systemd-analyze"))                                                  \
+  GTEST_SKIP() << "systemd-analyze not installed (Debian package systemd; scripts/setup)"
+
+TEST(SystemdUnits, VerifyAcceptsBothUnitsWithoutDiagnostics) {
+  SKIP_WITHOUT_SYSTEMD_ANALYZE();
+  ScratchDir dir;
+  stage_units(dir.path());
+  for (std::string name : {"mcp-agent.service", "mcp-broker.service"}) {
+    std::string why;
+    EXPECT_TRUE(verify_clean(dir.path() / name, &why)) << name << ": " << why;
+  }
+}
+
+TEST(SystemdUnits, VerifyRejectsBrokenCopies) {
+  SKIP_WITHOUT_SYSTEMD_ANALYZE();
+  ScratchDir dir;
+  stage_units(dir.path());
+  std::string good = read_file(dir.path() / "mcp-agent.service");
+  struct Breakage {
+    const char* what;
+    std::string from, to;
+  } breakages[] = {
+      {"no ExecStart", "ExecStart=", "#ExecStart="},
+      {"misspelt key", "Restart=on-failure", "Restrat=on-failure"},
+      {"bad value", "ProtectSystem=strict", "ProtectSystem=sideways"},
+  };
+  for (const auto& b : breakages) {
+    std::string text = good;
+    auto pos = text.find(b.from);
+    ASSERT_NE(pos, std::string::npos) << b.from;
+    text.replace(pos, b.from.size(), b.to);
+    fs::path broken = dir.path() / "broken.service";
+    write_file(broken, text);
+    std::string why;
+    EXPECT_FALSE(verify_clean(broken, &why)) << b.what << " passed verify";
+  }
+}
+
+TEST(SystemdUnits, SecurityExposureIsLow) {
+  SKIP_WITHOUT_SYSTEMD_ANALYZE();
+  ScratchDir dir;
+  stage_units(dir.path());
+  // systemd-analyze security rates 0 (locked down) .. 10 (exposed); --threshold is x10.
+  // The agent needs BPF and ptrace-like access, the broker needs nothing.
+  struct Limit {
+    const char* unit;
+    int threshold;
+  } limits[] = {{"mcp-agent.service", 50}, {"mcp-broker.service", 20}};
+  for (const auto& l : limits) {
+    auto r = run_command("cd " + dir.path().string() +
+                         " && systemd-analyze security --offline=yes --threshold=" +
+                         std::to_string(l.threshold) + " ./" + l.unit);
+    auto last = r.output.rfind("Overall exposure");
+    EXPECT_EQ(r.status, 0) << l.unit << " exposure above " << l.threshold / 10.0 << ": "
+                           << (last == std::string::npos ? r.output : r.output.substr(last));
+  }
+}
+
+TEST(SystemdUnits, AgentRunsTheDaemonWithItsConfigAndReloadsOnHup) {
+  std::string t = unit_text("mcp-agent.service");
+  EXPECT_EQ(setting(t, "ExecStart"), "/usr/bin/mcp-agent run --config /etc/mcp-agent/agent.yaml");
+  EXPECT_EQ(setting(t, "ExecReload"), "/bin/kill -HUP $MAINPID");
+  EXPECT_EQ(setting(t, "Restart"), "on-failure");
+  EXPECT_EQ(setting(t, "StateDirectory"), "mcp-agent");
+  EXPECT_EQ(setting(t, "ProtectSystem"), "strict");
+  EXPECT_NE(setting(t, "ProtectHome"), "<unset>");
+  EXPECT_EQ(setting(t, "PrivateTmp"), "yes");
+  EXPECT_EQ(setting(t, "NoNewPrivileges"), "yes");
+  EXPECT_NE(setting(t, "ReadWritePaths").find("/sys/fs/bpf"), std::string::npos);
+}
+
+TEST(SystemdUnits, AgentBoundingSetHoldsWhatTheAgentKeepsAndNothingBroad) {
+  std::string bounding = setting(unit_text("mcp-agent.service"), "CapabilityBoundingSet");
+  std::istringstream in(bounding);
+  std::vector<std::string> caps;
+  for (std::string c; in >> c;) caps.push_back(c);
+  for (auto cap : privilege::runtime_capabilities({6, 1})) {
+    std::string name = privilege::capability_name(cap);
+    std::transform(name.begin(), name.end(), name.begin(), ::toupper);
+    EXPECT_NE(std::find(caps.begin(), caps.end(), name), caps.end()) << name << " missing";
+  }
+  for (std::string broad : {"CAP_SYS_ADMIN", "CAP_NET_ADMIN", "CAP_SYS_MODULE", "CAP_DAC_OVERRIDE"}) {
+    EXPECT_EQ(std::find(caps.begin(), caps.end(), broad), caps.end()) << broad << " present";
+  }
+}
+
+TEST(SystemdUnits, BrokerListensOnLoopbackWithStateAndNoCapabilities) {
+  std::string t = unit_text("mcp-broker.service");
+  EXPECT_EQ(setting(t, "ExecStart"),
+            "/usr/bin/mcp-broker --listen 127.0.0.1:9090 --state-dir /var/lib/mcp-broker");
+  EXPECT_EQ(setting(t, "StateDirectory"), "mcp-broker");
+  EXPECT_EQ(setting(t, "CapabilityBoundingSet"), "");
+  EXPECT_EQ(setting(t, "Restart"), "on-failure");
+  EXPECT_EQ(setting(t, "ProtectSystem"), "strict");
+  EXPECT_EQ(setting(t, "ProtectHome"), "yes");
+}
+
+}  // namespace
+}  // namespace mcp::packaging_test
