@@ -39,10 +39,10 @@ struct {
 	__type(value, __u64);
 } counters SEC(".maps") __weak;
 
-/* Tenant quota per bucket (config written by the agent; state per CPU, so the
- * hot path writes no shared cache line). */
+/* Tenant quota per bucket, config and state both per CPU: the hot path reads and
+ * writes only its own CPU's slot. */
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, MCP_TENANT_BUCKETS);
 	__type(key, __u32);
 	__type(value, struct mcp_quota_config);

@@ -85,10 +85,13 @@ enum mcp_trace_id_format {
 	MCP_TRACE_ID_BYTES16 = 1, /* pointer to 16 raw bytes */
 };
 
-/* Per-CPU token bucket of one tenant bucket (quota = rate/s, burst tokens). */
+/*
+ * Token bucket of one tenant bucket on one CPU (a per-CPU map value: the agent
+ * splits the node-wide quota over the CPUs by recent demand every tick).
+ */
 struct mcp_quota_config {
-	__u64 rate_per_sec;    /* tokens added per second on each CPU's share; 0 = unlimited */
-	__u64 burst;           /* bucket capacity */
+	__u64 rate_milli;      /* this CPU's refill, thousandths of an event per second */
+	__u64 burst_milli;     /* this CPU's capacity, thousandths of an event; 0 = no quota */
 };
 MCP_STATIC_ASSERT(sizeof(struct mcp_quota_config) == 16, "mcp_quota_config layout");
 

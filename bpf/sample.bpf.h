@@ -126,42 +126,38 @@ static __always_inline __u32 mcp_tenant_bucket(__u64 cgroup_id)
 	return h % MCP_TENANT_BUCKETS;
 }
 
-/* Tenant quota: per-CPU token bucket of the cgroup's bucket. True = within quota. */
-static __always_inline bool mcp_quota_allows(__u32 probe_id, __u64 cgroup_id, __u64 now)
+/* Tenant quota: this CPU's token bucket of the tenant's bucket. True = within quota. */
+static __always_inline bool mcp_quota_allows(__u32 bucket, __u64 now)
 {
-	__u32 bucket;
-	struct mcp_quota_config *cfg;
-	struct mcp_quota_state *st;
+	struct mcp_quota_config *cfg = bpf_map_lookup_elem(&quota_configs, &bucket);
+	struct mcp_quota_state *st = bpf_map_lookup_elem(&quota_states, &bucket);
+	__u64 cap, elapsed, add;
 
-	if (!quotas_enabled)
+	if (!cfg || !st || cfg->burst_milli == 0)
 		return true;
-	bucket = mcp_tenant_bucket(cgroup_id);
-	mcp_count_tenant(bucket, MCP_CTR_SEEN);
-	cfg = bpf_map_lookup_elem(&quota_configs, &bucket);
-	st = bpf_map_lookup_elem(&quota_states, &bucket);
-	if (!cfg || !st || cfg->rate_per_sec == 0) {
-		mcp_count_tenant(bucket, MCP_CTR_KEPT);
-		return true;
-	}
-	__u64 cap = cfg->burst * 1000;
+	cap = cfg->burst_milli;
 	if (st->last_ns == 0) {
 		st->tokens_milli = cap;
+		st->last_ns = now;
 	} else if (now > st->last_ns) {
-		__u64 elapsed = now - st->last_ns;
+		elapsed = now - st->last_ns;
+		/* the agent caps rate_milli at 1.8e9, so the product stays below 2^64 */
 		if (elapsed > 10000000000ULL)
 			elapsed = 10000000000ULL;
-		st->tokens_milli += elapsed * cfg->rate_per_sec / 1000000;
-		if (st->tokens_milli > cap)
-			st->tokens_milli = cap;
+		add = elapsed * cfg->rate_milli / 1000000000ULL;
+		/* frequent callers must not round their refills away: time accrues
+		 * until it is worth at least one thousandth of an event */
+		if (add) {
+			st->tokens_milli += add;
+			if (st->tokens_milli > cap)
+				st->tokens_milli = cap;
+			st->last_ns = now;
+		}
 	}
-	st->last_ns = now;
 	if (st->tokens_milli >= 1000) {
 		st->tokens_milli -= 1000;
-		mcp_count_tenant(bucket, MCP_CTR_KEPT);
 		return true;
 	}
-	mcp_count_tenant(bucket, MCP_CTR_QUOTA_DROPPED);
-	mcp_count(probe_id, MCP_CTR_QUOTA_DROPPED);
 	return false;
 }
 
@@ -219,11 +215,23 @@ static __always_inline void mcp_emit_call(__u32 probe_id, __u16 kind, __u64 ktim
 static __always_inline bool mcp_sample(__u32 probe_id, const __u64 *args, __u64 now,
 				       __u64 *threshold, __u32 *flags)
 {
+	__u32 bucket = 0;
+
 	mcp_count(probe_id, MCP_CTR_SEEN);
+	if (quotas_enabled) {
+		bucket = mcp_tenant_bucket(bpf_get_current_cgroup_id());
+		mcp_count_tenant(bucket, MCP_CTR_SEEN);
+	}
 	if (!mcp_decide(probe_id, args, threshold, flags))
 		return false;
-	if (!mcp_quota_allows(probe_id, bpf_get_current_cgroup_id(), now))
-		return false;
+	if (quotas_enabled) {
+		if (!mcp_quota_allows(bucket, now)) {
+			mcp_count_tenant(bucket, MCP_CTR_QUOTA_DROPPED);
+			mcp_count(probe_id, MCP_CTR_QUOTA_DROPPED);
+			return false;
+		}
+		mcp_count_tenant(bucket, MCP_CTR_KEPT);
+	}
 	mcp_count(probe_id, MCP_CTR_KEPT);
 	return true;
 }

@@ -13,6 +13,8 @@
 #include <memory>
 
 #include "cli/child_process.h"
+#include "cli/control_loop.h"
+#include "clock/timestamper.h"
 #include "cli/trace_options.h"
 #include "common/error.h"
 #include "loader/bpf_session.h"
@@ -40,29 +42,30 @@ void install_signal_handlers() {
   signal(SIGPIPE, SIG_IGN);
 }
 
-// CLOCK_REALTIME - CLOCK_MONOTONIC, the realtime read bracketed by the tightest
-// pair of monotonic reads.
-int64_t wall_offset_ns() {
-  auto ns = [](clockid_t c) {
-    timespec ts;
-    clock_gettime(c, &ts);
-    return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-  };
-  int64_t best_width = INT64_MAX, offset = 0;
-  for (int i = 0; i < 16; i++) {
-    const int64_t m0 = ns(CLOCK_MONOTONIC), r = ns(CLOCK_REALTIME), m1 = ns(CLOCK_MONOTONIC);
-    if (m1 - m0 < best_width) {
-      best_width = m1 - m0;
-      offset = r - (m0 + (m1 - m0) / 2);
-    }
-  }
-  return offset;
-}
-
 struct ProbeTally {
   uint64_t delivered = 0;
   double weight_sum = 0;
 };
+
+void print_tenants(const loader::BpfSession& session, const control::TenantQuotaTable& table) {
+  fprintf(stderr, "%-48s %8s %12s %12s %12s\n", "TENANT (cgroup)", "BUCKET", "SEEN", "KEPT", "QUOTA_DROP");
+  for (const auto& t : table.tenants) {
+    const auto c = session.tenant_counters(t.bucket);
+    fprintf(stderr, "%-48s %8u %12llu %12llu %12llu\n", t.cgroup_path.c_str(), t.bucket, (unsigned long long)c.seen,
+            (unsigned long long)c.kept, (unsigned long long)c.quota_dropped);
+  }
+  loader::ProbeCounters rest;
+  for (uint32_t b = 0; b < control::kTenantBuckets; b++) {
+    if (table.configured[b]) continue;
+    const auto c = session.tenant_counters(b);
+    rest.seen += c.seen;
+    rest.kept += c.kept;
+    rest.quota_dropped += c.quota_dropped;
+  }
+  fprintf(stderr, "%-48s %8s %12llu %12llu %12llu\n", "(all other cgroups)", "-", (unsigned long long)rest.seen,
+          (unsigned long long)rest.kept, (unsigned long long)rest.quota_dropped);
+  for (const auto& w : table.warnings) fprintf(stderr, "mcp-agent: warning: %s\n", w.c_str());
+}
 
 void print_summary(const loader::BpfSession& session, const std::map<uint32_t, ProbeTally>& tallies,
                    const pipeline::RingConsumer& consumer, double seconds) {
@@ -93,14 +96,26 @@ int run_trace(TraceOptions& o) {
   if (!o.command.empty()) child = std::make_unique<ChildProcess>(o.command);
   const pid_t target = child ? child->pid() : o.pid;
 
+  std::optional<control::TenantQuotaTable> quotas;
+  if (!o.tenant_quotas.empty() || o.default_quota) {
+    // Buckets with no configured quota and no default stay unlimited (burst 0).
+    quotas = control::build_tenant_quota_table(o.tenant_quotas, o.default_quota.value_or(control::Quota{0, 0}),
+                                               control::find_cgroup2_mount());
+  }
+
   loader::SessionOptions so;
   so.target_tgid = target;
+  so.quotas = quotas.has_value();
   so.ringbuf_bytes = o.ringbuf_bytes;
   so.wakeup_bytes = o.wakeup_bytes;
   auto session = loader::BpfSession::open(so);
 
   loader::ProbeConfig config;
   config.threshold = probability_to_threshold(o.sample_rate);
+  if (o.trace_id_arg) {
+    config.trace_id_arg = o.trace_id_arg->arg_index;
+    config.trace_id_bytes16 = o.trace_id_arg->format == control::TraceIdFormat::kBytes16;
+  }
   for (const auto& spec : o.uprobes) {
     // A child has not exec'd yet: its maps are ours, so resolve through the linker cache.
     const auto t = loader::resolve_uprobe(spec, child ? 0 : o.pid);
@@ -116,11 +131,12 @@ int run_trace(TraceOptions& o) {
   output::StreamSink sink(output::make_formatter(o.format), out_fd);
   std::map<uint32_t, ProbeTally> tallies;
   uint64_t printed = 0;
-  const int64_t offset = wall_offset_ns();
+  clock::Timestamper timestamper;
+  timestamper.start();
   pipeline::RingConsumer consumer(
       session->ringbuf_fd(), [&](uint32_t id) { return pipeline::ProbeRef{session->probe_name(id), session->probe_nargs(id)}; },
       [&](Event& e) {
-        e.ts_ns = e.ktime_ns + offset;
+        timestamper.stamp(e);
         auto& t = tallies[e.probe_id];
         t.delivered++;
         t.weight_sum += e.weight();
@@ -129,6 +145,9 @@ int run_trace(TraceOptions& o) {
         printed++;
       });
 
+  ControlLoop control(*session, ControlSettings{o.target_qps > 0 ? std::optional<double>(o.target_qps) : std::nullopt,
+                                                quotas});
+  control.start();
   if (child) child->start();
   spdlog::info("tracing {} probe(s)", session->probes().size());
   const auto start = std::chrono::steady_clock::now();
@@ -140,11 +159,15 @@ int run_trace(TraceOptions& o) {
     if (child && child->poll_exit()) break;
   }
   // Whatever the kernel already kept is delivered before the summary.
+  control.stop();
   consumer.drain();
   sink.flush();
   if (out_fd != STDOUT_FILENO) close(out_fd);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (!o.quiet_summary) print_summary(*session, tallies, consumer, secs);
+  if (!o.quiet_summary) {
+    print_summary(*session, tallies, consumer, secs);
+    if (quotas) print_tenants(*session, *quotas);
+  }
   return 0;
 }
 

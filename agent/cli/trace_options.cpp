@@ -25,6 +25,12 @@ void add_trace_options(CLI::App& sub, TraceOptions& o) {
   sub.add_option("--output,-o", o.output, "Write events to this file instead of stdout");
   sub.add_flag("--no-summary", o.quiet_summary, "Do not print the per-probe summary on exit");
   sub.add_flag("--verbose,-v", o.verbose, "Log libbpf and agent debug messages");
+  sub.add_option("--target-qps", o.target_qps, "Steer each probe's kept events/s to N (adaptive sampling)");
+  sub.add_option("--tenant-quota", o.tenant_quota_texts,
+                 "Hard quota for a cgroup: CGROUP_PATH=RATE[:BURST] events/s (repeatable)");
+  sub.add_option("--default-quota", o.default_quota_text, "Quota for every other cgroup: RATE[:BURST]");
+  sub.add_option("--trace-id-arg", o.trace_id_arg_text,
+                 "Consistent sampling on a trace id: argument N points at it, N[:hex32|:bytes16]");
   sub.add_option("command", o.command, "-- COMMAND ARGS...: run it and trace only it until it exits");
 }
 
@@ -58,6 +64,11 @@ void validate(TraceOptions& o) {
   o.ringbuf_bytes = parse_size(o.ringbuf_size_text);
   if (o.ringbuf_bytes < 4096 || (o.ringbuf_bytes & (o.ringbuf_bytes - 1)))
     throw usage_error("--ringbuf-size must be a power of two of at least 4K, got " + o.ringbuf_size_text);
+  if (o.target_qps < 0) throw usage_error("--target-qps must be positive");
+  o.tenant_quotas.clear();
+  for (const auto& t : o.tenant_quota_texts) o.tenant_quotas.push_back(control::parse_tenant_quota(t));
+  if (!o.default_quota_text.empty()) o.default_quota = control::parse_quota(o.default_quota_text);
+  if (!o.trace_id_arg_text.empty()) o.trace_id_arg = control::parse_trace_id_arg(o.trace_id_arg_text);
   for (const auto& s : o.syscalls)
     if (s.empty() || s.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
       throw usage_error("bad --syscall '" + s + "' (expected a name such as getppid)");

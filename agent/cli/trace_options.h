@@ -5,8 +5,12 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "control/tenant_quota.h"
+#include "control/trace_id_arg.h"
 
 namespace CLI {
 class App;
@@ -31,6 +35,14 @@ struct TraceOptions {
   bool quiet_summary = false;
   bool verbose = false;
   std::vector<std::string> command;   // after `--`
+  // Adaptive sampling (control loop) and tenant isolation.
+  double target_qps = 0;              // > 0: steer each probe's kept rate to this
+  std::vector<std::string> tenant_quota_texts;  // CGROUP_PATH=RATE[:BURST]
+  std::string default_quota_text;     // RATE[:BURST] for every other tenant
+  std::vector<control::TenantQuotaSpec> tenant_quotas;
+  std::optional<control::Quota> default_quota;
+  std::string trace_id_arg_text;      // N[:hex32|:bytes16]
+  std::optional<control::TraceIdArg> trace_id_arg;
 };
 
 // Registers the flags on `sub` (the trace subcommand).

@@ -263,14 +263,32 @@ ProbeCounters BpfSession::tenant_counters(uint32_t bucket) const {
   return {v[MCP_CTR_SEEN], v[MCP_CTR_KEPT], v[MCP_CTR_LOST], v[MCP_CTR_QUOTA_DROPPED]};
 }
 
-void BpfSession::set_quota(uint32_t bucket, uint64_t rate_per_sec, uint64_t burst) {
+void BpfSession::set_quota(uint32_t bucket, double rate_per_sec, uint64_t burst,
+                           const std::vector<double>& cpu_shares) {
   if (bucket >= MCP_TENANT_BUCKETS) throw usage_error("tenant bucket out of range");
   // Each CPU refills its own bucket at its share of the rate: no shared writes.
-  mcp_quota_config cfg{};
-  cfg.rate_per_sec = rate_per_sec == 0 ? 0 : std::max<uint64_t>(1, rate_per_sec / ncpus_);
-  cfg.burst = std::max<uint64_t>(1, burst / ncpus_);
-  if (bpf_map_update_elem(bpf_map__fd(skel_->maps.quota_configs), &bucket, &cfg, BPF_ANY))
+  constexpr double kMaxRateMilli = 1.8e9;  // keeps the kernel's refill product in 64 bits
+  std::vector<mcp_quota_config> values(ncpus_);
+  for (int cpu = 0; cpu < ncpus_; cpu++) {
+    const double share = cpu_shares.size() == static_cast<size_t>(ncpus_) ? cpu_shares[cpu] : 1.0 / ncpus_;
+    if (burst == 0) continue;
+    values[cpu].rate_milli = static_cast<uint64_t>(std::min(kMaxRateMilli, rate_per_sec * share * 1000.0));
+    // A CPU's bucket always holds at least one event, so a quiet CPU is never shut out.
+    values[cpu].burst_milli = std::max<uint64_t>(1000, static_cast<uint64_t>(static_cast<double>(burst) * share * 1000.0));
+  }
+  if (bpf_map_update_elem(bpf_map__fd(skel_->maps.quota_configs), &bucket, values.data(), BPF_ANY))
     throw runtime_error("cannot update quota_configs: " + errno_text(errno));
+}
+
+std::vector<uint64_t> BpfSession::tenant_demand_per_cpu(uint32_t bucket) const {
+  std::vector<uint64_t> out(ncpus_, 0), values(ncpus_);
+  const int fd = bpf_map__fd(skel_->maps.tenant_counters);
+  for (uint32_t c : {MCP_CTR_KEPT, MCP_CTR_QUOTA_DROPPED}) {
+    uint32_t key = bucket * MCP_CTR_NR + c;
+    if (bpf_map_lookup_elem(fd, &key, values.data()) != 0) continue;
+    for (int i = 0; i < ncpus_; i++) out[i] += values[i];
+  }
+  return out;
 }
 
 std::optional<ProbeInfo> BpfSession::probe(uint32_t id) const {

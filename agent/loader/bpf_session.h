@@ -71,9 +71,14 @@ class BpfSession {
   uint64_t threshold(uint32_t id) const;
   ProbeCounters counters(uint32_t id) const;
   // Tenant quota bucket (0..63): rate per second and burst for the whole node,
-  // split evenly over the CPUs' token buckets.
-  void set_quota(uint32_t bucket, uint64_t rate_per_sec, uint64_t burst);
+  // split over the CPUs' token buckets by `cpu_shares` (summing to 1; empty:
+  // evenly). burst == 0 removes the quota.
+  void set_quota(uint32_t bucket, double rate_per_sec, uint64_t burst, const std::vector<double>& cpu_shares = {});
   ProbeCounters tenant_counters(uint32_t bucket) const;
+  // Per CPU: events of this bucket that were sampled in (kept + quota-dropped),
+  // the demand the quota split follows.
+  std::vector<uint64_t> tenant_demand_per_cpu(uint32_t bucket) const;
+  int ncpus() const { return ncpus_; }
 
   std::optional<ProbeInfo> probe(uint32_t id) const;
   // Stable for the life of the probe: events keep a string_view to it.

@@ -1,0 +1,88 @@
+#include "cli/control_loop.h"
+
+#include <spdlog/spdlog.h>
+#include <time.h>
+
+namespace mcp::cli {
+namespace {
+
+uint64_t monotonic_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
+}
+
+}  // namespace
+
+ControlLoop::ControlLoop(loader::BpfSession& session, ControlSettings settings)
+    : session_(session), settings_(std::move(settings)) {
+  if (settings_.target_qps) {
+    control::RateControllerConfig cfg;
+    cfg.target_qps = *settings_.target_qps;
+    rates_ = std::make_unique<control::RateController>(
+        cfg, [this](uint32_t id, uint64_t threshold) { session_.set_threshold(id, threshold); });
+    for (const auto& p : session_.probes()) rates_->add_probe(p.id);
+  }
+  if (settings_.quotas) {
+    balancers_.assign(control::kTenantBuckets, control::QuotaBalancer(session_.ncpus()));
+    apply_quotas(false);
+  }
+}
+
+ControlLoop::~ControlLoop() { stop(); }
+
+void ControlLoop::start() {
+  if (!rates_ && !settings_.quotas) return;  // nothing to steer
+  tick(monotonic_ns());
+  thread_ = std::thread([this] { run(); });
+}
+
+void ControlLoop::stop() {
+  stop_.store(true);
+  if (thread_.joinable()) thread_.join();
+}
+
+void ControlLoop::run() {
+  auto next = std::chrono::steady_clock::now();
+  while (!stop_.load()) {
+    next += settings_.tick;
+    std::this_thread::sleep_until(next);
+    try {
+      tick(monotonic_ns());
+    } catch (const std::exception& e) {
+      // A failed map write must not stop steering the other probes.
+      spdlog::warn("control tick: {}", e.what());
+    }
+  }
+}
+
+void ControlLoop::tick(uint64_t now_ns) {
+  if (rates_) {
+    std::vector<control::ProbeSample> samples;
+    for (const auto& p : session_.probes()) {
+      const auto c = session_.counters(p.id);
+      samples.push_back({p.id, {c.seen, c.kept, c.lost, c.quota_dropped}});
+    }
+    rates_->tick(now_ns, samples);
+    std::lock_guard lock(stats_mu_);
+    stats_ = rates_->all_stats();
+  }
+  if (settings_.quotas) apply_quotas(true);
+}
+
+void ControlLoop::apply_quotas(bool rebalance) {
+  const auto& table = *settings_.quotas;
+  for (uint32_t b = 0; b < control::kTenantBuckets; b++) {
+    const auto& q = table.buckets[b];
+    if (q.burst == 0) continue;  // unlimited bucket: nothing to split
+    const auto& shares = rebalance ? balancers_[b].update(session_.tenant_demand_per_cpu(b)) : balancers_[b].shares();
+    session_.set_quota(b, q.rate_per_s, q.burst, shares);
+  }
+}
+
+std::vector<control::ProbeRateStats> ControlLoop::rate_stats() const {
+  std::lock_guard lock(stats_mu_);
+  return stats_;
+}
+
+}  // namespace mcp::cli
