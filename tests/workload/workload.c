@@ -5,7 +5,8 @@
  *   sleep N US         mcp_sleep(US) N times (each sleeps US microseconds)
  *   getppid N          N getppid() syscalls
  *   rate R SECONDS     mcp_work at about R calls/s for SECONDS
- *   traceid N          mcp_handle(trace_id) for N distinct trace ids
+ *   traceid N [SEED]   mcp_handle(trace_id, i) for N trace ids: 32 hex chars, two
+ *                      splitmix64 outputs of SEED (tests recompute them)
  *   realtime N FILE    mcp_work N times, writing "before after" CLOCK_REALTIME ns per call
  *   demo SECONDS       a small mixed service: requests with latency, syscalls
  */
@@ -32,10 +33,10 @@ NOINLINE long mcp_sleep(long us)
 	return 42;
 }
 
-NOINLINE int mcp_handle(const char *trace_id)
+NOINLINE int mcp_handle(const char *trace_id, long index)
 {
 	__asm__ volatile("" ::: "memory");
-	return trace_id[0];
+	return trace_id[0] + (int)index;
 }
 
 static uint64_t now_ns(clockid_t c)
@@ -91,9 +92,10 @@ int main(int argc, char **argv)
 		uint64_t seed = argc > 3 ? strtoull(argv[3], NULL, 0) : 1;
 		char id[33];
 		for (long i = 0; i < n; i++) {
-			snprintf(id, sizeof(id), "%016llx%016llx", (unsigned long long)splitmix(&seed),
-				 (unsigned long long)splitmix(&seed));
-			sum += mcp_handle(id);
+			/* sequenced: argument evaluation order is unspecified */
+			unsigned long long hi = splitmix(&seed), lo = splitmix(&seed);
+			snprintf(id, sizeof(id), "%016llx%016llx", hi, lo);
+			sum += mcp_handle(id, i);
 		}
 	} else if (!strcmp(mode, "realtime") && argc > 3) {
 		FILE *f = fopen(argv[3], "w");

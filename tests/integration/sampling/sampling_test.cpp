@@ -1,0 +1,202 @@
+// Runtime tier for adaptive sampling (issue 4): target-QPS control, tenant quotas
+// on real cgroups, consistent trace-id sampling checked against the userspace
+// reference, all through the real agent binary and real BPF.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cinttypes>
+#include <cmath>
+#include <filesystem>
+#include <future>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "../../support/run_command.h"
+#include "common/event.h"
+#include "control/tenant_quota.h"
+#include "control/trace_id_arg.h"
+
+namespace {
+
+using mcp::test::parse_json_lines;
+using mcp::test::run_command;
+namespace fs = std::filesystem;
+
+const std::string kAgent = std::string(MCP_BIN_DIR) + "/mcp-agent";
+const std::string kWorkload = std::string(MCP_TEST_DIR) + "/mcp-workload";
+
+std::string temp_file(const std::string& name) {
+  return (fs::temp_directory_path() / ("mcp-" + std::to_string(getpid()) + "-" + name)).string();
+}
+
+TEST(TargetQps, KeptRateHoldsTheTargetAndWeightsRestoreTheTrueCount) {
+  MCP_REQUIRE_BPF();
+  const std::string events = temp_file("qps.json");
+  auto r = run_command({kAgent, "trace", "--uprobe", kWorkload + ":mcp_work", "--target-qps", "2000", "--output",
+                        events, "--", kWorkload, "rate", "50000", "10"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  uint64_t true_calls = 0;
+  ASSERT_EQ(sscanf(r.out.c_str(), "calls %" SCNu64, &true_calls), 1) << r.out;
+  auto kept = parse_json_lines(mcp::test::slurp(events));
+  fs::remove(events);
+  ASSERT_FALSE(kept.empty());
+  const uint64_t t0 = kept.front()["ts_ns"];
+  std::map<uint64_t, int> per_second;
+  double estimated = 0;
+  for (const auto& e : kept) {
+    per_second[(e["ts_ns"].get<uint64_t>() - t0) / 1000000000ull]++;
+    estimated += e["weight"].get<double>();
+  }
+  // Seconds 3..8 are whole seconds after settling (the run lasts 10 s).
+  for (uint64_t s = 3; s <= 8; s++) {
+    EXPECT_NEAR(per_second[s], 2000, 200) << "second " << s << " (offered " << true_calls / 10 << "/s)";
+  }
+  EXPECT_NEAR(estimated, static_cast<double>(true_calls), 0.05 * static_cast<double>(true_calls));
+}
+
+// A child cgroup under the cgroup2 mount, removed with the test.
+class ScopedCgroup {
+ public:
+  explicit ScopedCgroup(const fs::path& path) : path_(path) { fs::create_directories(path_); }
+  ~ScopedCgroup() {
+    std::error_code ec;
+    fs::remove(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+pid_t spawn_in_cgroup(const fs::path& cgroup, const std::vector<std::string>& argv) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const std::string me = std::to_string(getpid());
+    const int fd = open((cgroup / "cgroup.procs").c_str(), O_WRONLY);
+    if (fd < 0 || write(fd, me.c_str(), me.size()) < 0) _exit(126);
+    close(fd);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    int devnull = open("/dev/null", O_WRONLY);
+    dup2(devnull, STDOUT_FILENO);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+TEST(TenantQuota, NoisyCgroupIsHeldToItsQuotaWhileTheQuietOneKeepsEverything) {
+  MCP_REQUIRE_BPF();
+  fs::path root;
+  try {
+    root = mcp::control::find_cgroup2_mount();
+  } catch (const std::exception& e) {
+    GTEST_SKIP() << "no cgroup2 mount: " << e.what();
+  }
+  const std::string base = "mcp-test-" + std::to_string(getpid());
+  ScopedCgroup parent(root / base);
+  ScopedCgroup noisy(root / base / "noisy");
+  ScopedCgroup quiet(root / base / "quiet");
+  ASSERT_NE(mcp::control::tenant_bucket(mcp::control::resolve_cgroup_id((base + "/noisy"), root)),
+            mcp::control::tenant_bucket(mcp::control::resolve_cgroup_id((base + "/quiet"), root)))
+      << "the two test cgroups share a quota bucket; rerun";
+
+  constexpr double kQuota = 1000, kBurst = 200;
+  const std::string events = temp_file("tenants.json");
+  auto agent = std::async(std::launch::async, [&] {
+    return run_command({kAgent, "trace", "--uprobe", kWorkload + ":mcp_work", "--duration", "6s", "--output",
+                        events, "--tenant-quota", base + "/noisy=1000:200", "--tenant-quota",
+                        base + "/quiet=1000:200"});
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // attach
+  const pid_t a = spawn_in_cgroup(noisy.path(), {kWorkload, "rate", "20000", "3"});
+  const pid_t b = spawn_in_cgroup(quiet.path(), {kWorkload, "rate", "200", "3"});
+  int st;
+  waitpid(a, &st, 0);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "noisy workload failed";
+  waitpid(b, &st, 0);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "quiet workload failed";
+  auto r = agent.get();
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+
+  // TENANT  BUCKET  SEEN  KEPT  QUOTA_DROP
+  auto row = [&](const std::string& name) {
+    std::smatch m;
+    const std::regex re(name + R"(\s+\d+\s+(\d+)\s+(\d+)\s+(\d+))");
+    EXPECT_TRUE(std::regex_search(r.err, m, re)) << r.err;
+    return std::array<uint64_t, 3>{std::stoull(m[1]), std::stoull(m[2]), std::stoull(m[3])};
+  };
+  const auto n = row(base + "/noisy"), q = row(base + "/quiet");
+  EXPECT_GT(n[0], 20000u);  // it offered far more than its quota
+  EXPECT_EQ(n[0], n[1] + n[2]);
+  EXPECT_GT(n[2], 0u);
+  EXPECT_GT(q[0], 400u);
+  EXPECT_EQ(q[1], q[0]) << r.err;  // the quiet tenant keeps everything
+  EXPECT_EQ(q[2], 0u);
+
+  // The noisy tenant's kept rate over its own active span stays at the quota.
+  const uint64_t noisy_id = mcp::control::resolve_cgroup_id(base + "/noisy", root);
+  uint64_t first = UINT64_MAX, last = 0, count = 0;
+  for (const auto& e : parse_json_lines(mcp::test::slurp(events))) {
+    if (e["cgroup_id"].get<uint64_t>() != noisy_id) continue;
+    const uint64_t t = e["ktime_ns"];
+    first = std::min(first, t);
+    last = std::max(last, t);
+    count++;
+  }
+  fs::remove(events);
+  EXPECT_EQ(count, n[1]);
+  const double span = static_cast<double>(last - first) / 1e9;
+  ASSERT_GT(span, 2.0);
+  EXPECT_LE(static_cast<double>(count), kQuota * span * 1.1 + kBurst) << "span " << span << " s";
+  EXPECT_GE(static_cast<double>(count), kQuota * span * 0.8) << "span " << span << " s";
+}
+
+uint64_t splitmix(uint64_t& s) {
+  uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+TEST(ConsistentSampling, EveryHopKeepsTheSameTracesAsTheReferenceDecision) {
+  MCP_REQUIRE_BPF();
+  constexpr int kCalls = 20000;
+  constexpr double kRate = 0.25;
+  // Three probes on one function stand for three hops at the same rate.
+  auto r = run_command({kAgent, "trace", "--uprobe", kWorkload + ":mcp_handle", "--uprobe",
+                        kWorkload + ":mcp_handle", "--uprobe", kWorkload + ":mcp_handle", "--sample-rate", "0.25",
+                        "--trace-id-arg", "0:hex32", "--", kWorkload, "traceid", std::to_string(kCalls), "99"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // The three probes share a name; each kept call must appear once per hop.
+  std::set<uint64_t> kept;
+  std::map<uint64_t, int> hops;
+  for (const auto& e : parse_json_lines(r.out)) {
+    kept.insert(e["args"][1].get<uint64_t>());
+    hops[e["args"][1].get<uint64_t>()]++;
+  }
+  // Reference: the same ids, the same threshold, the userspace decision.
+  const uint64_t threshold = mcp::probability_to_threshold(kRate);
+  std::set<uint64_t> expected;
+  uint64_t seed = 99;
+  char id[33];
+  for (uint64_t i = 0; i < kCalls; i++) {
+    const uint64_t hi = splitmix(seed), lo = splitmix(seed);
+    snprintf(id, sizeof(id), "%016llx%016llx", (unsigned long long)hi, (unsigned long long)lo);
+    auto r56 = mcp::control::trace_randomness56_hex(id);
+    ASSERT_TRUE(r56.has_value());
+    if (mcp::control::consistent_keep(*r56, threshold)) expected.insert(i);
+  }
+  EXPECT_EQ(kept, expected);
+  for (const auto& [call, n] : hops) EXPECT_EQ(n, 3) << "call " << call << " kept by only some hops";
+  const double sigma = std::sqrt(kCalls * kRate * (1 - kRate));
+  EXPECT_NEAR(static_cast<double>(expected.size()), kCalls * kRate, 5 * sigma);
+  for (const auto& e : parse_json_lines(r.out)) {
+    EXPECT_NEAR(e["weight"].get<double>(), 4.0, 1e-6);
+  }
+}
+
+}  // namespace
