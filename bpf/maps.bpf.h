@@ -98,4 +98,36 @@ struct {
 	__type(value, struct mcp_syscall_entry);
 } syscall_entries SEC(".maps") __weak;
 
+/* CUDA: slow-launch mode. A launch slower than cuda_slow_ns puts its process in
+ * slow mode for cuda_hold_ns: every launch kept, user stacks captured. */
+const volatile __u64 cuda_slow_ns __weak = 0; /* 0: off */
+const volatile __u64 cuda_hold_ns __weak = 10000000000ULL;
+
+struct mcp_cuda_entry {
+	__u64 ktime_ns;
+	__u64 threshold;
+	__u32 flags;
+	__u32 pad;
+	__u64 regs[MCP_MAX_ARGS];
+	__u64 stack_args[3];
+	__u64 deref[MCP_CUDA_DEREF_BYTES / 8];
+	__u64 code_file_offset;
+	__u64 code_inode;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct mcp_call_key);
+	__type(value, struct mcp_cuda_entry);
+} cuda_entries SEC(".maps") __weak;
+
+/* tgid -> ktime until which the process is in slow-launch mode */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u64);
+} cuda_slow_until SEC(".maps") __weak;
+
 #endif /* MCP_MAPS_BPF_H */

@@ -76,7 +76,12 @@ struct mcp_probe_config {
 	__u64 threshold;       /* keep when draw < threshold; ~0 keeps all, 0 keeps none */
 	__u8 trace_id_arg;     /* 0: random draw; N+1: argument N points at the trace id */
 	__u8 trace_id_format;  /* enum mcp_trace_id_format */
-	__u8 pad[6];
+	/* CUDA probes only: */
+	__u8 cuda_api;         /* enum mcp_cuda_api */
+	__u8 vma_arg;          /* N+1: argument N is a code address to locate (file, offset) */
+	__u8 entry_deref_arg;  /* N+1: copy MCP_CUDA_DEREF_BYTES through argument N at entry */
+	__u8 ret_deref_arg;    /* N+1: copy 8 bytes through argument N at return */
+	__u8 pad[2];
 };
 MCP_STATIC_ASSERT(sizeof(struct mcp_probe_config) == 16, "mcp_probe_config layout");
 
@@ -100,5 +105,57 @@ struct mcp_quota_state {
 	__u64 last_ns;         /* last refill time */
 };
 MCP_STATIC_ASSERT(sizeof(struct mcp_quota_state) == 16, "mcp_quota_state layout");
+
+/*
+ * CUDA API calls. The entry program captures the six integer argument
+ * registers and the next three stack slots raw; the agent decodes them per API
+ * following the x86-64 SysV ABI, where a dim3 passed by value takes two
+ * registers (x | y << 32 in one, z in the next):
+ *   cudaLaunchKernel[_ptsz](func, grid.xy, grid.z, block.xy, block.z, args | shmem, stream)
+ *     regs: rdi=func rsi=grid.xy rdx=grid.z rcx=block.xy r8=block.z r9=args;
+ *     stack_args[0]=sharedMem stack_args[1]=stream
+ *   __cudaLaunchKernel[_ptsz](kernel handle, ...): same layout, rdi is a cudaKernel_t
+ *     whose host function came from __cudaGetKernel(&handle, func) (CUDA >= 12.x launches)
+ *   cudaLaunchKernelExC[_ptsz](const cudaLaunchConfig_t *config, func, args):
+ *     deref = *config: gridDim (12 bytes) blockDim (12) pad (8 aligned) dynamicSmemBytes stream
+ *   cuLaunchKernel(f, gx, gy, gz, bx, by | bz, shmem, stream, params, extra):
+ *     regs: f gx gy gz bx by; stack_args: bz sharedMemBytes hStream
+ *   cudaMemcpy(dst, src, count, kind) / cudaMemcpyAsync(..., stream): rdx=count rcx=kind r8=stream
+ *   cudaMalloc(void **devPtr, size): rsi=size; ret_deref = *devPtr at return
+ *   cudaFree(ptr), cudaStreamSynchronize(stream), cudaDeviceSynchronize(),
+ *   cudaGraphLaunch(graphExec, stream)
+ */
+enum mcp_cuda_api {
+	MCP_CUDA_LAUNCH = 1,        /* host function pointer in rdi */
+	MCP_CUDA_LAUNCH_HANDLE = 2, /* cudaKernel_t in rdi */
+	MCP_CUDA_LAUNCH_EXC = 3,
+	MCP_CUDA_CU_LAUNCH = 4,
+	MCP_CUDA_MEMCPY = 5,
+	MCP_CUDA_MEMCPY_ASYNC = 6,
+	MCP_CUDA_MALLOC = 7,
+	MCP_CUDA_FREE = 8,
+	MCP_CUDA_STREAM_SYNC = 9,
+	MCP_CUDA_DEVICE_SYNC = 10,
+	MCP_CUDA_GRAPH_LAUNCH = 11,
+	MCP_CUDA_GET_KERNEL = 12,   /* internal: maps a kernel handle to its host function */
+};
+
+#define MCP_CUDA_DEREF_BYTES 40
+
+struct mcp_cuda_event {
+	struct mcp_event_header hdr;
+	__u64 regs[MCP_MAX_ARGS];   /* integer argument registers at entry */
+	__u64 stack_args[3];        /* 7th..9th integer arguments (stack) */
+	__u64 deref[MCP_CUDA_DEREF_BYTES / 8]; /* entry or return deref, see mcp_probe_config */
+	__s64 ret;                  /* cudaError_t / CUresult */
+	__u64 duration_ns;          /* API call latency, ns */
+	__u64 code_file_offset;     /* vma_arg's address as an offset in its file */
+	__u64 code_inode;           /* inode of that file (0: not file-backed) */
+	__u32 api;                  /* enum mcp_cuda_api */
+	__u32 stack_depth;          /* valid frames in user_stack */
+	__u64 user_stack[MCP_MAX_STACK_DEPTH]; /* slow mode only */
+};
+MCP_STATIC_ASSERT(sizeof(struct mcp_cuda_event) == 64 + 48 + 24 + 40 + 16 + 16 + 8 + 8 * MCP_MAX_STACK_DEPTH,
+		  "mcp_cuda_event layout");
 
 #endif /* MCP_ABI_H */

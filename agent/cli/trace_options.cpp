@@ -32,6 +32,8 @@ void add_trace_options(CLI::App& sub, TraceOptions& o) {
   sub.add_option("--trace-id-arg", o.trace_id_arg_text,
                  "Consistent sampling on a trace id: argument N points at it, N[:hex32|:bytes16]");
   sub.add_option("command", o.command, "-- COMMAND ARGS...: run it and trace only it until it exits");
+  // Everything after the first positional (or `--`) belongs to the command, dashes included.
+  sub.positionals_at_end();
 }
 
 uint64_t parse_size(const std::string& text) {
@@ -39,11 +41,13 @@ uint64_t parse_size(const std::string& text) {
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || ptr == text.data()) throw usage_error("bad size '" + text + "' (expected e.g. 64K, 16M)");
   std::string_view unit(ptr, text.data() + text.size() - ptr);
-  if (unit == "K" || unit == "k" || unit == "KiB") value <<= 10;
-  else if (unit == "M" || unit == "MiB") value <<= 20;
-  else if (unit == "G" || unit == "GiB") value <<= 30;
+  int shift = 0;
+  if (unit == "K" || unit == "k" || unit == "KiB") shift = 10;
+  else if (unit == "M" || unit == "MiB") shift = 20;
+  else if (unit == "G" || unit == "GiB") shift = 30;
   else if (!unit.empty()) throw usage_error("bad size unit in '" + text + "' (use K, M or G)");
-  return value;
+  if (value > (UINT64_MAX >> shift)) throw usage_error("size '" + text + "' is too large");
+  return value << shift;
 }
 
 void validate(TraceOptions& o) {

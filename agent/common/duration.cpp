@@ -1,6 +1,7 @@
 #include "common/duration.h"
 
 #include <charconv>
+#include <cmath>
 #include <string>
 
 #include "common/error.h"
@@ -22,7 +23,10 @@ std::chrono::nanoseconds parse_duration(std::string_view text) {
   else if (unit == "m") scale = 60e9;
   else if (unit == "h") scale = 3600e9;
   else throw usage_error("bad duration unit in '" + std::string(text) + "' (use ns, us, ms, s, m, h)");
-  return std::chrono::nanoseconds(static_cast<int64_t>(value * scale));
+  const double ns = value * scale;
+  if (!std::isfinite(ns) || ns >= 9.2e18)
+    throw usage_error("duration '" + std::string(text) + "' is out of range");
+  return std::chrono::nanoseconds(static_cast<int64_t>(ns));
 }
 
 }  // namespace mcp

@@ -253,8 +253,9 @@ class Forwarder::Impl {
       while (stream->Read(&msg)) {
         if (msg.has_ack()) {
           const uint64_t seq = msg.ack().sequence();
-          log_.release_through(seq);
+          // Under mu_ so flush() never sees the spool empty before acked_ counts the batch.
           std::lock_guard lock(mu_);
+          log_.release_through(seq);
           while (!in_flight.empty() && in_flight.front().sequence <= seq) {
             acked_ += in_flight.front().events;
             in_flight.pop_front();

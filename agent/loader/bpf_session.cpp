@@ -27,13 +27,17 @@ std::string g_libbpf_log;
 std::mutex g_libbpf_log_mu;
 
 int libbpf_print(enum libbpf_print_level level, const char* fmt, va_list args) {
-  char buf[4096];
-  vsnprintf(buf, sizeof(buf), fmt, args);
-  std::string line(buf);
+  // The verifier log arrives as one message of any size.
+  va_list copy;
+  va_copy(copy, args);
+  const int n = vsnprintf(nullptr, 0, fmt, copy);
+  va_end(copy);
+  std::string line(n > 0 ? static_cast<size_t>(n) : 0, '\0');
+  if (n > 0) vsnprintf(line.data(), line.size() + 1, fmt, args);
   while (!line.empty() && line.back() == '\n') line.pop_back();
   {
     std::lock_guard lock(g_libbpf_log_mu);
-    if (g_libbpf_log.size() < (1u << 20)) g_libbpf_log += line + "\n";
+    if (g_libbpf_log.size() < (16u << 20)) g_libbpf_log += line + "\n";
   }
   if (level == LIBBPF_WARN) spdlog::debug("libbpf: {}", line);
   else spdlog::trace("libbpf: {}", line);

@@ -14,7 +14,8 @@ bool decode_record(const void* data, size_t size, const ProbeNameLookup& names, 
   if (size < sizeof(mcp_event_header)) return false;
   mcp_event_header h;
   std::memcpy(&h, data, sizeof(h));
-  if (h.size > size) return false;
+  // A kept event always has a non-zero threshold; 0 would mean an infinite weight.
+  if (h.size > size || h.threshold == 0) return false;
   // The caller reuses one Event: later stages' enrichment must not leak across records.
   out.ts_ns = 0;
   out.hlc = 0;

@@ -35,6 +35,8 @@ struct SubscribeOptions {
   std::chrono::milliseconds backoff_max{2000};
   // Channel flow-control window in bytes (0: gRPC's default, which grows with bandwidth).
   int receive_window_bytes = 0;
+  // Packets the broker may queue for this subscriber (0: the broker's maximum).
+  uint32_t queue_packets = 0;
 };
 
 struct SubscribeStats {

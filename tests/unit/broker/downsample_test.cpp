@@ -54,7 +54,7 @@ TEST(Downsample, TraceIdDecidesWhenPresentSoATraceIsKeptWhole) {
   mcp::v1::SamplePacket in;
   for (int i = 0; i < 200; ++i) {
     auto* s = in.add_samples();
-    s->set_trace_id(static_cast<uint64_t>(i / 10));  // 20 traces of 10 events
+    s->set_trace_id(static_cast<uint64_t>(i / 10) + 1);  // 20 traces of 10 events (0: none)
     s->set_event_id(static_cast<uint64_t>(i) + 1000);
   }
   SubscriptionFilter f;

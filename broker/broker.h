@@ -1,0 +1,54 @@
+// Broker: the mcp-broker gRPC server (service mcp.v1.Sampling) and its state.
+//
+// Publish: an agent's batches are deduplicated by (agent id, sequence), appended to the journal
+// (state_dir/journal, checksummed segments; memory when no state dir), then fanned out to every
+// subscriber's bounded queue and acknowledged. The dedup marks (state_dir/agents.json) are
+// written after the journal append; on start the newest journal segment repairs marks a kill
+// between the two left behind, so a replay after a restart is still delivered once.
+// Subscribe: filter by service and tags, downsample by rate (see downsample.h); a subscriber
+// resuming with resume_after = its last packet offset first gets the journal's later packets,
+// then live ones, so a consumer that reconnects across a broker restart sees no gap or repeat.
+// Policies (state_dir/policies.json) are pushed to every connected agent on connect and on apply.
+// Every RPC requires "authorization: Bearer <token>" when a token is configured; with TLS and a
+// CA, clients must present a certificate signed by it (mTLS).
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+namespace mcp::broker {
+
+struct BrokerOptions {
+  std::string listen = "127.0.0.1:9090";  // port 0 picks a free port, see Broker::port()
+  std::string tls_ca;                     // with tls_cert/tls_key: require client certificates
+  std::string tls_cert;
+  std::string tls_key;
+  std::string token;                      // empty: no authentication
+  std::filesystem::path state_dir;        // empty: nothing survives a restart
+  size_t subscriber_queue = 1024;         // packets per subscriber before its oldest are dropped
+                                          // (a subscriber may ask for fewer)
+  uint64_t journal_max_bytes = 256ull << 20;
+};
+
+class Broker {
+ public:
+  // Loads state and starts serving; throws mcp::Error (usage for bad options/files, runtime
+  // when the address cannot be bound or state cannot be read).
+  explicit Broker(BrokerOptions options);
+  ~Broker();
+  Broker(const Broker&) = delete;
+  Broker& operator=(const Broker&) = delete;
+
+  int port() const;
+  // Stops accepting, ends subscriber streams, cancels what is still running after `grace`.
+  void shutdown(std::chrono::milliseconds grace);
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mcp::broker

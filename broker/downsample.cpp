@@ -1,0 +1,72 @@
+#include "broker/downsample.h"
+
+#include <cmath>
+
+#include "common/event.h"
+
+namespace mcp::broker {
+namespace {
+constexpr uint64_t kLow56 = (uint64_t{1} << 56) - 1;
+}
+
+uint64_t mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+uint64_t event_id_for(const std::string& agent_id, uint64_t sequence, uint32_t index) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a of the agent id
+  for (unsigned char c : agent_id) h = (h ^ c) * 0x100000001b3ull;
+  return mix64(h ^ mix64(sequence * 0x9e3779b97f4a7c15ull + index));
+}
+
+SubscriptionFilter SubscriptionFilter::from(const mcp::v1::SubscriptionRequest& req) {
+  SubscriptionFilter f;
+  f.service = req.service_name();
+  for (const auto& [k, v] : req.tags()) f.tags[k] = v;
+  f.rate = (req.sampling_rate() <= 0 || req.sampling_rate() >= 1) ? 1.0 : req.sampling_rate();
+  return f;
+}
+
+bool keep_at_rate(uint64_t id, double rate) {
+  if (rate >= 1.0) return true;
+  const auto limit = static_cast<uint64_t>(std::ldexp(rate, 56));
+  return (mix64(id) & kLow56) < limit;
+}
+
+bool matches(const mcp::v1::Sample& s, const SubscriptionFilter& f) {
+  if (!f.service.empty() && s.service() != f.service) return false;
+  for (const auto& [k, v] : f.tags) {
+    const auto it = s.tags().find(k);
+    if (it == s.tags().end() || it->second != v) return false;
+  }
+  return true;
+}
+
+bool filter_packet(const mcp::v1::SamplePacket& in, const SubscriptionFilter& f,
+                   mcp::v1::SamplePacket* out) {
+  out->Clear();
+  out->set_agent_id(in.agent_id());
+  out->set_sequence(in.sequence());
+  out->set_offset(in.offset());
+  out->set_broker_hlc(in.broker_hlc());
+  // The realised probability of the 56-bit compare, so weights use exactly what was applied.
+  const double p_rate =
+      f.rate >= 1.0 ? 1.0 : std::ldexp(static_cast<double>(static_cast<uint64_t>(
+                                           std::ldexp(f.rate, 56))), -56);
+  for (const auto& s : in.samples()) {
+    if (!matches(s, f)) continue;
+    if (!keep_at_rate(s.trace_id() != 0 ? s.trace_id() : s.event_id(), f.rate)) continue;
+    auto* kept = out->add_samples();
+    *kept = s;
+    if (p_rate < 1.0) {
+      const uint64_t t = s.threshold() == 0 ? UINT64_MAX : s.threshold();
+      kept->set_threshold(mcp::probability_to_threshold(mcp::threshold_to_probability(t) * p_rate));
+    }
+  }
+  return out->samples_size() > 0;
+}
+
+}  // namespace mcp::broker

@@ -1,0 +1,37 @@
+// Subscription filtering and consistent downsampling.
+//
+// A subscriber's sampling_rate r keeps a sample when the lower 56 bits of hash(id) are below
+// r * 2^56, where id is the sample's trace id (or its event id when no trace id is known), so
+// every subscriber and every hop using the same r keeps the same traces. The kept sample's
+// threshold is rescaled to the product of both probabilities (the kernel's and r), so its weight
+// (adjusted count) stays exact: the sum of weights estimates the original event count.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "mcp/v1/sampling.pb.h"
+
+namespace mcp::broker {
+
+uint64_t mix64(uint64_t x);  // splitmix64 finaliser
+uint64_t event_id_for(const std::string& agent_id, uint64_t sequence, uint32_t index);
+
+struct SubscriptionFilter {
+  std::string service;                       // empty: all
+  std::map<std::string, std::string> tags;   // all must match
+  double rate = 1.0;                         // (0, 1]
+
+  static SubscriptionFilter from(const mcp::v1::SubscriptionRequest& req);
+  bool passes_everything() const { return service.empty() && tags.empty() && rate >= 1.0; }
+};
+
+bool keep_at_rate(uint64_t id, double rate);
+bool matches(const mcp::v1::Sample& sample, const SubscriptionFilter& filter);
+
+// Copies the samples of `in` that pass; the rate rescales each kept sample's threshold.
+// Returns false when nothing passed (no packet to send).
+bool filter_packet(const mcp::v1::SamplePacket& in, const SubscriptionFilter& filter,
+                   mcp::v1::SamplePacket* out);
+
+}  // namespace mcp::broker

@@ -1,0 +1,486 @@
+// End to end on loopback: a real mcp-broker process, the agent's Forwarder and the subscribe
+// client in this process, real gRPC on 127.0.0.1 with ports chosen by the broker (port 0).
+#include <gtest/gtest.h>
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <cstring>
+#include <future>
+#include <iostream>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "broker_process.h"
+#include "common/error.h"
+#include "forward/channel.h"
+#include "forward/forwarder.h"
+#include "mcp/v1/sampling.grpc.pb.h"
+#include "subscribe/subscribe_client.h"
+#include "subscribe/subscribe_command.h"
+
+namespace mcp {
+namespace {
+
+using namespace std::chrono_literals;
+using test::BrokerProcess;
+
+constexpr std::string_view kProbe = "/usr/bin/worker:handle_request";
+constexpr uint64_t kQuarter = uint64_t{1} << 62;  // threshold for p = 0.25, weight 4
+
+Event make_event(uint64_t i) {
+  Event e;
+  e.ts_ns = 1'700'000'000'000'000'000ull + i;
+  e.ktime_ns = 5'000'000 + i;
+  e.hlc = (e.ts_ns << 16) | 1;
+  e.kind = EventKind::kUprobe;
+  e.probe_id = 3;
+  e.probe = kProbe;
+  e.pid = 4242;
+  e.tid = 4243;
+  e.cpu = 1;
+  e.cgroup_id = 77;
+  std::strncpy(e.comm.data(), "worker", e.comm.size());
+  e.nargs = 2;
+  e.args[0] = i;  // unique per event: the tests count distinct values
+  e.args[1] = 42;
+  e.has_ret = true;
+  e.ret = -static_cast<int64_t>(i % 100);
+  e.has_duration = true;
+  e.duration_ns = 1000 + i;
+  e.threshold = kQuarter;
+  e.service = "checkout";
+  e.tags = {{"zone", "a"}};
+  return e;
+}
+
+uint64_t unix_ns() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
+template <typename F>
+bool wait_until(F cond, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return cond();
+}
+
+std::unique_ptr<mcp::v1::Sampling::Stub> stub_for(const std::string& address,
+                                                  const TlsFiles& tls = {}) {
+  return mcp::v1::Sampling::NewStub(make_channel(address, tls, false));
+}
+
+mcp::v1::StatsReply broker_stats(const std::string& address, const std::string& token = "",
+                                 const TlsFiles& tls = {}) {
+  grpc::ClientContext ctx;
+  add_token(ctx, token);
+  mcp::v1::StatsReply reply;
+  stub_for(address, tls)->Stats(&ctx, {}, &reply);
+  return reply;
+}
+
+// A subscriber on its own thread that records every sample's args[0].
+class Collector {
+ public:
+  explicit Collector(SubscribeOptions options, std::shared_future<void> gate = {})
+      : client_(std::move(options)), gate_(std::move(gate)) {
+    thread_ = std::thread([this] {
+      try {
+        client_.run([this](const mcp::v1::SamplePacket& p) {
+          if (gate_.valid()) gate_.wait();
+          std::lock_guard lock(mu_);
+          for (const auto& s : p.samples()) {
+            ids_.push_back(s.args_size() > 0 ? s.args(0) : UINT64_MAX);
+            if (!first_) first_ = std::make_unique<mcp::v1::Sample>(s);
+          }
+          return true;
+        });
+      } catch (const std::exception& e) {
+        std::lock_guard lock(mu_);
+        error_ = e.what();
+      }
+      done_ = true;
+    });
+  }
+  ~Collector() {
+    client_.stop();
+    thread_.join();
+  }
+  size_t count() const {
+    std::lock_guard lock(mu_);
+    return ids_.size();
+  }
+  size_t distinct() const {
+    std::lock_guard lock(mu_);
+    return std::set<uint64_t>(ids_.begin(), ids_.end()).size();
+  }
+  std::string error() const {
+    std::lock_guard lock(mu_);
+    return error_;
+  }
+  mcp::v1::Sample first() const {
+    std::lock_guard lock(mu_);
+    return first_ ? *first_ : mcp::v1::Sample();
+  }
+  bool done() const { return done_; }
+  SubscribeStats stats() const { return client_.stats(); }
+
+ private:
+  SubscribeClient client_;
+  std::shared_future<void> gate_;
+  mutable std::mutex mu_;
+  std::vector<uint64_t> ids_;
+  std::unique_ptr<mcp::v1::Sample> first_;
+  std::string error_;
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+class BrokerE2E : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = test::make_temp_dir("mcp-broker-e2e"); }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  SubscribeOptions subscriber(const std::string& address) {
+    SubscribeOptions o;
+    o.brokers = {address};
+    o.backoff_initial = 50ms;
+    o.backoff_max = 200ms;
+    return o;
+  }
+  ForwarderOptions forwarder(const std::string& address) {
+    ForwarderOptions o;
+    o.brokers = {address};
+    o.agent_id = "e2e-agent";
+    o.batch_count = 100;
+    o.backoff_initial = 50ms;
+    o.backoff_max = 200ms;
+    o.flush_timeout = 20s;
+    return o;
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(BrokerE2E, SubscriberReceivesExactlyTheForwardedEventsWithTheAgentsFields) {
+  BrokerProcess broker({}, dir_ / "broker.log");
+  Collector collector(subscriber(broker.address()));
+  ASSERT_TRUE(wait_until([&] { return broker_stats(broker.address()).subscribers() == 1; }, 5s));
+
+  constexpr uint64_t kN = 5000;
+  {
+    Forwarder fwd(forwarder(broker.address()));
+    for (uint64_t i = 0; i < kN; ++i) fwd.consume(make_event(i));
+    ASSERT_TRUE(fwd.flush_for(20s));
+    EXPECT_EQ(fwd.stats().acked, kN);
+    EXPECT_EQ(fwd.stats().dropped_oldest, 0u);
+  }
+  ASSERT_TRUE(wait_until([&] { return collector.count() >= kN; }, 10s)) << collector.count();
+  std::this_thread::sleep_for(200ms);  // nothing extra may follow
+  EXPECT_EQ(collector.count(), kN);
+  EXPECT_EQ(collector.distinct(), kN);
+
+  const mcp::v1::Sample s = collector.first();
+  EXPECT_EQ(s.kind(), "uprobe");
+  EXPECT_EQ(s.probe(), kProbe);
+  EXPECT_EQ(s.pid(), 4242u);
+  EXPECT_EQ(s.tid(), 4243u);
+  EXPECT_EQ(s.comm(), "worker");
+  EXPECT_EQ(s.cgroup_id(), 77u);
+  EXPECT_EQ(s.service(), "checkout");
+  EXPECT_EQ(s.tags().at("zone"), "a");
+  ASSERT_EQ(s.args_size(), 2);
+  const Event expected = make_event(s.args(0));
+  EXPECT_EQ(s.ts_ns(), expected.ts_ns);
+  EXPECT_EQ(s.hlc(), expected.hlc);
+  EXPECT_EQ(s.ret(), expected.ret);
+  EXPECT_EQ(s.duration_ns(), expected.duration_ns);
+  EXPECT_EQ(s.threshold(), kQuarter);
+  EXPECT_EQ(s.agent_id(), "e2e-agent");
+
+  const auto stats = broker_stats(broker.address());
+  ASSERT_EQ(stats.probes_size(), 1);
+  EXPECT_EQ(stats.probes(0).events(), kN);
+  EXPECT_DOUBLE_EQ(stats.probes(0).adjusted_count(), 4.0 * kN);  // weight 4 each
+}
+
+TEST_F(BrokerE2E, BrokerKilledMidStreamAndRestartedStillDeliversEachEventOnce) {
+  const auto state = dir_ / "state";
+  auto broker = std::make_unique<BrokerProcess>(
+      std::vector<std::string>{"--state-dir", state.string()}, dir_ / "broker1.log");
+  const int port = broker->port();
+  const std::string address = broker->address();
+  Collector collector(subscriber(address));
+  ASSERT_TRUE(wait_until([&] { return broker_stats(address).subscribers() == 1; }, 5s));
+
+  constexpr uint64_t kN = 20000;
+  auto options = forwarder(address);
+  options.spool_dir = dir_ / "spool";
+  Forwarder fwd(options);
+  std::thread producer([&] {
+    for (uint64_t i = 0; i < kN; ++i) {
+      fwd.consume(make_event(i));
+      if (i % 200 == 199) std::this_thread::sleep_for(5ms);
+    }
+  });
+  ASSERT_TRUE(wait_until([&] { return fwd.stats().acked >= kN / 4; }, 20s));
+  broker->stop(SIGKILL);  // no goodbye: unacked batches and the journal tail are in flight
+  const uint64_t acked_at_kill = fwd.stats().acked;
+  std::this_thread::sleep_for(300ms);
+  broker = std::make_unique<BrokerProcess>(
+      std::vector<std::string>{"--state-dir", state.string()}, dir_ / "broker2.log", port);
+  producer.join();
+  ASSERT_TRUE(fwd.flush_for(30s)) << "acked " << fwd.stats().acked;
+  EXPECT_LT(acked_at_kill, kN) << "the kill was not mid-stream";
+
+  ASSERT_TRUE(wait_until([&] { return collector.count() >= kN; }, 20s)) << collector.count();
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(collector.count(), kN);
+  EXPECT_EQ(collector.distinct(), kN);
+  const auto fs = fwd.stats();
+  EXPECT_GE(fs.reconnects, 1u);
+  EXPECT_EQ(fs.dropped_oldest, 0u);
+  EXPECT_GE(collector.stats().reconnects, 1u);
+}
+
+TEST_F(BrokerE2E, StalledSubscriberLosesOnlyItsOwnOldestPacketsAndIsTold) {
+  BrokerProcess broker({"--subscriber-queue", "100000"}, dir_ / "broker.log");
+  Collector fast(subscriber(broker.address()));
+  std::promise<void> release;
+  auto slow_options = subscriber(broker.address());
+  slow_options.receive_window_bytes = 16 * 1024;  // backpressure reaches the broker quickly
+  slow_options.queue_packets = 4;
+  Collector slow(slow_options, release.get_future().share());
+  struct Release {  // unblocks the slow collector even when an assertion returns early
+    std::promise<void>& p;
+    bool done = false;
+    void now() { if (!done) p.set_value(); done = true; }
+    ~Release() { now(); }
+  } releaser{release};
+  ASSERT_TRUE(wait_until([&] { return broker_stats(broker.address()).subscribers() == 2; }, 5s));
+
+  constexpr uint64_t kN = 20000;
+  {
+    auto options = forwarder(broker.address());
+    options.batch_count = 50;
+    Forwarder fwd(options);
+    for (uint64_t i = 0; i < kN; ++i) fwd.consume(make_event(i));
+    ASSERT_TRUE(fwd.flush_for(20s));
+    EXPECT_EQ(fwd.stats().acked, kN);  // the stalled subscriber did not hold the agent back
+  }
+  // The fast subscriber gets everything while the slow one is still stalled.
+  ASSERT_TRUE(wait_until([&] { return fast.count() >= kN; }, 20s)) << fast.count();
+  EXPECT_EQ(fast.distinct(), kN);
+  EXPECT_EQ(fast.stats().dropped_samples, 0u);
+
+  releaser.now();
+  ASSERT_TRUE(wait_until(
+      [&] { return slow.count() + slow.stats().dropped_samples >= kN; }, 20s))
+      << slow.count() << " + " << slow.stats().dropped_samples;
+  std::this_thread::sleep_for(200ms);
+  const auto ss = slow.stats();
+  EXPECT_GT(ss.dropped_packets, 0u);
+  EXPECT_EQ(slow.count() + ss.dropped_samples, kN);  // every loss was reported
+  EXPECT_EQ(slow.distinct(), slow.count());
+  EXPECT_GT(broker_stats(broker.address()).subscriber_dropped_packets(), 0u);
+}
+
+TEST_F(BrokerE2E, WrongOrMissingTokenIsRefusedAndTheRightOneWorks) {
+  std::ofstream(dir_ / "token") << "s3cret\n";
+  std::ofstream(dir_ / "wrong") << "guess\n";
+  BrokerProcess broker({"--token-file", (dir_ / "token").string()}, dir_ / "broker.log");
+
+  for (const std::string token_file : {(dir_ / "wrong").string(), std::string()}) {
+    auto o = subscriber(broker.address());
+    o.token_file = token_file;
+    SubscribeClient client(o);
+    try {
+      client.run([](const mcp::v1::SamplePacket&) { return true; });
+      ADD_FAILURE() << "subscription with token '" << token_file << "' was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("token"), std::string::npos) << e.what();
+    }
+  }
+  {
+    auto o = forwarder(broker.address());
+    o.token_file = (dir_ / "wrong").string();
+    o.flush_timeout = 1s;
+    Forwarder fwd(o);
+    fwd.consume(make_event(1));
+    EXPECT_FALSE(fwd.flush_for(1s));
+    EXPECT_EQ(fwd.stats().acked, 0u);
+    EXPECT_GE(fwd.stats().forward_errors, 1u);
+  }
+  EXPECT_TRUE(broker_stats(broker.address(), "s3cret").probes().empty());
+
+  auto o = subscriber(broker.address());
+  o.token_file = (dir_ / "token").string();
+  Collector collector(o);
+  ASSERT_TRUE(wait_until(
+      [&] { return broker_stats(broker.address(), "s3cret").subscribers() == 1; }, 5s));
+  auto fo = forwarder(broker.address());
+  fo.token_file = (dir_ / "token").string();
+  Forwarder fwd(fo);
+  for (uint64_t i = 0; i < 100; ++i) fwd.consume(make_event(i));
+  ASSERT_TRUE(fwd.flush_for(10s));
+  EXPECT_TRUE(wait_until([&] { return collector.count() == 100; }, 5s)) << collector.count();
+}
+
+TEST_F(BrokerE2E, MutualTlsWithCertificatesMadeByOpensslWorksAndRefusesOthers) {
+  if (std::system("openssl version >/dev/null 2>&1") != 0) GTEST_SKIP() << "openssl CLI missing";
+  const std::string d = dir_.string();
+  const std::string key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+  const std::string script =
+      "cd " + d + " && openssl req -x509 " + key + " -keyout ca.key -out ca.pem -days 1 -subj /CN=mcp-test-ca" +
+      " && openssl req " + key + " -keyout server.key -out server.csr -subj /CN=127.0.0.1" +
+      " && printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > san.ext" +
+      " && openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 1 -extfile san.ext" +
+      " && openssl req " + key + " -keyout client.key -out client.csr -subj /CN=e2e-agent" +
+      " && openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out client.pem -days 1" +
+      " >/dev/null 2>&1";
+  ASSERT_EQ(std::system((script + " 2>/dev/null").c_str()), 0) << script;
+  BrokerProcess broker({"--tls-ca", d + "/ca.pem", "--tls-cert", d + "/server.pem", "--tls-key",
+                        d + "/server.key"},
+                       dir_ / "broker.log");
+  const TlsFiles mtls{d + "/ca.pem", d + "/client.pem", d + "/client.key"};
+
+  auto so = subscriber(broker.address());
+  so.tls = mtls;
+  Collector collector(so);
+  ASSERT_TRUE(
+      wait_until([&] { return broker_stats(broker.address(), "", mtls).subscribers() == 1; }, 10s));
+  {
+    auto fo = forwarder(broker.address());
+    fo.tls = mtls;
+    Forwarder fwd(fo);
+    for (uint64_t i = 0; i < 500; ++i) fwd.consume(make_event(i));
+    ASSERT_TRUE(fwd.flush_for(10s));
+  }
+  EXPECT_TRUE(wait_until([&] { return collector.count() == 500; }, 5s)) << collector.count();
+
+  // A client that trusts the broker but has no certificate, and a plaintext client, are refused.
+  for (const TlsFiles& tls : {TlsFiles{d + "/ca.pem", "", ""}, TlsFiles{}}) {
+    auto o = subscriber(broker.address());
+    o.tls = tls;
+    o.reconnect = false;
+    SubscribeClient client(o);
+    EXPECT_THROW(client.run([](const mcp::v1::SamplePacket&) { return true; }), Error);
+    EXPECT_EQ(client.stats().packets, 0u);
+  }
+}
+
+TEST_F(BrokerE2E, PolicyAppliedThroughTheBrokerReachesConnectedAndLaterAgents) {
+  const auto state = dir_ / "state";
+  auto broker = std::make_unique<BrokerProcess>(
+      std::vector<std::string>{"--state-dir", state.string()}, dir_ / "broker1.log");
+  std::mutex mu;
+  std::vector<std::pair<PolicyUpdate, uint64_t>> received;
+  auto options = forwarder(broker->address());
+  options.on_policy = [&](const PolicyUpdate& p) {
+    std::lock_guard lock(mu);
+    received.emplace_back(p, unix_ns());
+  };
+  {
+    Forwarder fwd(options);
+    fwd.consume(make_event(0));
+    ASSERT_TRUE(fwd.flush_for(10s));  // connected and acknowledged
+
+    mcp::v1::Policy policy;
+    policy.set_service("checkout");
+    policy.set_probe("syscall:read");
+    policy.set_sampling_rate(0.25);
+    grpc::ClientContext ctx;
+    mcp::v1::ApplyPolicyReply reply;
+    const uint64_t sent_at = unix_ns();
+    ASSERT_TRUE(stub_for(broker->address())->ApplyPolicy(&ctx, policy, &reply).ok());
+    EXPECT_EQ(reply.pushed_to_agents(), 1u);
+    ASSERT_TRUE(wait_until([&] { std::lock_guard l(mu); return received.size() == 1; }, 5s));
+    std::lock_guard lock(mu);
+    EXPECT_EQ(received[0].first.service, "checkout");
+    EXPECT_EQ(received[0].first.probe, "syscall:read");
+    EXPECT_DOUBLE_EQ(received[0].first.sampling_rate, 0.25);
+    std::cout << "[ measure ] ApplyPolicy -> agent callback: "
+              << (received[0].second - sent_at) / 1000 << " us\n";
+  }
+  // Graceful stop on SIGTERM, then a restarted broker still knows the policy and pushes it
+  // to an agent as soon as it connects.
+  const int status = broker->stop(SIGTERM);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  broker = std::make_unique<BrokerProcess>(
+      std::vector<std::string>{"--state-dir", state.string()}, dir_ / "broker2.log");
+  {
+    grpc::ClientContext ctx;
+    mcp::v1::PolicyList list;
+    ASSERT_TRUE(stub_for(broker->address())->ListPolicies(&ctx, {}, &list).ok());
+    ASSERT_EQ(list.policies_size(), 1);
+    EXPECT_DOUBLE_EQ(list.policies(0).sampling_rate(), 0.25);
+  }
+  options.brokers = {broker->address()};
+  Forwarder later(options);
+  EXPECT_TRUE(wait_until([&] { std::lock_guard l(mu); return received.size() == 2; }, 5s));
+}
+
+TEST_F(BrokerE2E, SubscribeCommandPrintsJsonLinesWithTheAgentsFieldNames) {
+  BrokerProcess broker({}, dir_ / "broker.log");
+  CLI::App app;
+  CommandAction action;
+  add_subscribe_command(app, action);
+  const std::string address = broker.address();
+  const char* argv[] = {"mcp-agent", "subscribe", "--broker", address.c_str(), "--max-packets",
+                        "1"};
+  app.parse(6, const_cast<char**>(argv));
+  ASSERT_TRUE(action);
+
+  std::ostringstream captured;
+  auto* old = std::cout.rdbuf(captured.rdbuf());
+  auto result = std::async(std::launch::async, action);
+  const bool subscribed =
+      wait_until([&] { return broker_stats(address).subscribers() == 1; }, 5s);
+  if (subscribed) {
+    auto o = forwarder(address);
+    o.batch_count = 3;
+    Forwarder fwd(o);
+    for (uint64_t i = 0; i < 3; ++i) fwd.consume(make_event(i));
+    fwd.flush_for(10s);
+  }
+  const bool finished = result.wait_for(10s) == std::future_status::ready;
+  std::cout.rdbuf(old);
+  ASSERT_TRUE(subscribed);
+  ASSERT_TRUE(finished);
+  EXPECT_EQ(result.get(), 0);
+
+  std::istringstream lines(captured.str());
+  std::string line;
+  int n = 0;
+  while (std::getline(lines, line)) {
+    const auto j = nlohmann::json::parse(line);
+    const Event e = make_event(j.at("args").at(0).get<uint64_t>());
+    EXPECT_EQ(j.at("ts_ns").get<uint64_t>(), e.ts_ns);
+    EXPECT_EQ(j.at("ktime_ns").get<uint64_t>(), e.ktime_ns);
+    EXPECT_EQ(j.at("hlc").get<uint64_t>(), e.hlc);
+    EXPECT_EQ(j.at("kind"), "uprobe");
+    EXPECT_EQ(j.at("probe"), kProbe);
+    EXPECT_EQ(j.at("pid"), 4242);
+    EXPECT_EQ(j.at("tid"), 4243);
+    EXPECT_EQ(j.at("comm"), "worker");
+    EXPECT_EQ(j.at("cgroup_id"), 77);
+    EXPECT_EQ(j.at("cpu"), 1);
+    EXPECT_EQ(j.at("ret").get<int64_t>(), e.ret);
+    EXPECT_EQ(j.at("duration_ns").get<uint64_t>(), e.duration_ns);
+    EXPECT_DOUBLE_EQ(j.at("weight").get<double>(), 4.0);
+    EXPECT_EQ(j.at("service"), "checkout");
+    EXPECT_EQ(j.at("tags").at("zone"), "a");
+    EXPECT_FALSE(j.contains("cuda"));
+    ++n;
+  }
+  EXPECT_EQ(n, 3);
+}
+
+}  // namespace
+}  // namespace mcp

@@ -1,0 +1,187 @@
+// Decoding raw ring-buffer records built with the real ABI structs of bpf/mcp_abi.h.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "mcp_abi.h"
+#include "pipeline/decoder.h"
+
+namespace mcp::pipeline {
+namespace {
+
+mcp_call_event make_call(uint16_t kind) {
+  mcp_call_event e;
+  std::memset(&e, 0, sizeof(e));
+  e.hdr.ktime_ns = 123456789012ull;
+  e.hdr.cgroup_id = 0xabcdef01234ull;
+  e.hdr.threshold = 1ull << 62;
+  e.hdr.pid = 4242;
+  e.hdr.tid = 4243;
+  e.hdr.probe_id = 7;
+  e.hdr.kind = kind;
+  e.hdr.cpu = 3;
+  e.hdr.size = sizeof(e);
+  std::memcpy(e.hdr.comm, "workload", 9);
+  for (int i = 0; i < MCP_MAX_ARGS; i++) e.args[i] = 1000 + i;
+  e.args[5] = UINT64_MAX;
+  return e;
+}
+
+struct Lookup {
+  std::vector<uint32_t> asked;
+  ProbeRef ref{"/usr/bin/workload:target", 6};
+  ProbeNameLookup fn() {
+    return [this](uint32_t id) {
+      asked.push_back(id);
+      return ref;
+    };
+  }
+};
+
+TEST(DecodeRecord, UprobeCarriesEveryHeaderFieldAndSixArgs) {
+  const auto rec = make_call(MCP_KIND_UPROBE);
+  Lookup names;
+  Event ev;
+  ASSERT_TRUE(decode_record(&rec, sizeof(rec), names.fn(), ev));
+  EXPECT_EQ(ev.kind, EventKind::kUprobe);
+  EXPECT_EQ(ev.ktime_ns, 123456789012ull);
+  EXPECT_EQ(ev.cgroup_id, 0xabcdef01234ull);
+  EXPECT_EQ(ev.threshold, 1ull << 62);
+  EXPECT_DOUBLE_EQ(ev.weight(), 4.0);
+  EXPECT_EQ(ev.pid, 4242u);
+  EXPECT_EQ(ev.tid, 4243u);
+  EXPECT_EQ(ev.cpu, 3u);
+  EXPECT_EQ(ev.probe_id, 7u);
+  EXPECT_EQ(ev.probe, "/usr/bin/workload:target");
+  EXPECT_EQ(names.asked, std::vector<uint32_t>{7});
+  EXPECT_EQ(ev.comm_view(), "workload");
+  EXPECT_EQ(ev.nargs, 6);
+  for (int i = 0; i < 5; i++) EXPECT_EQ(ev.args[i], 1000u + i);
+  EXPECT_EQ(ev.args[5], UINT64_MAX);
+  EXPECT_FALSE(ev.has_ret);
+  EXPECT_FALSE(ev.has_duration);
+}
+
+TEST(DecodeRecord, UretprobeHasSignedReturnAndDurationWhenFlagged) {
+  auto rec = make_call(MCP_KIND_URETPROBE);
+  rec.hdr.flags = MCP_EV_HAS_RET | MCP_EV_HAS_DURATION;
+  rec.ret = -22;
+  rec.duration_ns = 1500000;
+  Lookup names;
+  Event ev;
+  ASSERT_TRUE(decode_record(&rec, sizeof(rec), names.fn(), ev));
+  EXPECT_EQ(ev.kind, EventKind::kUretprobe);
+  EXPECT_TRUE(ev.has_ret);
+  EXPECT_EQ(ev.ret, -22);
+  EXPECT_TRUE(ev.has_duration);
+  EXPECT_EQ(ev.duration_ns, 1500000u);
+}
+
+TEST(DecodeRecord, FlagsGovernRetAndDurationIndependently) {
+  auto rec = make_call(MCP_KIND_SYSCALL);
+  rec.hdr.flags = MCP_EV_HAS_RET;
+  rec.ret = 5;
+  Lookup names;
+  Event ev;
+  ASSERT_TRUE(decode_record(&rec, sizeof(rec), names.fn(), ev));
+  EXPECT_TRUE(ev.has_ret);
+  EXPECT_FALSE(ev.has_duration);
+  rec.hdr.flags = MCP_EV_HAS_DURATION;
+  ASSERT_TRUE(decode_record(&rec, sizeof(rec), names.fn(), ev));
+  EXPECT_FALSE(ev.has_ret);  // not left over from the previous record
+  EXPECT_TRUE(ev.has_duration);
+}
+
+TEST(DecodeRecord, SyscallArityTruncatesArgs) {
+  auto rec = make_call(MCP_KIND_SYSCALL);
+  Lookup names;
+  names.ref = {"syscall:getppid", 0};
+  Event ev;
+  ASSERT_TRUE(decode_record(&rec, sizeof(rec), names.fn(), ev));
+  EXPECT_EQ(ev.kind, EventKind::kSyscall);
+  EXPECT_EQ(ev.probe, "syscall:getppid");
+  EXPECT_EQ(ev.nargs, 0);
+  names.ref = {"syscall:openat", 4};
+  ASSERT_TRUE(decode_record(&rec, sizeof(rec), names.fn(), ev));
+  EXPECT_EQ(ev.nargs, 4);
+  EXPECT_EQ(ev.args[3], 1003u);
+  names.ref = {"syscall:bogus", 9};  // never more than the six captured
+  ASSERT_TRUE(decode_record(&rec, sizeof(rec), names.fn(), ev));
+  EXPECT_EQ(ev.nargs, MCP_MAX_ARGS);
+}
+
+TEST(DecodeRecord, TruncatedRecordsAreRejected) {
+  const auto rec = make_call(MCP_KIND_UPROBE);
+  Lookup names;
+  Event ev;
+  EXPECT_FALSE(decode_record(&rec, 0, names.fn(), ev));
+  EXPECT_FALSE(decode_record(&rec, sizeof(mcp_event_header) - 1, names.fn(), ev));
+  EXPECT_FALSE(decode_record(&rec, sizeof(mcp_event_header), names.fn(), ev));  // header only, no payload
+  EXPECT_FALSE(decode_record(&rec, sizeof(rec) - 1, names.fn(), ev));
+  EXPECT_TRUE(names.asked.empty());
+}
+
+TEST(DecodeRecord, HeaderClaimingMoreThanTheBufferIsRejected) {
+  auto rec = make_call(MCP_KIND_UPROBE);
+  rec.hdr.size = sizeof(rec) + 8;
+  Lookup names;
+  Event ev;
+  EXPECT_FALSE(decode_record(&rec, sizeof(rec), names.fn(), ev));
+}
+
+TEST(DecodeRecord, UnknownKindIsRejected) {
+  auto rec = make_call(MCP_KIND_UPROBE);
+  rec.hdr.kind = 99;
+  Lookup names;
+  Event ev;
+  EXPECT_FALSE(decode_record(&rec, sizeof(rec), names.fn(), ev));
+  EXPECT_TRUE(names.asked.empty());
+}
+
+TEST(DecodeRecord, UnalignedBufferDecodes) {
+  const auto rec = make_call(MCP_KIND_UPROBE);
+  std::vector<unsigned char> buf(sizeof(rec) + 1);
+  std::memcpy(buf.data() + 1, &rec, sizeof(rec));
+  Lookup names;
+  Event ev;
+  ASSERT_TRUE(decode_record(buf.data() + 1, sizeof(rec), names.fn(), ev));
+  EXPECT_EQ(ev.args[0], 1000u);
+  EXPECT_EQ(ev.pid, 4242u);
+}
+
+TEST(DecodeRecord, FullLengthCommWithoutNulIsTerminated) {
+  auto rec = make_call(MCP_KIND_UPROBE);
+  std::memset(rec.hdr.comm, 'a', sizeof(rec.hdr.comm));
+  Lookup names;
+  Event ev;
+  ASSERT_TRUE(decode_record(&rec, sizeof(rec), names.fn(), ev));
+  EXPECT_EQ(ev.comm_view(), std::string(15, 'a'));
+  // A shorter comm replaces a longer one completely.
+  std::memset(rec.hdr.comm, 0, sizeof(rec.hdr.comm));
+  std::memcpy(rec.hdr.comm, "sh", 2);
+  ASSERT_TRUE(decode_record(&rec, sizeof(rec), names.fn(), ev));
+  EXPECT_EQ(ev.comm_view(), "sh");
+}
+
+TEST(DecodeRecord, ReusedEventLosesPreviousEnrichment) {
+  const auto rec = make_call(MCP_KIND_UPROBE);
+  Lookup names;
+  Event ev;
+  ev.ts_ns = 111;
+  ev.hlc = 222;
+  ev.service = "checkout";
+  ev.container_id = "abc123";
+  ev.tags = {{"env", "prod"}};
+  ev.attributes = {{"trace_id", "deadbeef"}};
+  ASSERT_TRUE(decode_record(&rec, sizeof(rec), names.fn(), ev));
+  EXPECT_EQ(ev.ts_ns, 0u);
+  EXPECT_EQ(ev.hlc, 0u);
+  EXPECT_TRUE(ev.service.empty());
+  EXPECT_TRUE(ev.container_id.empty());
+  EXPECT_TRUE(ev.tags.empty());
+  EXPECT_TRUE(ev.attributes.empty());
+}
+
+}  // namespace
+}  // namespace mcp::pipeline

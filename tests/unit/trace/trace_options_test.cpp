@@ -1,0 +1,244 @@
+// `mcp-agent trace` flags: real argv through CLI11 (add_trace_options on a trace
+// subcommand, as main() wires it), then validate(). One test per validate() rule.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cmath>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "cli/trace_options.h"
+#include "common/error.h"
+
+namespace mcp::cli {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Parses `mcp-agent trace ARGS...` exactly as main() would; CLI errors propagate.
+TraceOptions parse(std::initializer_list<std::string> args) {
+  CLI::App app("mcp-agent");
+  TraceOptions o;
+  auto* sub = app.add_subcommand("trace");
+  add_trace_options(*sub, o);
+  std::vector<std::string> argv_s{"mcp-agent", "trace"};
+  argv_s.insert(argv_s.end(), args);
+  std::vector<const char*> argv;
+  for (const auto& s : argv_s) argv.push_back(s.c_str());
+  app.parse(static_cast<int>(argv.size()), argv.data());
+  EXPECT_TRUE(sub->parsed());
+  return o;
+}
+
+TraceOptions parse_and_validate(std::initializer_list<std::string> args) {
+  TraceOptions o = parse(args);
+  validate(o);
+  return o;
+}
+
+// Expects validate() to reject `args` with a one-line usage error containing `needle`.
+void expect_usage_error(std::initializer_list<std::string> args, const std::string& needle) {
+  TraceOptions o = parse(args);
+  try {
+    validate(o);
+    ADD_FAILURE() << "accepted; expected an error mentioning '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kUsage);
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(needle), std::string::npos) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << "one line: " << msg;
+  }
+}
+
+TEST(TraceOptions, DefaultsAfterValidation) {
+  const auto o = parse_and_validate({"--syscall", "getppid"});
+  EXPECT_EQ(o.syscalls, std::vector<std::string>{"getppid"});
+  EXPECT_TRUE(o.uprobes.empty());
+  EXPECT_FALSE(o.latency);
+  EXPECT_EQ(o.pid, 0);
+  EXPECT_EQ(o.sample_rate, 1.0);
+  EXPECT_EQ(o.duration, 0ns);
+  EXPECT_EQ(o.max_events, 0u);
+  EXPECT_EQ(o.format, "json");
+  EXPECT_EQ(o.ringbuf_bytes, 16u << 20);
+  EXPECT_TRUE(o.command.empty());
+  EXPECT_TRUE(o.output.empty());
+}
+
+TEST(TraceOptions, ParsesEveryFlagLongAndShort) {
+  const auto o = parse_and_validate({"--uprobe", "libc:malloc", "-u", "/bin/x:ns::fn", "-s", "getppid",
+                                     "--syscall", "openat", "-l", "-r", "0.25", "-d", "1500ms", "-n", "100", "-f",
+                                     "table", "--ringbuf-size", "4K", "--wakeup-bytes", "8192", "-o",
+                                     "/tmp/events.json", "--no-summary", "-v"});
+  EXPECT_EQ(o.uprobes, (std::vector<std::string>{"libc:malloc", "/bin/x:ns::fn"}));
+  EXPECT_EQ(o.syscalls, (std::vector<std::string>{"getppid", "openat"}));
+  EXPECT_TRUE(o.latency);
+  EXPECT_EQ(o.sample_rate, 0.25);
+  EXPECT_EQ(o.duration, 1500ms);
+  EXPECT_EQ(o.max_events, 100u);
+  EXPECT_EQ(o.format, "table");
+  EXPECT_EQ(o.ringbuf_bytes, 4096u);
+  EXPECT_EQ(o.wakeup_bytes, 8192u);
+  EXPECT_EQ(o.output, "/tmp/events.json");
+  EXPECT_TRUE(o.quiet_summary);
+  EXPECT_TRUE(o.verbose);
+}
+
+TEST(TraceOptions, CommandAfterDoubleDashIsCaptured) {
+  const auto o = parse_and_validate({"-s", "getppid", "--", "/bin/sh", "x", "y"});
+  EXPECT_EQ(o.command, (std::vector<std::string>{"/bin/sh", "x", "y"}));
+}
+
+TEST(TraceOptions, CommandFlagsAfterDoubleDashBelongToTheCommand) {
+  // `mcp-agent trace -s getppid -- /bin/sh -c 'exit 3'`: everything after `--` is the
+  // command's, even flags trace itself knows (-l, -p) or does not (-c, --color).
+  const TraceOptions o = parse_and_validate({"-s", "getppid", "--", "/bin/sh", "-c", "exit 3"});
+  EXPECT_EQ(o.command, (std::vector<std::string>{"/bin/sh", "-c", "exit 3"}));
+  const auto o2 = parse_and_validate({"-s", "getppid", "--", "ls", "-l", "--color", "-p", "5"});
+  EXPECT_EQ(o2.command, (std::vector<std::string>{"ls", "-l", "--color", "-p", "5"}));
+  EXPECT_FALSE(o2.latency);
+  EXPECT_EQ(o2.pid, 0);
+}
+
+TEST(TraceOptions, NothingToTraceIsRejected) {
+  expect_usage_error({}, "nothing to trace");
+  expect_usage_error({"--latency", "--", "/bin/true"}, "nothing to trace");
+}
+
+TEST(TraceOptions, SampleRateMustBeInZeroOne) {
+  EXPECT_EQ(parse_and_validate({"-s", "getppid", "-r", "1"}).sample_rate, 1.0);
+  EXPECT_EQ(parse_and_validate({"-s", "getppid", "-r", "1e-6"}).sample_rate, 1e-6);
+  expect_usage_error({"-s", "getppid", "-r", "0"}, "--sample-rate");
+  expect_usage_error({"-s", "getppid", "--sample-rate=-0.5"}, "--sample-rate");
+  expect_usage_error({"-s", "getppid", "-r", "1.0001"}, "--sample-rate");
+  TraceOptions o;
+  o.syscalls = {"getppid"};
+  o.sample_rate = std::nan("");
+  EXPECT_THROW(validate(o), Error);
+}
+
+TEST(TraceOptions, NonNumericValuesAreCliErrors) {
+  EXPECT_THROW(parse({"-s", "getppid", "-r", "half"}), CLI::ParseError);
+  EXPECT_THROW(parse({"-s", "getppid", "-p", "abc"}), CLI::ParseError);
+  EXPECT_THROW(parse({"-s", "getppid", "-n", "ten"}), CLI::ParseError);
+  EXPECT_THROW(parse({"-s", "getppid", "--bogus-flag"}), CLI::ParseError);
+}
+
+TEST(TraceOptions, FormatMustBeJsonOrTable) {
+  EXPECT_EQ(parse_and_validate({"-s", "getppid", "--format", "table"}).format, "table");
+  expect_usage_error({"-s", "getppid", "--format", "xml"}, "xml");
+}
+
+TEST(TraceOptions, DurationIsParsedAndMustBePositive) {
+  EXPECT_EQ(parse_and_validate({"-s", "getppid", "--duration", "10s"}).duration, 10s);
+  EXPECT_EQ(parse_and_validate({"-s", "getppid", "--duration", "2m"}).duration, 2min);
+  EXPECT_EQ(parse_and_validate({"-s", "getppid", "--duration", "3"}).duration, 3s);
+  expect_usage_error({"-s", "getppid", "--duration", "10parsecs"}, "10parsecs");
+  expect_usage_error({"-s", "getppid", "--duration", "soon"}, "soon");
+  expect_usage_error({"-s", "getppid", "--duration", "0s"}, "--duration");
+}
+
+TEST(TraceOptions, NegativePidIsRejected) {
+  expect_usage_error({"-s", "getppid", "--pid=-5"}, "--pid");
+}
+
+TEST(TraceOptions, PidAndCommandExcludeEachOther) {
+  expect_usage_error({"-s", "getppid", "-p", std::to_string(getpid()), "--", "/bin/true"}, "exclude");
+}
+
+TEST(TraceOptions, PidMustExist) {
+  EXPECT_EQ(parse_and_validate({"-s", "getppid", "-p", std::to_string(getpid())}).pid, getpid());
+  // Above PID_MAX_LIMIT (2^22): no process can have it.
+  expect_usage_error({"-s", "getppid", "-p", "99999999"}, "99999999");
+}
+
+TEST(TraceOptions, RingbufSizesWithSuffixes) {
+  EXPECT_EQ(parse_and_validate({"-s", "getppid", "--ringbuf-size", "4K"}).ringbuf_bytes, 4096u);
+  EXPECT_EQ(parse_and_validate({"-s", "getppid", "--ringbuf-size", "16M"}).ringbuf_bytes, 16u << 20);
+  EXPECT_EQ(parse_and_validate({"-s", "getppid", "--ringbuf-size", "1G"}).ringbuf_bytes, 1u << 30);
+  EXPECT_EQ(parse_and_validate({"-s", "getppid", "--ringbuf-size", "8192"}).ringbuf_bytes, 8192u);
+}
+
+TEST(TraceOptions, RingbufMustBePowerOfTwoOfAtLeast4K) {
+  expect_usage_error({"-s", "getppid", "--ringbuf-size", "2K"}, "power of two");
+  expect_usage_error({"-s", "getppid", "--ringbuf-size", "12K"}, "power of two");
+  expect_usage_error({"-s", "getppid", "--ringbuf-size", "5000"}, "power of two");
+  expect_usage_error({"-s", "getppid", "--ringbuf-size", "0"}, "power of two");
+}
+
+TEST(TraceOptions, MalformedSizesAreRejected) {
+  expect_usage_error({"-s", "getppid", "--ringbuf-size", "16X"}, "16X");
+  expect_usage_error({"-s", "getppid", "--ringbuf-size", "M"}, "'M'");
+  expect_usage_error({"-s", "getppid", "--ringbuf-size", "16MB"}, "16MB");
+  expect_usage_error({"-s", "getppid", "--ringbuf-size", "-4K"}, "-4K");
+  EXPECT_THROW(parse_size(""), Error);
+}
+
+TEST(ParseSize, OverflowingSizeIsRejected) {
+  // (2^54 + 4) K = 2^64 + 4 KiB: wrapping the shift would silently give 4K.
+  uint64_t got = 0;
+  try {
+    got = parse_size("18014398509481988K");
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kUsage);
+    return;
+  }
+  FAIL() << "parse_size(\"18014398509481988K\") returned " << got << " instead of throwing";
+}
+
+TEST(TraceOptions, TargetQpsMustNotBeNegative) {
+  EXPECT_EQ(parse_and_validate({"-s", "getppid", "--target-qps", "500"}).target_qps, 500.0);
+  expect_usage_error({"-s", "getppid", "--target-qps=-1"}, "--target-qps");
+}
+
+TEST(TraceOptions, QuotasAndTraceIdArgAreParsedIntoDerivedFields) {
+  const auto o = parse_and_validate({"-u", "libc:malloc", "--tenant-quota", "/sys/fs/cgroup/a=100:10",
+                                     "--tenant-quota", "b=5", "--default-quota", "50:20", "--trace-id-arg",
+                                     "2:bytes16"});
+  ASSERT_EQ(o.tenant_quotas.size(), 2u);
+  EXPECT_EQ(o.tenant_quotas[0].cgroup_path, "/sys/fs/cgroup/a");
+  EXPECT_EQ(o.tenant_quotas[0].quota, (control::Quota{100.0, 10}));
+  EXPECT_EQ(o.tenant_quotas[1].cgroup_path, "b");
+  ASSERT_TRUE(o.default_quota);
+  EXPECT_EQ(*o.default_quota, (control::Quota{50.0, 20}));
+  ASSERT_TRUE(o.trace_id_arg);
+  EXPECT_EQ(*o.trace_id_arg, (control::TraceIdArg{2, control::TraceIdFormat::kBytes16}));
+  const auto plain = parse_and_validate({"-s", "getppid"});
+  EXPECT_TRUE(plain.tenant_quotas.empty());
+  EXPECT_FALSE(plain.default_quota);
+  EXPECT_FALSE(plain.trace_id_arg);
+}
+
+TEST(TraceOptions, BadQuotaAndTraceIdArgTextAreUsageErrors) {
+  for (auto args : {std::vector<std::string>{"--tenant-quota", "no-equals-sign"},
+                    std::vector<std::string>{"--default-quota", "fast"},
+                    std::vector<std::string>{"--trace-id-arg", "9"}}) {
+    CLI::App app("mcp-agent");
+    TraceOptions o;
+    add_trace_options(*app.add_subcommand("trace"), o);
+    std::vector<std::string> argv_s{"mcp-agent", "trace", "-s", "getppid"};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    std::vector<const char*> argv;
+    for (const auto& a : argv_s) argv.push_back(a.c_str());
+    app.parse(static_cast<int>(argv.size()), argv.data());
+    try {
+      validate(o);
+      ADD_FAILURE() << "accepted " << args[0] << " " << args[1];
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ExitCode::kUsage) << args[0];
+    }
+  }
+}
+
+TEST(TraceOptions, SyscallNamesMustBeLowercaseIdentifiers) {
+  EXPECT_NO_THROW(parse_and_validate({"-s", "getppid", "-s", "exit_group", "-s", "wait4"}));
+  expect_usage_error({"-s", "get-ppid"}, "get-ppid");
+  expect_usage_error({"-s", "GETPPID"}, "GETPPID");
+  expect_usage_error({"-s", "getppid", "-s", ""}, "--syscall");
+}
+
+}  // namespace
+}  // namespace mcp::cli
