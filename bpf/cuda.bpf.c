@@ -79,6 +79,17 @@ int BPF_KPROBE(mcp_cuda_entry)
 	entry.regs[5] = PT_REGS_PARM6(ctx);
 	entry.ktime_ns = bpf_ktime_get_ns();
 
+	if (is_launch(cfg->cuda_api)) {
+		__u32 tid = key.tid;
+		struct mcp_launch_owner *owner = bpf_map_lookup_elem(&cuda_launch_owner, &tid);
+		/* nested in another launch probe: that one reports the launch. An owner
+		 * older than a second is a leftover of a call that never returned. */
+		if (owner && entry.ktime_ns - owner->ktime_ns < 1000000000ULL)
+			return 0;
+		struct mcp_launch_owner me = { .probe_id = key.probe_id, .ktime_ns = entry.ktime_ns };
+		bpf_map_update_elem(&cuda_launch_owner, &tid, &me, BPF_ANY);
+	}
+
 	if (is_launch(cfg->cuda_api) && in_slow_mode(id >> 32, entry.ktime_ns)) {
 		/* slow mode: rate 1 for this process until the hold ends */
 		mcp_count(key.probe_id, MCP_CTR_SEEN);
@@ -117,6 +128,12 @@ int BPF_KRETPROBE(mcp_cuda_return)
 	__u64 now, duration;
 	__u32 flags;
 
+	if (cfg && is_launch(cfg->cuda_api)) {
+		__u32 tid = key.tid;
+		struct mcp_launch_owner *owner = bpf_map_lookup_elem(&cuda_launch_owner, &tid);
+		if (owner && owner->probe_id == key.probe_id)
+			bpf_map_delete_elem(&cuda_launch_owner, &tid);
+	}
 	if (!entry || !cfg)
 		return 0;
 	now = bpf_ktime_get_ns();

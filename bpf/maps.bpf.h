@@ -122,6 +122,21 @@ struct {
 	__type(value, struct mcp_cuda_entry);
 } cuda_entries SEC(".maps") __weak;
 
+/* tid -> the launch probe whose call is in progress: a launch API that calls
+ * another (__cudaLaunchKernel -> cudaLaunchKernel) is one launch, not two. */
+struct mcp_launch_owner {
+	__u32 probe_id;
+	__u32 pad;
+	__u64 ktime_ns;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct mcp_launch_owner);
+} cuda_launch_owner SEC(".maps") __weak;
+
 /* tgid -> ktime until which the process is in slow-launch mode */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);

@@ -21,7 +21,8 @@ ControlLoop::ControlLoop(loader::BpfSession& session, ControlSettings settings)
     cfg.target_qps = *settings_.target_qps;
     rates_ = std::make_unique<control::RateController>(
         cfg, [this](uint32_t id, uint64_t threshold) { session_.set_threshold(id, threshold); });
-    for (const auto& p : session_.probes()) rates_->add_probe(p.id);
+    for (const auto& p : session_.probes())
+      if (!p.internal) rates_->add_probe(p.id);
   }
   if (settings_.quotas) {
     balancers_.assign(control::kTenantBuckets, control::QuotaBalancer(session_.ncpus()));
@@ -60,6 +61,7 @@ void ControlLoop::tick(uint64_t now_ns) {
   if (rates_) {
     std::vector<control::ProbeSample> samples;
     for (const auto& p : session_.probes()) {
+      if (p.internal) continue;
       const auto c = session_.counters(p.id);
       samples.push_back({p.id, {c.seen, c.kept, c.lost, c.quota_dropped}});
     }

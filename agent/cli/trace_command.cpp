@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -15,6 +16,8 @@
 #include "cli/child_process.h"
 #include "cli/control_loop.h"
 #include "clock/timestamper.h"
+#include "cuda/cuda_targets.h"
+#include "cuda/kernel_symbolizer.h"
 #include "cli/trace_options.h"
 #include "common/error.h"
 #include "loader/bpf_session.h"
@@ -47,6 +50,66 @@ struct ProbeTally {
   double weight_sum = 0;
 };
 
+// Launch latencies per kernel, for the CUDA summary.
+using KernelLatencies = std::map<std::string, std::vector<uint64_t>>;
+
+void print_kernels(KernelLatencies& kernels) {
+  if (kernels.empty()) return;
+  fprintf(stderr, "%-48s %10s %14s %14s\n", "CUDA KERNEL", "LAUNCHES", "P50_LAUNCH_us", "P99_LAUNCH_us");
+  for (auto& [name, d] : kernels) {
+    std::sort(d.begin(), d.end());
+    auto pct = [&](double p) { return static_cast<double>(d[static_cast<size_t>(p * static_cast<double>(d.size() - 1))]) / 1000.0; };
+    fprintf(stderr, "%-48s %10zu %14.1f %14.1f\n", name.c_str(), d.size(), pct(0.5), pct(0.99));
+  }
+}
+
+std::string executable_of(const TraceOptions& o) {
+  if (!o.command.empty()) {
+    try {
+      return loader::resolve_binary(o.command[0], 0);
+    } catch (const Error&) {
+      return {};  // the exec will report it
+    }
+  }
+  if (o.pid > 0) {
+    char buf[4096];
+    const ssize_t n = readlink(("/proc/" + std::to_string(o.pid) + "/exe").c_str(), buf, sizeof(buf) - 1);
+    if (n > 0) return std::string(buf, static_cast<size_t>(n));
+  }
+  return {};
+}
+
+// Attaches the CUDA API probes; returns probe id -> the API name users see.
+std::map<uint32_t, std::string> attach_cuda(loader::BpfSession& session, const TraceOptions& o, pid_t target,
+                                            const loader::ProbeConfig& base, cuda::KernelSymbolizer& symbolizer) {
+  const std::string exe = executable_of(o);
+  std::vector<std::string> libs = o.cuda_libs;
+  if (libs.empty() && exe.empty()) {
+    for (const char* name : {"libcudart", "libcuda"}) {  // system-wide: the linker cache's
+      try {
+        libs.push_back(loader::resolve_binary(name, 0));
+      } catch (const Error&) {
+      }
+    }
+  }
+  std::map<uint32_t, std::string> apis;
+  if (!exe.empty()) symbolizer.add_file(exe);
+  for (const auto& file : cuda::find_cuda_files(o.command.empty() ? o.pid : 0, exe, libs)) {
+    symbolizer.add_file(file);
+    for (const auto& t : cuda::probe_targets_in(file)) {
+      loader::ProbeConfig config = base;
+      if (t.api->internal) config.threshold = UINT64_MAX;  // every handle registration is needed
+      config.cuda_api = t.api->api;
+      config.vma_arg = t.api->vma_arg;
+      config.entry_deref_arg = t.api->entry_deref_arg;
+      config.ret_deref_arg = t.api->ret_deref_arg;
+      apis[session.add_cuda_probe(t.target, target, config, t.api->internal)] = t.api->display;
+    }
+  }
+  if (apis.empty()) throw runtime_error("no CUDA API functions found to probe");
+  return apis;
+}
+
 void print_tenants(const loader::BpfSession& session, const control::TenantQuotaTable& table) {
   fprintf(stderr, "%-48s %8s %12s %12s %12s\n", "TENANT (cgroup)", "BUCKET", "SEEN", "KEPT", "QUOTA_DROP");
   for (const auto& t : table.tenants) {
@@ -73,6 +136,7 @@ void print_summary(const loader::BpfSession& session, const std::map<uint32_t, P
   fprintf(stderr, "%-48s %12s %12s %10s %12s %12s %14s\n", "PROBE", "SEEN", "KEPT", "LOST", "QUOTA_DROP",
           "DELIVERED", "EST_COUNT");
   for (const auto& p : session.probes()) {
+    if (p.internal) continue;
     const auto c = session.counters(p.id);
     auto it = tallies.find(p.id);
     const ProbeTally t = it == tallies.end() ? ProbeTally{} : it->second;
@@ -106,6 +170,8 @@ int run_trace(TraceOptions& o) {
   loader::SessionOptions so;
   so.target_tgid = target;
   so.quotas = quotas.has_value();
+  so.cuda_slow_ns = static_cast<uint64_t>(o.slow_launch.count());
+  so.cuda_hold_ns = static_cast<uint64_t>(o.slow_hold.count());
   so.ringbuf_bytes = o.ringbuf_bytes;
   so.wakeup_bytes = o.wakeup_bytes;
   auto session = loader::BpfSession::open(so);
@@ -122,6 +188,10 @@ int run_trace(TraceOptions& o) {
     session->add_uprobe(t, o.latency, target, config);
   }
   for (const auto& name : o.syscalls) session->add_syscall(name, config);
+  cuda::KernelSymbolizer symbolizer;
+  std::map<uint32_t, std::string> cuda_apis;
+  if (o.cuda) cuda_apis = attach_cuda(*session, o, target, config, symbolizer);
+  KernelLatencies kernels;
 
   int out_fd = STDOUT_FILENO;
   if (!o.output.empty()) {
@@ -136,6 +206,11 @@ int run_trace(TraceOptions& o) {
   pipeline::RingConsumer consumer(
       session->ringbuf_fd(), [&](uint32_t id) { return pipeline::ProbeRef{session->probe_name(id), session->probe_nargs(id)}; },
       [&](Event& e) {
+        if (e.kind == EventKind::kCuda) {
+          if (!symbolizer.process(e)) return;  // bookkeeping, not an API call to show
+          e.cuda.api = cuda_apis[e.probe_id];
+          if (!e.cuda.kernel.empty()) kernels[e.cuda.kernel].push_back(e.duration_ns);
+        }
         timestamper.stamp(e);
         auto& t = tallies[e.probe_id];
         t.delivered++;
@@ -167,6 +242,7 @@ int run_trace(TraceOptions& o) {
   if (!o.quiet_summary) {
     print_summary(*session, tallies, consumer, secs);
     if (quotas) print_tenants(*session, *quotas);
+    print_kernels(kernels);
   }
   return 0;
 }

@@ -31,6 +31,11 @@ void add_trace_options(CLI::App& sub, TraceOptions& o) {
   sub.add_option("--default-quota", o.default_quota_text, "Quota for every other cgroup: RATE[:BURST]");
   sub.add_option("--trace-id-arg", o.trace_id_arg_text,
                  "Consistent sampling on a trace id: argument N points at it, N[:hex32|:bytes16]");
+  sub.add_flag("--cuda", o.cuda, "Trace CUDA kernel launches and API calls of the target");
+  sub.add_option("--cuda-lib", o.cuda_libs, "CUDA runtime/driver library (or static binary) to probe (repeatable)");
+  sub.add_option("--slow-launch", o.slow_launch_text,
+                 "Launches slower than this switch their process to rate 1 with stacks (0: off)");
+  sub.add_option("--slow-hold", o.slow_hold_text, "How long a process stays in slow-launch mode");
   sub.add_option("command", o.command, "-- COMMAND ARGS...: run it and trace only it until it exits");
   // Everything after the first positional (or `--`) belongs to the command, dashes included.
   sub.positionals_at_end();
@@ -51,8 +56,11 @@ uint64_t parse_size(const std::string& text) {
 }
 
 void validate(TraceOptions& o) {
-  if (o.uprobes.empty() && o.syscalls.empty())
-    throw usage_error("nothing to trace: give at least one --uprobe or --syscall");
+  if (!o.cuda_libs.empty()) o.cuda = true;
+  if (o.uprobes.empty() && o.syscalls.empty() && !o.cuda)
+    throw usage_error("nothing to trace: give at least one --uprobe, --syscall or --cuda");
+  o.slow_launch = o.slow_launch_text == "0" ? std::chrono::nanoseconds(0) : parse_duration(o.slow_launch_text);
+  o.slow_hold = parse_duration(o.slow_hold_text);
   if (!(o.sample_rate > 0.0 && o.sample_rate <= 1.0))
     throw usage_error("--sample-rate must be in (0, 1], got " + std::to_string(o.sample_rate));
   if (o.format != "json" && o.format != "table")

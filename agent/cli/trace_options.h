@@ -43,6 +43,13 @@ struct TraceOptions {
   std::optional<control::Quota> default_quota;
   std::string trace_id_arg_text;      // N[:hex32|:bytes16]
   std::optional<control::TraceIdArg> trace_id_arg;
+  // CUDA
+  bool cuda = false;
+  std::vector<std::string> cuda_libs;
+  std::string slow_launch_text = "85ms";
+  std::string slow_hold_text = "10s";
+  std::chrono::nanoseconds slow_launch{0};
+  std::chrono::nanoseconds slow_hold{0};
 };
 
 // Registers the flags on `sub` (the trace subcommand).

@@ -33,6 +33,12 @@ struct CudaInfo {
   uint32_t memcpy_kind = 0;
   bool slow_mode = false;             // taken while the process was in slow-launch mode
   std::vector<uint64_t> user_stack;   // only in slow mode
+  // Symbolisation inputs (not printed): the launched function's address, or its
+  // kernel handle, and where that address lies in its file.
+  uint64_t function = 0;
+  uint64_t code_inode = 0;
+  uint64_t code_offset = 0;
+  bool internal = false;              // __cudaGetKernel bookkeeping, not shown to users
 };
 
 struct Event {

@@ -105,6 +105,8 @@ std::unique_ptr<BpfSession> BpfSession::open(const SessionOptions& options) {
   s->skel_->rodata->self_tgid = static_cast<uint32_t>(getpid());
   s->skel_->rodata->wakeup_bytes = options.wakeup_bytes;
   s->skel_->rodata->quotas_enabled = options.quotas;
+  s->skel_->rodata->cuda_slow_ns = options.cuda_slow_ns;
+  s->skel_->rodata->cuda_hold_ns = options.cuda_hold_ns;
   s->ringbuf_bytes_ = round_ringbuf(options.ringbuf_bytes);
   bpf_map__set_max_entries(s->skel_->maps.events, static_cast<uint32_t>(s->ringbuf_bytes_));
   // Attachment is per probe with a cookie; nothing auto-attaches.
@@ -151,16 +153,11 @@ uint32_t BpfSession::register_probe(ProbeInfo info, std::vector<bpf_link*> links
   return id;
 }
 
-uint32_t BpfSession::add_uprobe(const UprobeTarget& target, bool latency, pid_t pid, const ProbeConfig& config) {
-  uint32_t id;
-  {
-    std::shared_lock lock(mu_);
-    id = allocate_id();
-  }
-  // Configure before attaching so the first hit already sees its threshold.
-  configure(id, config);
+std::vector<bpf_link*> BpfSession::attach_uprobes(uint32_t id, const UprobeTarget& target, pid_t pid,
+                                                  bpf_program* entry, bpf_program* ret) {
   std::vector<bpf_link*> links;
-  auto attach = [&](bpf_program* prog, bool retprobe) {
+  for (auto [prog, retprobe] : {std::pair{entry, false}, std::pair{ret, true}}) {
+    if (!prog) continue;
     LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = id, .retprobe = retprobe);
     bpf_link* link = bpf_program__attach_uprobe_opts(prog, pid > 0 ? pid : -1, target.binary.c_str(),
                                                      target.offset, &opts);
@@ -170,16 +167,39 @@ uint32_t BpfSession::add_uprobe(const UprobeTarget& target, bool latency, pid_t 
       throw runtime_error("cannot attach uprobe to " + target.binary + ":" + target.symbol + ": " + errno_text(err));
     }
     links.push_back(link);
-  };
-  if (latency) {
-    attach(skel_->progs.mcp_uprobe_latency_entry, false);
-    attach(skel_->progs.mcp_uretprobe, true);
-  } else {
-    attach(skel_->progs.mcp_uprobe_entry, false);
   }
+  return links;
+}
+
+uint32_t BpfSession::add_uprobe(const UprobeTarget& target, bool latency, pid_t pid, const ProbeConfig& config) {
+  uint32_t id;
+  {
+    std::shared_lock lock(mu_);
+    id = allocate_id();
+  }
+  // Configure before attaching so the first hit already sees its threshold.
+  configure(id, config);
+  auto links = latency ? attach_uprobes(id, target, pid, skel_->progs.mcp_uprobe_latency_entry, skel_->progs.mcp_uretprobe)
+                       : attach_uprobes(id, target, pid, skel_->progs.mcp_uprobe_entry, nullptr);
   ProbeInfo info{id, target.binary + ":" + target.symbol, ProbeFamily::kUprobe, latency};
+  info.symbol = target.symbol;
   return register_probe(std::move(info), std::move(links), config);
 }
+
+uint32_t BpfSession::add_cuda_probe(const UprobeTarget& target, pid_t pid, const ProbeConfig& config, bool internal) {
+  uint32_t id;
+  {
+    std::shared_lock lock(mu_);
+    id = allocate_id();
+  }
+  configure(id, config);
+  auto links = attach_uprobes(id, target, pid, skel_->progs.mcp_cuda_entry, skel_->progs.mcp_cuda_return);
+  ProbeInfo info{id, target.binary + ":" + target.symbol, ProbeFamily::kCuda, true};
+  info.internal = internal;
+  info.symbol = target.symbol;
+  return register_probe(std::move(info), std::move(links), config);
+}
+
 
 uint32_t BpfSession::add_syscall(const std::string& name, const ProbeConfig& config) {
   ensure_tracefs();
@@ -226,6 +246,10 @@ void BpfSession::configure(uint32_t id, const ProbeConfig& config) {
   value.threshold = config.threshold;
   value.trace_id_arg = config.trace_id_arg >= 0 ? static_cast<uint8_t>(config.trace_id_arg + 1) : 0;
   value.trace_id_format = config.trace_id_bytes16 ? MCP_TRACE_ID_BYTES16 : MCP_TRACE_ID_HEX32;
+  value.cuda_api = config.cuda_api;
+  value.vma_arg = config.vma_arg;
+  value.entry_deref_arg = config.entry_deref_arg;
+  value.ret_deref_arg = config.ret_deref_arg;
   if (bpf_map_update_elem(bpf_map__fd(skel_->maps.probe_configs), &id, &value, BPF_ANY))
     throw runtime_error("cannot update probe_configs: " + errno_text(errno));
 }

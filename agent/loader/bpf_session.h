@@ -21,6 +21,7 @@
 
 struct mcp_bpf;
 struct bpf_link;
+struct bpf_program;
 
 namespace mcp::loader {
 
@@ -29,9 +30,11 @@ struct SessionOptions {
   uint64_t ringbuf_bytes = 16u << 20; // rounded up to a power of two >= page size
   uint64_t wakeup_bytes = 64u << 10;  // consumer wake-up backlog
   bool quotas = false;                // compile in the tenant quota step
+  uint64_t cuda_slow_ns = 0;          // launches slower than this switch on slow mode (0: off)
+  uint64_t cuda_hold_ns = 10000000000ull; // how long slow mode lasts
 };
 
-enum class ProbeFamily { kUprobe, kSyscall };
+enum class ProbeFamily { kUprobe, kSyscall, kCuda };
 
 struct ProbeCounters {
   uint64_t seen = 0, kept = 0, lost = 0, quota_dropped = 0;
@@ -43,12 +46,19 @@ struct ProbeInfo {
   ProbeFamily family = ProbeFamily::kUprobe;
   bool latency = false;  // uprobe with uretprobe
   uint8_t nargs = 6;     // meaningful arguments (a syscall's arity)
+  bool internal = false; // bookkeeping probe: no rate control, not in summaries
+  std::string symbol;    // uprobe and CUDA probes: the function name
 };
 
 struct ProbeConfig {
   uint64_t threshold = UINT64_MAX;
   int trace_id_arg = -1;      // -1: random draw; 0..5: argument holding the trace id
   bool trace_id_bytes16 = false;
+  // CUDA probes (see mcp_probe_config): 1-based argument numbers, 0 = none.
+  uint8_t cuda_api = 0;
+  uint8_t vma_arg = 0;
+  uint8_t entry_deref_arg = 0;
+  uint8_t ret_deref_arg = 0;
 };
 
 // Checks privileges and BTF; throws mcp::Error with one line naming what is missing.
@@ -64,6 +74,8 @@ class BpfSession {
   // Attach; return the new probe id. pid restricts a uprobe to one process (-1: all).
   uint32_t add_uprobe(const UprobeTarget& target, bool latency, pid_t pid, const ProbeConfig& config);
   uint32_t add_syscall(const std::string& name, const ProbeConfig& config);
+  // CUDA API probe: entry and return programs on target, config.cuda_api set.
+  uint32_t add_cuda_probe(const UprobeTarget& target, pid_t pid, const ProbeConfig& config, bool internal);
   void remove_probe(uint32_t id);
 
   void configure(uint32_t id, const ProbeConfig& config);
@@ -97,6 +109,8 @@ class BpfSession {
   };
   BpfSession() = default;
   uint32_t allocate_id();
+  std::vector<bpf_link*> attach_uprobes(uint32_t id, const UprobeTarget& target, pid_t pid, bpf_program* entry,
+                                        bpf_program* ret);
   uint32_t register_probe(ProbeInfo info, std::vector<bpf_link*> links, const ProbeConfig& config);
   std::array<uint64_t, 4> read_counter_block(int map_fd, uint32_t base) const;
 

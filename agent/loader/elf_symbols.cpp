@@ -60,7 +60,17 @@ ElfSymbols ElfSymbols::load(const std::string& path) {
   Elf_Scn* scn = nullptr;
   while ((scn = elf_nextscn(f.elf, scn)) != nullptr) {
     GElf_Shdr sh;
-    if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM)) continue;
+    if (!gelf_getshdr(scn, &sh)) continue;
+    if (sh.sh_type == SHT_DYNAMIC) {
+      Elf_Data* dyn = elf_getdata(scn, nullptr);
+      for (size_t i = 0; dyn && sh.sh_entsize && i < sh.sh_size / sh.sh_entsize; i++) {
+        GElf_Dyn d;
+        if (gelf_getdyn(dyn, static_cast<int>(i), &d) && d.d_tag == DT_NEEDED)
+          if (const char* name = elf_strptr(f.elf, sh.sh_link, d.d_un.d_val)) out.needed_.emplace_back(name);
+      }
+      continue;
+    }
+    if (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM) continue;
     Elf_Data* data = elf_getdata(scn, nullptr);
     if (!data || sh.sh_entsize == 0) continue;
     const size_t n = sh.sh_size / sh.sh_entsize;

@@ -31,6 +31,8 @@ class ElfSymbols {
   // Whether the file is position independent (ET_DYN): load bias applies.
   bool is_pie() const { return is_dyn_; }
   const std::string& path() const { return path_; }
+  // DT_NEEDED entries (shared libraries the file links against).
+  const std::vector<std::string>& needed() const { return needed_; }
   size_t size() const { return symbols_.size(); }
 
  private:
@@ -43,6 +45,7 @@ class ElfSymbols {
   bool is_dyn_ = false;
   std::vector<ElfSymbol> symbols_;  // sorted by vaddr
   std::vector<Segment> exec_segments_;
+  std::vector<std::string> needed_;
 };
 
 // "_Z6vecAddPfi" -> "vecAdd(float*, int)"; names that are not mangled come back as is.

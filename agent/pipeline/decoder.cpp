@@ -3,9 +3,80 @@
 #include <algorithm>
 #include <cstring>
 
-#include "mcp_abi.h"
 
 namespace mcp::pipeline {
+namespace {
+
+std::array<uint32_t, 3> dim3_from_regs(uint64_t xy, uint64_t z) {
+  return {static_cast<uint32_t>(xy), static_cast<uint32_t>(xy >> 32), static_cast<uint32_t>(z)};
+}
+
+}  // namespace
+
+bool decode_cuda(const mcp_cuda_event& c, CudaInfo& out) {
+  out = CudaInfo{};
+  out.code_inode = c.code_inode;
+  out.code_offset = c.code_file_offset;
+  out.slow_mode = c.hdr.flags & MCP_EV_SLOW_MODE;
+  if (c.stack_depth) out.user_stack.assign(c.user_stack, c.user_stack + std::min<uint32_t>(c.stack_depth, MCP_MAX_STACK_DEPTH));
+  switch (c.api) {
+    case MCP_CUDA_LAUNCH:
+    case MCP_CUDA_LAUNCH_HANDLE:
+      out.function = c.regs[0];
+      out.grid = dim3_from_regs(c.regs[1], c.regs[2]);
+      out.block = dim3_from_regs(c.regs[3], c.regs[4]);
+      out.shared_mem = c.stack_args[0];
+      out.stream = c.stack_args[1];
+      break;
+    case MCP_CUDA_LAUNCH_EXC: {
+      // cudaLaunchConfig_t: dim3 gridDim, dim3 blockDim, size_t dynamicSmemBytes, cudaStream_t stream
+      uint32_t dims[6];
+      std::memcpy(dims, c.deref, sizeof(dims));
+      out.function = c.regs[1];
+      out.grid = {dims[0], dims[1], dims[2]};
+      out.block = {dims[3], dims[4], dims[5]};
+      out.shared_mem = c.deref[3];
+      out.stream = c.deref[4];
+      break;
+    }
+    case MCP_CUDA_CU_LAUNCH:
+      out.function = c.regs[0];
+      out.grid = {static_cast<uint32_t>(c.regs[1]), static_cast<uint32_t>(c.regs[2]), static_cast<uint32_t>(c.regs[3])};
+      out.block = {static_cast<uint32_t>(c.regs[4]), static_cast<uint32_t>(c.regs[5]),
+                   static_cast<uint32_t>(c.stack_args[0])};
+      out.shared_mem = static_cast<uint32_t>(c.stack_args[1]);
+      out.stream = c.stack_args[2];
+      break;
+    case MCP_CUDA_MEMCPY:
+    case MCP_CUDA_MEMCPY_ASYNC:
+      out.bytes = c.regs[2];
+      out.memcpy_kind = static_cast<uint32_t>(c.regs[3]);
+      if (c.api == MCP_CUDA_MEMCPY_ASYNC) out.stream = c.regs[4];
+      break;
+    case MCP_CUDA_MALLOC:
+      out.bytes = c.regs[1];
+      out.function = c.deref[0];  // the device pointer it returned
+      break;
+    case MCP_CUDA_FREE:
+      out.function = c.regs[0];
+      break;
+    case MCP_CUDA_STREAM_SYNC:
+      out.stream = c.regs[0];
+      break;
+    case MCP_CUDA_GRAPH_LAUNCH:
+      out.stream = c.regs[1];
+      break;
+    case MCP_CUDA_DEVICE_SYNC:
+      break;
+    case MCP_CUDA_GET_KERNEL:
+      out.internal = true;
+      out.function = c.deref[0];  // the handle it wrote; code_* locate the host function
+      break;
+    default:
+      return false;
+  }
+  return true;
+}
 
 static_assert(sizeof(mcp_event_header) == 64 && sizeof(mcp_call_event) == 128,
               "userspace sees the same ABI as the BPF programs");
@@ -47,6 +118,18 @@ bool decode_record(const void* data, size_t size, const ProbeNameLookup& names, 
       std::memcpy(out.args.data(), e.args, sizeof(e.args));
       out.ret = e.ret;
       out.duration_ns = e.duration_ns;
+      break;
+    }
+    case MCP_KIND_CUDA: {
+      if (size < sizeof(mcp_cuda_event)) return false;
+      mcp_cuda_event c;
+      std::memcpy(&c, data, sizeof(c));
+      out.kind = EventKind::kCuda;
+      out.nargs = MCP_MAX_ARGS;
+      std::memcpy(out.args.data(), c.regs, sizeof(c.regs));
+      out.ret = c.ret;
+      out.duration_ns = c.duration_ns;
+      if (!decode_cuda(c, out.cuda)) return false;
       break;
     }
     default:

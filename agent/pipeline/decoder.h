@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "common/event.h"
+#include "mcp_abi.h"
 
 namespace mcp::pipeline {
 
@@ -19,5 +20,9 @@ struct ProbeRef {
 using ProbeNameLookup = std::function<ProbeRef(uint32_t probe_id)>;
 
 bool decode_record(const void* data, size_t size, const ProbeNameLookup& names, Event& out);
+
+// The API-specific part of a CUDA record (geometry, bytes, stream...). The
+// kernel name and api string are filled later, by the CUDA symboliser.
+bool decode_cuda(const mcp_cuda_event& record, CudaInfo& out);
 
 }  // namespace mcp::pipeline

@@ -1,0 +1,96 @@
+#include "cuda/cuda_targets.h"
+
+#include <algorithm>
+#include <set>
+
+#include "common/error.h"
+#include "loader/elf_symbols.h"
+#include "loader/proc_maps.h"
+#include "mcp_abi.h"
+
+namespace mcp::cuda {
+namespace {
+
+bool is_cuda_library(const std::string& name) {
+  const auto base = name.substr(name.rfind('/') + 1);
+  return base.rfind("libcudart.so", 0) == 0 || base.rfind("libcuda.so", 0) == 0;
+}
+
+bool has_cuda_api(const std::string& file) {
+  try {
+    const auto symbols = loader::ElfSymbols::load(file);
+    return symbols.file_offset_of("cudaLaunchKernel") || symbols.file_offset_of("__cudaLaunchKernel") ||
+           symbols.file_offset_of("cuLaunchKernel");
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+const std::vector<ApiSpec>& api_specs() {
+  static const std::vector<ApiSpec> specs = {
+      {"cudaLaunchKernel", "cudaLaunchKernel", MCP_CUDA_LAUNCH, 1, 0, 0, false},
+      {"cudaLaunchKernel_ptsz", "cudaLaunchKernel_ptsz", MCP_CUDA_LAUNCH, 1, 0, 0, false},
+      // What <<<>>> calls since CUDA 12.x; it may call cudaLaunchKernel in turn, which the
+      // BPF side folds into this one launch.
+      {"__cudaLaunchKernel", "cudaLaunchKernel", MCP_CUDA_LAUNCH_HANDLE, 1, 0, 0, false},
+      {"__cudaLaunchKernel_ptsz", "cudaLaunchKernel_ptsz", MCP_CUDA_LAUNCH_HANDLE, 1, 0, 0, false},
+      {"cudaLaunchKernelExC", "cudaLaunchKernelExC", MCP_CUDA_LAUNCH_EXC, 2, 1, 0, false},
+      {"cudaLaunchKernelExC_ptsz", "cudaLaunchKernelExC_ptsz", MCP_CUDA_LAUNCH_EXC, 2, 1, 0, false},
+      {"cuLaunchKernel", "cuLaunchKernel", MCP_CUDA_CU_LAUNCH, 0, 0, 0, false},
+      {"cudaMemcpy", "cudaMemcpy", MCP_CUDA_MEMCPY, 0, 0, 0, false},
+      {"cudaMemcpyAsync", "cudaMemcpyAsync", MCP_CUDA_MEMCPY_ASYNC, 0, 0, 0, false},
+      {"cudaMalloc", "cudaMalloc", MCP_CUDA_MALLOC, 0, 0, 1, false},
+      {"cudaFree", "cudaFree", MCP_CUDA_FREE, 0, 0, 0, false},
+      {"cudaStreamSynchronize", "cudaStreamSynchronize", MCP_CUDA_STREAM_SYNC, 0, 0, 0, false},
+      {"cudaDeviceSynchronize", "cudaDeviceSynchronize", MCP_CUDA_DEVICE_SYNC, 0, 0, 0, false},
+      {"cudaGraphLaunch", "cudaGraphLaunch", MCP_CUDA_GRAPH_LAUNCH, 0, 0, 0, false},
+      {"__cudaGetKernel", "__cudaGetKernel", MCP_CUDA_GET_KERNEL, 2, 0, 1, true},
+  };
+  return specs;
+}
+
+std::vector<ProbeTarget> probe_targets_in(const std::string& file) {
+  const auto symbols = loader::ElfSymbols::load(file);
+  std::vector<ProbeTarget> out;
+  for (const auto& spec : api_specs()) {
+    if (auto offset = symbols.file_offset_of(spec.symbol))
+      out.push_back({{file, spec.symbol, *offset}, &spec});
+  }
+  return out;
+}
+
+std::vector<std::string> find_cuda_files(pid_t pid, const std::string& executable,
+                                         const std::vector<std::string>& explicit_libs) {
+  std::vector<std::string> files;
+  auto add = [&](const std::string& f) {
+    if (std::find(files.begin(), files.end(), f) == files.end()) files.push_back(f);
+  };
+  if (!explicit_libs.empty()) {
+    for (const auto& lib : explicit_libs) add(loader::resolve_binary(lib, pid));
+    return files;
+  }
+  if (!executable.empty()) {
+    if (has_cuda_api(executable)) add(executable);  // static runtime
+    const auto symbols = loader::ElfSymbols::load(executable);
+    for (const auto& needed : symbols.needed()) {
+      if (!is_cuda_library(needed)) continue;
+      try {
+        add(loader::resolve_binary(needed, pid));
+      } catch (const Error&) {
+        // not in the linker cache: the process's maps (below) may still find it
+      }
+    }
+  }
+  if (pid > 0) {
+    for (const auto& m : loader::read_proc_maps(pid))
+      if (m.executable && (is_cuda_library(m.path) || (m.path == executable && has_cuda_api(m.path)))) add(m.path);
+  }
+  if (files.empty())
+    throw runtime_error("no CUDA runtime found for " + (executable.empty() ? "pid " + std::to_string(pid) : executable) +
+                        " (give --cuda-lib PATH)");
+  return files;
+}
+
+}  // namespace mcp::cuda

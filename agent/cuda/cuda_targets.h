@@ -1,0 +1,42 @@
+// CUDA targets: which files hold the CUDA runtime or driver for a traced
+// process (shared libcudart/libcuda, or the executable itself when it links the
+// static runtime, nvcc's default), and which API functions to probe in each,
+// with how the BPF side must read each API's arguments (bpf/mcp_abi.h).
+#pragma once
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "loader/target_resolver.h"
+
+namespace mcp::cuda {
+
+struct ApiSpec {
+  const char* symbol;   // as exported, e.g. "__cudaLaunchKernel"
+  const char* display;  // what users see in cuda.api, e.g. "cudaLaunchKernel"
+  uint8_t api;          // enum mcp_cuda_api
+  uint8_t vma_arg;      // 1-based argument holding a code address, 0: none
+  uint8_t entry_deref_arg;
+  uint8_t ret_deref_arg;
+  bool internal;        // bookkeeping (kernel handle registration), never shown
+};
+
+const std::vector<ApiSpec>& api_specs();
+
+struct ProbeTarget {
+  loader::UprobeTarget target;
+  const ApiSpec* api;
+};
+
+// The API functions present in `file` (exported or local symbols).
+std::vector<ProbeTarget> probe_targets_in(const std::string& file);
+
+// Files to probe: `explicit_libs` when given; otherwise the executable if it
+// holds the runtime, the CUDA libraries it links (DT_NEEDED, through the
+// linker cache), and those mapped by `pid`. Throws mcp::Error when none is found.
+std::vector<std::string> find_cuda_files(pid_t pid, const std::string& executable,
+                                         const std::vector<std::string>& explicit_libs);
+
+}  // namespace mcp::cuda
