@@ -16,6 +16,9 @@
 #endif
 #endif
 
+/* entry-map only: timed for slow detection, but not sampled in */
+#define MCP_ENTRY_SAMPLED_OUT (1u << 31)
+
 struct vma_lookup {
 	__u64 addr;
 	__u64 file_offset;
@@ -97,7 +100,11 @@ int BPF_KPROBE(mcp_cuda_entry)
 		entry.threshold = ~0ULL;
 		entry.flags = MCP_EV_SLOW_MODE;
 	} else if (!mcp_sample(key.probe_id, entry.regs, entry.ktime_ns, &entry.threshold, &entry.flags)) {
-		return 0;
+		/* a launch the sampler dropped is still timed: if it turns out slow,
+		 * the return keeps it and switches the process to slow mode */
+		if (!cuda_slow_ns || !is_launch(cfg->cuda_api))
+			return 0;
+		entry.flags |= MCP_ENTRY_SAMPLED_OUT;
 	}
 
 	/* the return address sits at sp; stack arguments follow it */
@@ -125,7 +132,7 @@ int BPF_KRETPROBE(mcp_cuda_return)
 	struct mcp_cuda_entry *entry = bpf_map_lookup_elem(&cuda_entries, &key);
 	struct mcp_probe_config *cfg = bpf_map_lookup_elem(&probe_configs, &key.probe_id);
 	struct mcp_cuda_event *e;
-	__u64 now, duration;
+	__u64 now, duration, threshold;
 	__u32 flags;
 
 	if (cfg && is_launch(cfg->cuda_api)) {
@@ -139,12 +146,22 @@ int BPF_KRETPROBE(mcp_cuda_return)
 	now = bpf_ktime_get_ns();
 	duration = now - entry->ktime_ns;
 	flags = entry->flags | MCP_EV_HAS_RET | MCP_EV_HAS_DURATION;
+	threshold = entry->threshold;
 	if (cuda_slow_ns && is_launch(cfg->cuda_api) && duration >= cuda_slow_ns) {
 		__u32 tgid = id >> 32;
 		__u64 until = now + cuda_hold_ns;
 		bpf_map_update_elem(&cuda_slow_until, &tgid, &until, BPF_ANY);
 		flags |= MCP_EV_SLOW_MODE;
+		if (flags & MCP_ENTRY_SAMPLED_OUT) {
+			/* kept for being slow, not by the draw: weight 1 */
+			mcp_count(key.probe_id, MCP_CTR_KEPT);
+			threshold = ~0ULL;
+		}
+	} else if (flags & MCP_ENTRY_SAMPLED_OUT) {
+		bpf_map_delete_elem(&cuda_entries, &key);
+		return 0;
 	}
+	flags &= ~MCP_ENTRY_SAMPLED_OUT;
 
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
@@ -152,7 +169,7 @@ int BPF_KRETPROBE(mcp_cuda_return)
 		bpf_map_delete_elem(&cuda_entries, &key);
 		return 0;
 	}
-	mcp_fill_header(&e->hdr, key.probe_id, MCP_KIND_CUDA, entry->ktime_ns, entry->threshold, flags,
+	mcp_fill_header(&e->hdr, key.probe_id, MCP_KIND_CUDA, entry->ktime_ns, threshold, flags,
 			sizeof(*e));
 	__builtin_memcpy(e->regs, entry->regs, sizeof(e->regs));
 	__builtin_memcpy(e->stack_args, entry->stack_args, sizeof(e->stack_args));
