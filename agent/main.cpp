@@ -5,6 +5,7 @@
 #include "cli/trace_command.h"
 #include "common/command.h"
 #include "common/error.h"
+#include "subscribe/subscribe_command.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"mcp-agent: sampled eBPF tracing of user functions, syscalls and CUDA launches"};
@@ -12,6 +13,7 @@ int main(int argc, char** argv) {
   mcp::CommandAction action;
   mcp::cli::add_version_command(app, action);
   mcp::cli::add_trace_command(app, action);
+  mcp::add_subscribe_command(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

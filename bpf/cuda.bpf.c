@@ -187,7 +187,7 @@ int BPF_KRETPROBE(mcp_cuda_return)
 		long n = bpf_get_stack(ctx, e->user_stack, sizeof(e->user_stack), BPF_F_USER_STACK);
 		e->stack_depth = n > 0 ? (__u32)((__u64)n >> 3) : 0;
 	}
-	bpf_ringbuf_submit(e, mcp_wakeup_flags());
+	bpf_ringbuf_submit(e, mcp_wakeup_flags(sizeof(*e)));
 	bpf_map_delete_elem(&cuda_entries, &key);
 	return 0;
 }

@@ -12,30 +12,31 @@ int mcp_sys_enter(struct trace_event_raw_sys_enter *ctx)
 {
 	__u32 probe_id = bpf_get_attach_cookie(ctx);
 	struct mcp_syscall_entry *entry;
-	__u64 args[MCP_MAX_ARGS], threshold, now;
+	__u64 threshold, now;
 	__u32 flags;
 
 	if (!mcp_wanted(bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	now = bpf_ktime_get_ns();
+	/* decide first: a dropped syscall costs no argument copy. Syscall arguments
+	 * carry no trace id, so the decision is always a random draw. */
+	if (!mcp_sample(probe_id, NULL, now, &threshold, &flags))
 		return 0;
 	/*
 	 * Not a direct ctx read: the kernel refuses to attach a program whose ctx
 	 * reads go past the tracepoint's record, and getppid's record has no args.
 	 * The agent knows each syscall's arity and ignores the rest.
 	 */
-	if (bpf_probe_read_kernel(args, sizeof(args), &ctx->args[0]))
-		__builtin_memset(args, 0, sizeof(args));
-	now = bpf_ktime_get_ns();
-	if (!mcp_sample(probe_id, args, now, &threshold, &flags))
-		return 0;
 	entry = bpf_task_storage_get(&syscall_entries, bpf_get_current_task_btf(), 0,
 				     BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!entry)
 		return 0;
+	if (bpf_probe_read_kernel(entry->call.args, sizeof(entry->call.args), &ctx->args[0]))
+		__builtin_memset(entry->call.args, 0, sizeof(entry->call.args));
 	entry->probe_id = probe_id;
 	entry->call.ktime_ns = now;
 	entry->call.threshold = threshold;
 	entry->call.flags = flags;
-	__builtin_memcpy(entry->call.args, args, sizeof(args));
 	return 0;
 }
 

@@ -1,6 +1,8 @@
 #include "cli/control_loop.h"
 
 #include <spdlog/spdlog.h>
+
+#include "common/event.h"
 #include <time.h>
 
 namespace mcp::cli {
@@ -16,9 +18,12 @@ uint64_t monotonic_ns() {
 
 ControlLoop::ControlLoop(loader::BpfSession& session, ControlSettings settings)
     : session_(session), settings_(std::move(settings)) {
-  if (settings_.target_qps) {
+  if (settings_.target_qps || settings_.accept_policies) {
+    // Without a target the controller only watches (target 0 is passive) until a
+    // policy gives a probe one; it starts from the fixed rate, not from 1.
     control::RateControllerConfig cfg;
-    cfg.target_qps = *settings_.target_qps;
+    cfg.target_qps = settings_.target_qps.value_or(0.0);
+    cfg.initial_rate = settings_.target_qps ? 1.0 : settings_.sample_rate;
     rates_ = std::make_unique<control::RateController>(
         cfg, [this](uint32_t id, uint64_t threshold) { session_.set_threshold(id, threshold); });
     for (const auto& p : session_.probes())
@@ -59,9 +64,10 @@ void ControlLoop::run() {
 
 void ControlLoop::tick(uint64_t now_ns) {
   if (rates_) {
+    std::lock_guard rates_lock(rates_mu_);
     std::vector<control::ProbeSample> samples;
     for (const auto& p : session_.probes()) {
-      if (p.internal) continue;
+      if (p.internal || fixed_.count(p.id)) continue;
       const auto c = session_.counters(p.id);
       samples.push_back({p.id, {c.seen, c.kept, c.lost, c.quota_dropped}});
     }
@@ -80,6 +86,25 @@ void ControlLoop::apply_quotas(bool rebalance) {
     const auto& shares = rebalance ? balancers_[b].update(session_.tenant_demand_per_cpu(b)) : balancers_[b].shares();
     session_.set_quota(b, q.rate_per_s, q.burst, shares);
   }
+}
+
+int ControlLoop::apply_policy(const std::string& probe, double sampling_rate, double target_qps) {
+  std::lock_guard lock(rates_mu_);
+  int changed = 0;
+  for (const auto& p : session_.probes()) {
+    if (p.internal || !(probe.empty() || probe == p.name || probe == p.symbol)) continue;
+    if (sampling_rate > 0) {
+      if (rates_) rates_->remove_probe(p.id);
+      fixed_.insert(p.id);
+      session_.set_threshold(p.id, probability_to_threshold(sampling_rate));
+      changed++;
+    } else if (target_qps > 0 && rates_) {
+      fixed_.erase(p.id);
+      rates_->set_target(p.id, target_qps);
+      changed++;
+    }
+  }
+  return changed;
 }
 
 std::vector<control::ProbeRateStats> ControlLoop::rate_stats() const {

@@ -6,7 +6,10 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -19,6 +22,8 @@ namespace mcp::cli {
 
 struct ControlSettings {
   std::optional<double> target_qps;                // per probe; none: fixed rate
+  double sample_rate = 1.0;                        // the fixed rate, where no target applies
+  bool accept_policies = false;                    // a broker may push rates and targets
   std::optional<control::TenantQuotaTable> quotas; // none: no tenant quotas
   std::chrono::milliseconds tick{100};
 };
@@ -29,6 +34,11 @@ class ControlLoop {
   ~ControlLoop();
   void start();
   void stop();
+  // A policy pushed by the broker: `probe` empty matches every probe, else the
+  // probe's name or symbol. A sampling rate fixes the probe's rate (the
+  // controller lets go of it); a target QPS hands it to the controller.
+  // Thread-safe; returns how many probes it changed.
+  int apply_policy(const std::string& probe, double sampling_rate, double target_qps);
   // Current kept/offered rates per probe (after stop(), the last ones).
   std::vector<control::ProbeRateStats> rate_stats() const;
 
@@ -39,7 +49,9 @@ class ControlLoop {
 
   loader::BpfSession& session_;
   ControlSettings settings_;
+  std::mutex rates_mu_;  // the controller is shared with apply_policy()
   std::unique_ptr<control::RateController> rates_;
+  std::set<uint32_t> fixed_;  // probes a policy gave a fixed rate
   std::vector<control::QuotaBalancer> balancers_;
   std::atomic<bool> stop_{false};
   std::thread thread_;

@@ -18,9 +18,11 @@
 #include "clock/timestamper.h"
 #include "cuda/cuda_targets.h"
 #include "cuda/kernel_symbolizer.h"
+#include "forward/forwarder.h"
 #include "cli/trace_options.h"
 #include "common/error.h"
 #include "loader/bpf_session.h"
+#include "mcp_abi.h"
 #include "loader/target_resolver.h"
 #include "output/stream_sink.h"
 #include "pipeline/ring_consumer.h"
@@ -130,7 +132,7 @@ void print_tenants(const loader::BpfSession& session, const control::TenantQuota
   for (const auto& w : table.warnings) fprintf(stderr, "mcp-agent: warning: %s\n", w.c_str());
 }
 
-void print_summary(const loader::BpfSession& session, const std::map<uint32_t, ProbeTally>& tallies,
+void print_summary(const loader::BpfSession& session, const std::vector<ProbeTally>& tallies,
                    const pipeline::RingConsumer& consumer, double seconds) {
   fprintf(stderr, "\nmcp-agent: summary after %.1f s\n", seconds);
   fprintf(stderr, "%-48s %12s %12s %10s %12s %12s %14s\n", "PROBE", "SEEN", "KEPT", "LOST", "QUOTA_DROP",
@@ -138,8 +140,7 @@ void print_summary(const loader::BpfSession& session, const std::map<uint32_t, P
   for (const auto& p : session.probes()) {
     if (p.internal) continue;
     const auto c = session.counters(p.id);
-    auto it = tallies.find(p.id);
-    const ProbeTally t = it == tallies.end() ? ProbeTally{} : it->second;
+    const ProbeTally t = p.id < tallies.size() ? tallies[p.id] : ProbeTally{};
     fprintf(stderr, "%-48s %12llu %12llu %10llu %12llu %12llu %14.0f\n", p.name.c_str(),
             (unsigned long long)c.seen, (unsigned long long)c.kept, (unsigned long long)c.lost,
             (unsigned long long)c.quota_dropped, (unsigned long long)t.delivered, t.weight_sum);
@@ -198,8 +199,29 @@ int run_trace(TraceOptions& o) {
     out_fd = open(o.output.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (out_fd < 0) throw runtime_error("cannot open " + o.output + ": " + std::strerror(errno));
   }
-  output::StreamSink sink(output::make_formatter(o.format), out_fd);
-  std::map<uint32_t, ProbeTally> tallies;
+  std::unique_ptr<output::StreamSink> printer;
+  if (o.brokers.empty() || o.also_stdout)
+    printer = std::make_unique<output::StreamSink>(output::make_formatter(o.format), out_fd);
+  std::unique_ptr<ControlLoop> control;  // created below; policies may arrive before it runs
+  std::mutex control_mu;
+  std::unique_ptr<Forwarder> forwarder;
+  if (!o.brokers.empty()) {
+    ForwarderOptions fo;
+    fo.brokers = parse_broker_list(o.brokers);
+    fo.agent_id = o.agent_id;
+    fo.spool_dir = o.spool_dir;
+    fo.tls = {o.tls_ca, o.tls_cert, o.tls_key};
+    fo.token_file = o.token_file;
+    fo.on_policy = [&](const PolicyUpdate& p) {
+      if (!p.service.empty() && p.service != o.service) return;
+      std::lock_guard lock(control_mu);
+      const int n = control ? control->apply_policy(p.probe, p.sampling_rate, p.target_qps) : 0;
+      spdlog::info("policy for service '{}' probe '{}': rate {} target {} -> {} probe(s)", p.service, p.probe,
+                   p.sampling_rate, p.target_qps, n);
+    };
+    forwarder = make_forwarder(std::move(fo));
+  }
+  std::vector<ProbeTally> tallies(MCP_MAX_PROBES);  // indexed by probe id: no lookup per event
   uint64_t printed = 0;
   clock::Timestamper timestamper;
   timestamper.start();
@@ -212,37 +234,55 @@ int run_trace(TraceOptions& o) {
           if (!e.cuda.kernel.empty()) kernels[e.cuda.kernel].push_back(e.duration_ns);
         }
         timestamper.stamp(e);
-        auto& t = tallies[e.probe_id];
+        auto& t = tallies[e.probe_id % MCP_MAX_PROBES];
         t.delivered++;
         t.weight_sum += e.weight();
         if (o.max_events && printed >= o.max_events) return;
-        sink.consume(e);
+        if (!o.service.empty()) e.service = o.service;
+        if (!o.tags.empty()) e.tags = o.tags;
+        if (printer) printer->consume(e);
+        if (forwarder) forwarder->consume(e);
         printed++;
       });
 
-  ControlLoop control(*session, ControlSettings{o.target_qps > 0 ? std::optional<double>(o.target_qps) : std::nullopt,
-                                                quotas});
-  control.start();
+  {
+    ControlSettings cs;
+    if (o.target_qps > 0) cs.target_qps = o.target_qps;
+    cs.sample_rate = o.sample_rate;
+    cs.accept_policies = forwarder != nullptr;
+    cs.quotas = quotas;
+    std::lock_guard lock(control_mu);
+    control = std::make_unique<ControlLoop>(*session, std::move(cs));
+    control->start();
+  }
   if (child) child->start();
   spdlog::info("tracing {} probe(s)", session->probes().size());
   const auto start = std::chrono::steady_clock::now();
   while (!g_stop.load()) {
     consumer.poll(10);
-    sink.flush();
+    if (printer) printer->flush();
     if (o.max_events && printed >= o.max_events) break;
     if (o.duration.count() && std::chrono::steady_clock::now() - start >= o.duration) break;
     if (child && child->poll_exit()) break;
   }
   // Whatever the kernel already kept is delivered before the summary.
-  control.stop();
+  control->stop();
   consumer.drain();
-  sink.flush();
+  if (printer) printer->flush();
+  if (forwarder) forwarder->flush();  // waits (bounded) for the broker's acks
   if (out_fd != STDOUT_FILENO) close(out_fd);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!o.quiet_summary) {
     print_summary(*session, tallies, consumer, secs);
     if (quotas) print_tenants(*session, *quotas);
     print_kernels(kernels);
+    if (forwarder) {
+      const auto s = forwarder->stats();
+      fprintf(stderr, "forwarder: broker %s, sent %llu, acked %llu, spooled %llu bytes, dropped %llu, errors %llu\n",
+              s.broker.c_str(), (unsigned long long)s.sent, (unsigned long long)s.acked,
+              (unsigned long long)s.spooled_bytes, (unsigned long long)s.dropped_oldest,
+              (unsigned long long)s.forward_errors);
+    }
   }
   return 0;
 }

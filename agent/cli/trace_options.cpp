@@ -31,6 +31,16 @@ void add_trace_options(CLI::App& sub, TraceOptions& o) {
   sub.add_option("--default-quota", o.default_quota_text, "Quota for every other cgroup: RATE[:BURST]");
   sub.add_option("--trace-id-arg", o.trace_id_arg_text,
                  "Consistent sampling on a trace id: argument N points at it, N[:hex32|:bytes16]");
+  sub.add_option("--broker", o.brokers, "Forward events to mcp-broker HOST:PORT[,HOST:PORT...] (fail over in order)");
+  sub.add_flag("--also-stdout", o.also_stdout, "With --broker, print events as well");
+  sub.add_option("--tls-ca", o.tls_ca, "CA of the broker's certificate (enables TLS)");
+  sub.add_option("--tls-cert", o.tls_cert, "Client certificate for mTLS");
+  sub.add_option("--tls-key", o.tls_key, "Client key for mTLS");
+  sub.add_option("--token-file", o.token_file, "Bearer token for the broker (first line of the file)");
+  sub.add_option("--spool-dir", o.spool_dir, "Keep unacknowledged batches here (default: in memory)");
+  sub.add_option("--agent-id", o.agent_id, "Agent id the broker deduplicates by (default: hostname)");
+  sub.add_option("--service", o.service, "Service name every event is labelled with");
+  sub.add_option("--tag", o.tag_texts, "Tag every event: KEY=VALUE (repeatable)");
   sub.add_flag("--cuda", o.cuda, "Trace CUDA kernel launches and API calls of the target");
   sub.add_option("--cuda-lib", o.cuda_libs, "CUDA runtime/driver library (or static binary) to probe (repeatable)");
   sub.add_option("--slow-launch", o.slow_launch_text,
@@ -76,6 +86,15 @@ void validate(TraceOptions& o) {
   o.ringbuf_bytes = parse_size(o.ringbuf_size_text);
   if (o.ringbuf_bytes < 4096 || (o.ringbuf_bytes & (o.ringbuf_bytes - 1)))
     throw usage_error("--ringbuf-size must be a power of two of at least 4K, got " + o.ringbuf_size_text);
+  o.tags.clear();
+  for (const auto& t : o.tag_texts) {
+    const auto eq = t.find('=');
+    if (eq == std::string::npos || eq == 0) throw usage_error("--tag '" + t + "' is not KEY=VALUE");
+    o.tags.emplace_back(t.substr(0, eq), t.substr(eq + 1));
+  }
+  if (o.also_stdout && o.brokers.empty()) throw usage_error("--also-stdout needs --broker");
+  if (o.brokers.empty() && (!o.tls_ca.empty() || !o.token_file.empty() || !o.spool_dir.empty()))
+    throw usage_error("--tls-*, --token-file and --spool-dir need --broker");
   if (o.target_qps < 0) throw usage_error("--target-qps must be positive");
   o.tenant_quotas.clear();
   for (const auto& t : o.tenant_quota_texts) o.tenant_quotas.push_back(control::parse_tenant_quota(t));

@@ -43,6 +43,15 @@ struct TraceOptions {
   std::optional<control::Quota> default_quota;
   std::string trace_id_arg_text;      // N[:hex32|:bytes16]
   std::optional<control::TraceIdArg> trace_id_arg;
+  // Forwarding to a broker, and what every event is labelled with
+  std::string brokers;                // HOST:PORT[,HOST:PORT...]; empty: stdout only
+  bool also_stdout = false;
+  std::string tls_ca, tls_cert, tls_key, token_file;
+  std::string spool_dir;
+  std::string agent_id;
+  std::string service;
+  std::vector<std::string> tag_texts; // KEY=VALUE
+  std::vector<std::pair<std::string, std::string>> tags;
   // CUDA
   bool cuda = false;
   std::vector<std::string> cuda_libs;

@@ -1,5 +1,6 @@
 #include "output/formatter.h"
 
+#include <fmt/compile.h>
 #include <fmt/format.h>
 
 #include <ctime>
@@ -88,22 +89,58 @@ void append_cuda(std::string& out, const CudaInfo& c) {
   out.push_back('}');
 }
 
+// Integers go through fmt::format_int and keys are literal appends: this runs
+// for every event, at up to millions per second.
+template <typename T>
+void append_int(std::string& out, T v) {
+  const fmt::format_int f(v);
+  out.append(f.data(), f.size());
+}
+
 class JsonFormatter final : public Formatter {
  public:
   void format(const Event& e, std::string& out) const override {
-    auto it = std::back_inserter(out);
-    fmt::format_to(it, "{{\"ts_ns\":{},\"ktime_ns\":{},", e.ts_ns, e.ktime_ns);
-    if (e.hlc) fmt::format_to(it, "\"hlc\":{},", e.hlc);
-    fmt::format_to(it, "\"kind\":\"{}\",\"probe\":", to_string(e.kind));
+    out += "{\"ts_ns\":";
+    append_int(out, e.ts_ns);
+    out += ",\"ktime_ns\":";
+    append_int(out, e.ktime_ns);
+    if (e.hlc) {
+      out += ",\"hlc\":";
+      append_int(out, e.hlc);
+    }
+    out += ",\"kind\":\"";
+    out += to_string(e.kind);
+    out += "\",\"probe\":";
     append_json_string(out, e.probe);
-    fmt::format_to(it, ",\"pid\":{},\"tid\":{},\"comm\":", e.pid, e.tid);
+    out += ",\"pid\":";
+    append_int(out, e.pid);
+    out += ",\"tid\":";
+    append_int(out, e.tid);
+    out += ",\"comm\":";
     append_json_string(out, e.comm_view());
-    fmt::format_to(it, ",\"cgroup_id\":{},\"cpu\":{},\"args\":[", e.cgroup_id, e.cpu);
-    for (unsigned i = 0; i < e.nargs; i++) fmt::format_to(it, "{}{}", i ? "," : "", e.args[i]);
+    out += ",\"cgroup_id\":";
+    append_int(out, e.cgroup_id);
+    out += ",\"cpu\":";
+    append_int(out, e.cpu);
+    out += ",\"args\":[";
+    for (unsigned i = 0; i < e.nargs; i++) {
+      if (i) out.push_back(',');
+      append_int(out, e.args[i]);
+    }
     out.push_back(']');
-    if (e.has_ret) fmt::format_to(it, ",\"ret\":{}", e.ret);
-    if (e.has_duration) fmt::format_to(it, ",\"duration_ns\":{}", e.duration_ns);
-    fmt::format_to(it, ",\"threshold\":{},\"weight\":{}", e.threshold, e.weight());
+    if (e.has_ret) {
+      out += ",\"ret\":";
+      append_int(out, e.ret);
+    }
+    if (e.has_duration) {
+      out += ",\"duration_ns\":";
+      append_int(out, e.duration_ns);
+    }
+    out += ",\"threshold\":";
+    append_int(out, e.threshold);
+    out += ",\"weight\":";
+    if (e.threshold == UINT64_MAX) out.push_back('1');
+    else fmt::format_to(std::back_inserter(out), FMT_COMPILE("{}"), e.weight());
     if (!e.service.empty()) {
       out += ",\"service\":";
       append_json_string(out, e.service);

@@ -18,6 +18,7 @@ struct SubscribeFlags {
   double sampling_rate = 1.0;
   std::string format = "json";
   uint64_t max_packets = 0;
+  uint64_t max_events = 0;
   bool no_reconnect = false;
   TlsFiles tls;
   std::string token_file;
@@ -41,10 +42,12 @@ int run_subscribe(const SubscribeFlags& flags) {
 
   const bool table = flags.format == "table";
   if (table) std::cout << table_header() << '\n';
-  uint64_t packets = 0;
+  uint64_t packets = 0, events = 0;
   uint64_t reported_drops = 0;
   client.run([&](const mcp::v1::SamplePacket& packet) {
     for (const auto& sample : packet.samples()) {
+      if (flags.max_events && events >= flags.max_events) break;
+      events++;
       if (table) std::cout << sample_to_table_row(sample) << '\n';
       else std::cout << sample_to_json(sample).dump() << '\n';
     }
@@ -58,6 +61,7 @@ int run_subscribe(const SubscribeFlags& flags) {
                    static_cast<unsigned long long>(packet.dropped_samples()),
                    static_cast<unsigned long long>(reported_drops));
     }
+    if (flags.max_events && events >= flags.max_events) return false;
     return flags.max_packets == 0 || ++packets < flags.max_packets;
   });
   return 0;
@@ -78,6 +82,7 @@ void add_subscribe_command(CLI::App& app, CommandAction& action) {
       ->check(CLI::IsMember({"json", "table"}))
       ->capture_default_str();
   cmd->add_option("--max-packets", flags->max_packets, "exit after this many packets");
+  cmd->add_option("--max-events", flags->max_events, "exit after printing this many events");
   cmd->add_flag("--no-reconnect", flags->no_reconnect, "exit when the stream ends");
   cmd->add_option("--tls-ca", flags->tls.ca, "CA that signed the broker's certificate")
       ->check(CLI::ExistingFile);
