@@ -1,0 +1,104 @@
+// End to end with every real component: the mcp-agent binary tracing the
+// workload through real BPF, forwarding to a real mcp-broker process, and the
+// mcp-agent subscribe command printing what the broker delivers.
+#include <gtest/gtest.h>
+#include <grpcpp/grpcpp.h>
+
+#include <future>
+#include <set>
+#include <thread>
+
+#include "../../support/run_command.h"
+#include "../broker/broker_process.h"
+#include "forward/channel.h"
+#include "mcp/v1/sampling.grpc.pb.h"
+
+namespace mcp {
+namespace {
+
+using namespace std::chrono_literals;
+using test::BrokerProcess;
+using test::parse_json_lines;
+using test::run_command;
+
+const std::string kAgent = std::string(MCP_BIN_DIR) + "/mcp-agent";
+const std::string kWorkload = std::string(MCP_TEST_DIR) + "/mcp-workload";
+
+class AgentBrokerE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    MCP_REQUIRE_BPF();
+    dir_ = test::make_temp_dir("mcp-agent-e2e");
+    broker_ = std::make_unique<BrokerProcess>(std::vector<std::string>{"--state-dir", (dir_ / "state").string()},
+                                              dir_ / "broker.log");
+  }
+  void TearDown() override {
+    broker_.reset();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  std::future<test::CommandResult> subscribe(const std::vector<std::string>& extra) {
+    std::vector<std::string> argv = {kAgent, "subscribe", "--broker", broker_->address()};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    auto f = std::async(std::launch::async, [argv] { return run_command(argv); });
+    std::this_thread::sleep_for(1s);  // connected before the agent starts
+    return f;
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<BrokerProcess> broker_;
+};
+
+TEST_F(AgentBrokerE2E, SubscriberReceivesExactlyTheTracedCalls) {
+  constexpr int kCalls = 3000;
+  auto sub = subscribe({"--service", "checkout", "--max-events", std::to_string(kCalls)});
+  auto r = run_command({kAgent, "trace", "--uprobe", kWorkload + ":mcp_work", "--broker", broker_->address(),
+                        "--service", "checkout", "--tag", "zone=a", "--", kWorkload, "calls",
+                        std::to_string(kCalls)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(r.out.empty()) << "with --broker and no --also-stdout nothing is printed";
+  auto s = sub.get();
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  auto events = parse_json_lines(s.out);
+  ASSERT_EQ(events.size(), static_cast<size_t>(kCalls));
+  std::set<uint64_t> calls;
+  for (const auto& e : events) {
+    EXPECT_EQ(e["service"], "checkout");
+    EXPECT_EQ(e["tags"]["zone"], "a");
+    EXPECT_EQ(e["kind"], "uprobe");
+    EXPECT_EQ(e["comm"], "mcp-workload");
+    EXPECT_EQ(e["args"][1], 2);
+    EXPECT_GT(e["hlc"].get<uint64_t>(), 0u);
+    calls.insert(e["args"][0].get<uint64_t>());
+  }
+  EXPECT_EQ(calls.size(), static_cast<size_t>(kCalls)) << "each call exactly once";
+  EXPECT_NE(r.err.find("acked " + std::to_string(kCalls)), std::string::npos) << r.err;
+}
+
+TEST_F(AgentBrokerE2E, PolicyAppliedAtTheBrokerChangesTheAgentsKernelThreshold) {
+  const std::string out = (dir_ / "events.json").string();
+  auto agent = std::async(std::launch::async, [&] {
+    return run_command({kAgent, "trace", "--uprobe", kWorkload + ":mcp_work", "--broker", broker_->address(),
+                        "--service", "checkout", "--also-stdout", "--output", out, "--", kWorkload, "rate", "2000",
+                        "5"});
+  });
+  std::this_thread::sleep_for(2s);
+  mcp::v1::Policy policy;
+  policy.set_service("checkout");
+  policy.set_sampling_rate(0.25);
+  grpc::ClientContext ctx;
+  mcp::v1::ApplyPolicyReply reply;
+  auto stub = mcp::v1::Sampling::NewStub(make_channel(broker_->address(), {}, false));
+  ASSERT_TRUE(stub->ApplyPolicy(&ctx, policy, &reply).ok());
+  auto r = agent.get();
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto events = parse_json_lines(test::slurp(out));
+  ASSERT_GT(events.size(), 100u);
+  // Before the policy every call is kept (weight 1); after it, the kernel draws at 1/4.
+  EXPECT_EQ(events.front()["weight"], 1.0);
+  EXPECT_EQ(events.back()["weight"], 4.0);
+  EXPECT_EQ(events.back()["threshold"], uint64_t{1} << 62);
+}
+
+}  // namespace
+}  // namespace mcp
