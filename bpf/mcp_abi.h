@@ -82,12 +82,14 @@ struct mcp_probe_config {
 	__u8 entry_deref_arg;  /* N+1: copy MCP_CUDA_DEREF_BYTES through argument N at entry */
 	__u8 ret_deref_arg;    /* N+1: copy 8 bytes through argument N at return */
 	__u8 pad[2];
+	__u64 cgroup_id;       /* only tasks in this cgroup (v2 id); 0 = any */
 };
-MCP_STATIC_ASSERT(sizeof(struct mcp_probe_config) == 16, "mcp_probe_config layout");
+MCP_STATIC_ASSERT(sizeof(struct mcp_probe_config) == 24, "mcp_probe_config layout");
 
 enum mcp_trace_id_format {
 	MCP_TRACE_ID_HEX32 = 0,   /* pointer to 32 lowercase/uppercase hex characters */
 	MCP_TRACE_ID_BYTES16 = 1, /* pointer to 16 raw bytes */
+	MCP_TRACE_ID_INTEGER = 2, /* the argument itself; its low 56 bits are the randomness */
 };
 
 /*

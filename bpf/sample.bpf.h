@@ -57,6 +57,10 @@ static __always_inline bool mcp_trace_randomness(const void *ptr, __u8 format, _
 {
 	__u64 r = 0;
 
+	if (format == MCP_TRACE_ID_INTEGER) {
+		*out = (__u64)ptr & ((1ULL << 56) - 1);
+		return true;
+	}
 	if (format == MCP_TRACE_ID_BYTES16) {
 		__u8 b[7];
 		if (bpf_probe_read_user(b, sizeof(b), (const char *)ptr + 9))
@@ -84,16 +88,11 @@ static __always_inline bool mcp_trace_randomness(const void *ptr, __u8 format, _
  * Probability step. Returns true to keep; *threshold and *flags describe the
  * decision for the record. args may be NULL when the probe has no arguments.
  */
-static __always_inline bool mcp_decide(__u32 probe_id, const __u64 *args, __u64 *threshold,
-				       __u32 *flags)
+static __always_inline bool mcp_decide(const struct mcp_probe_config *cfg, const __u64 *args,
+				       __u64 *threshold, __u32 *flags)
 {
-	__u32 key = probe_id;
-	struct mcp_probe_config *cfg = bpf_map_lookup_elem(&probe_configs, &key);
-	__u64 t;
+	__u64 t = cfg->threshold;
 
-	if (!cfg)
-		return false;
-	t = cfg->threshold;
 	*threshold = t;
 	*flags = 0;
 	if (cfg->trace_id_arg && args) {
@@ -218,14 +217,23 @@ static __always_inline void mcp_emit_call(__u32 probe_id, __u16 kind, __u64 ktim
 static __always_inline bool mcp_sample(__u32 probe_id, const __u64 *args, __u64 now,
 				       __u64 *threshold, __u32 *flags)
 {
-	__u32 bucket = 0;
+	__u32 bucket = 0, key = probe_id;
+	struct mcp_probe_config *cfg = bpf_map_lookup_elem(&probe_configs, &key);
+	__u64 cgroup_id = 0;
 
+	if (!cfg)
+		return false;
+	if (cfg->cgroup_id || quotas_enabled)
+		cgroup_id = bpf_get_current_cgroup_id();
+	/* a probe scoped to one cgroup (container selector) does not see the others */
+	if (cfg->cgroup_id && cfg->cgroup_id != cgroup_id)
+		return false;
 	mcp_count(probe_id, MCP_CTR_SEEN);
 	if (quotas_enabled) {
-		bucket = mcp_tenant_bucket(bpf_get_current_cgroup_id());
+		bucket = mcp_tenant_bucket(cgroup_id);
 		mcp_count_tenant(bucket, MCP_CTR_SEEN);
 	}
-	if (!mcp_decide(probe_id, args, threshold, flags))
+	if (!mcp_decide(cfg, args, threshold, flags))
 		return false;
 	if (quotas_enabled) {
 		if (!mcp_quota_allows(bucket, now)) {

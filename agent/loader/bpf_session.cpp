@@ -245,7 +245,10 @@ void BpfSession::configure(uint32_t id, const ProbeConfig& config) {
   mcp_probe_config value{};
   value.threshold = config.threshold;
   value.trace_id_arg = config.trace_id_arg >= 0 ? static_cast<uint8_t>(config.trace_id_arg + 1) : 0;
-  value.trace_id_format = config.trace_id_bytes16 ? MCP_TRACE_ID_BYTES16 : MCP_TRACE_ID_HEX32;
+  value.trace_id_format = config.trace_id_integer   ? MCP_TRACE_ID_INTEGER
+                          : config.trace_id_bytes16 ? MCP_TRACE_ID_BYTES16
+                                                    : MCP_TRACE_ID_HEX32;
+  value.cgroup_id = config.cgroup_id;
   value.cuda_api = config.cuda_api;
   value.vma_arg = config.vma_arg;
   value.entry_deref_arg = config.entry_deref_arg;

@@ -59,6 +59,8 @@ struct ProbeConfig {
   uint8_t vma_arg = 0;
   uint8_t entry_deref_arg = 0;
   uint8_t ret_deref_arg = 0;
+  uint64_t cgroup_id = 0;     // only this cgroup's tasks (0: any)
+  bool trace_id_integer = false;  // the trace-id argument is the id itself
 };
 
 // Checks privileges and BTF; throws mcp::Error with one line naming what is missing.
