@@ -1,19 +1,27 @@
 // mcp-agent: wires the subcommands; each library registers its own (common/command.h).
 #include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 #include <cstdio>
 
 #include "cli/trace_command.h"
 #include "common/command.h"
 #include "common/error.h"
+#include "config/check_config.h"
+#include "daemon/run_command.h"
 #include "subscribe/subscribe_command.h"
 
 int main(int argc, char** argv) {
+  // stdout carries events; every log line goes to stderr.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("mcp-agent"));
   CLI::App app{"mcp-agent: sampled eBPF tracing of user functions, syscalls and CUDA launches"};
   app.require_subcommand(1);
   mcp::CommandAction action;
   mcp::cli::add_version_command(app, action);
   mcp::cli::add_trace_command(app, action);
   mcp::add_subscribe_command(app, action);
+  mcp::daemon::add_run_command(app, action);
+  mcp::add_check_config_command(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

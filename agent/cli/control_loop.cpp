@@ -19,15 +19,17 @@ uint64_t monotonic_ns() {
 ControlLoop::ControlLoop(loader::BpfSession& session, ControlSettings settings)
     : session_(session), settings_(std::move(settings)) {
   if (settings_.target_qps || settings_.accept_policies) {
-    // Without a target the controller only watches (target 0 is passive) until a
-    // policy gives a probe one; it starts from the fixed rate, not from 1.
+    // Probes keep their fixed rate until a target (flag, policy or config) makes
+    // the controller steer them.
     control::RateControllerConfig cfg;
     cfg.target_qps = settings_.target_qps.value_or(0.0);
-    cfg.initial_rate = settings_.target_qps ? 1.0 : settings_.sample_rate;
     rates_ = std::make_unique<control::RateController>(
         cfg, [this](uint32_t id, uint64_t threshold) { session_.set_threshold(id, threshold); });
-    for (const auto& p : session_.probes())
-      if (!p.internal) rates_->add_probe(p.id);
+    for (const auto& p : session_.probes()) {
+      if (p.internal || !settings_.target_qps) continue;
+      rates_->add_probe(p.id);
+      steered_.insert(p.id);
+    }
   }
   if (settings_.quotas) {
     balancers_.assign(control::kTenantBuckets, control::QuotaBalancer(session_.ncpus()));
@@ -38,7 +40,7 @@ ControlLoop::ControlLoop(loader::BpfSession& session, ControlSettings settings)
 ControlLoop::~ControlLoop() { stop(); }
 
 void ControlLoop::start() {
-  if (!rates_ && !settings_.quotas) return;  // nothing to steer
+  if (!rates_ && !settings_.quotas && !settings_.accept_policies) return;  // nothing to steer
   tick(monotonic_ns());
   thread_ = std::thread([this] { run(); });
 }
@@ -67,7 +69,7 @@ void ControlLoop::tick(uint64_t now_ns) {
     std::lock_guard rates_lock(rates_mu_);
     std::vector<control::ProbeSample> samples;
     for (const auto& p : session_.probes()) {
-      if (p.internal || fixed_.count(p.id)) continue;
+      if (!steered_.count(p.id)) continue;
       const auto c = session_.counters(p.id);
       samples.push_back({p.id, {c.seen, c.kept, c.lost, c.quota_dropped}});
     }
@@ -75,7 +77,10 @@ void ControlLoop::tick(uint64_t now_ns) {
     std::lock_guard lock(stats_mu_);
     stats_ = rates_->all_stats();
   }
-  if (settings_.quotas) apply_quotas(true);
+  if (settings_.quotas) {
+    std::lock_guard lock(rates_mu_);
+    if (settings_.quotas) apply_quotas(true);
+  }
 }
 
 void ControlLoop::apply_quotas(bool rebalance) {
@@ -88,6 +93,39 @@ void ControlLoop::apply_quotas(bool rebalance) {
   }
 }
 
+void ControlLoop::set_fixed_rate(uint32_t probe_id, double rate) {
+  std::lock_guard lock(rates_mu_);
+  if (rates_) rates_->remove_probe(probe_id);
+  steered_.erase(probe_id);
+  session_.set_threshold(probe_id, probability_to_threshold(rate));
+}
+
+void ControlLoop::set_target(uint32_t probe_id, double target_qps) {
+  std::lock_guard lock(rates_mu_);
+  if (!rates_) return;
+  steered_.insert(probe_id);
+  rates_->set_target(probe_id, target_qps);
+}
+
+void ControlLoop::forget(uint32_t probe_id) {
+  std::lock_guard lock(rates_mu_);
+  if (rates_) rates_->remove_probe(probe_id);
+  steered_.erase(probe_id);
+}
+
+void ControlLoop::set_quotas(std::optional<control::TenantQuotaTable> quotas) {
+  std::lock_guard lock(rates_mu_);
+  // Buckets that lose their quota become unlimited again.
+  if (settings_.quotas)
+    for (uint32_t b = 0; b < control::kTenantBuckets; b++)
+      if (settings_.quotas->buckets[b].burst && (!quotas || quotas->buckets[b].burst == 0)) session_.set_quota(b, 0, 0);
+  settings_.quotas = std::move(quotas);
+  if (settings_.quotas) {
+    if (balancers_.empty()) balancers_.assign(control::kTenantBuckets, control::QuotaBalancer(session_.ncpus()));
+    apply_quotas(false);
+  }
+}
+
 int ControlLoop::apply_policy(const std::string& probe, double sampling_rate, double target_qps) {
   std::lock_guard lock(rates_mu_);
   int changed = 0;
@@ -95,11 +133,11 @@ int ControlLoop::apply_policy(const std::string& probe, double sampling_rate, do
     if (p.internal || !(probe.empty() || probe == p.name || probe == p.symbol)) continue;
     if (sampling_rate > 0) {
       if (rates_) rates_->remove_probe(p.id);
-      fixed_.insert(p.id);
+      steered_.erase(p.id);
       session_.set_threshold(p.id, probability_to_threshold(sampling_rate));
       changed++;
     } else if (target_qps > 0 && rates_) {
-      fixed_.erase(p.id);
+      steered_.insert(p.id);
       rates_->set_target(p.id, target_qps);
       changed++;
     }

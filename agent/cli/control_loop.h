@@ -22,7 +22,6 @@ namespace mcp::cli {
 
 struct ControlSettings {
   std::optional<double> target_qps;                // per probe; none: fixed rate
-  double sample_rate = 1.0;                        // the fixed rate, where no target applies
   bool accept_policies = false;                    // a broker may push rates and targets
   std::optional<control::TenantQuotaTable> quotas; // none: no tenant quotas
   std::chrono::milliseconds tick{100};
@@ -31,6 +30,8 @@ struct ControlSettings {
 class ControlLoop {
  public:
   ControlLoop(loader::BpfSession& session, ControlSettings settings);
+  // A daemon loop: a controller that probes join through set_target(), quotas
+  // through set_quotas(); always runs.
   ~ControlLoop();
   void start();
   void stop();
@@ -39,6 +40,13 @@ class ControlLoop {
   // controller lets go of it); a target QPS hands it to the controller.
   // Thread-safe; returns how many probes it changed.
   int apply_policy(const std::string& probe, double sampling_rate, double target_qps);
+  // Per probe, for the daemon's configuration: a fixed rate, or a target QPS
+  // the controller steers to. forget() drops a detached probe's state.
+  void set_fixed_rate(uint32_t probe_id, double rate);
+  void set_target(uint32_t probe_id, double target_qps);
+  void forget(uint32_t probe_id);
+  // Replaces the tenant quotas (none: every bucket unlimited).
+  void set_quotas(std::optional<control::TenantQuotaTable> quotas);
   // Current kept/offered rates per probe (after stop(), the last ones).
   std::vector<control::ProbeRateStats> rate_stats() const;
 
@@ -51,7 +59,7 @@ class ControlLoop {
   ControlSettings settings_;
   std::mutex rates_mu_;  // the controller is shared with apply_policy()
   std::unique_ptr<control::RateController> rates_;
-  std::set<uint32_t> fixed_;  // probes a policy gave a fixed rate
+  std::set<uint32_t> steered_;  // probes the controller owns; the others keep a fixed rate
   std::vector<control::QuotaBalancer> balancers_;
   std::atomic<bool> stop_{false};
   std::thread thread_;

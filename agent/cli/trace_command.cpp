@@ -248,7 +248,6 @@ int run_trace(TraceOptions& o) {
   {
     ControlSettings cs;
     if (o.target_qps > 0) cs.target_qps = o.target_qps;
-    cs.sample_rate = o.sample_rate;
     cs.accept_policies = forwarder != nullptr;
     cs.quotas = quotas;
     std::lock_guard lock(control_mu);

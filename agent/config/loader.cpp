@@ -4,6 +4,7 @@
 // not thrown one by one, so an operator sees all of them in one run.
 #include "config/loader.h"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -91,7 +92,7 @@ class MapReader {
       return;
     }
     for (auto it = node.begin(); it != node.end(); ++it) {
-      const YAML::Node& k = it->first;
+      const YAML::Node k = it->first;  // a copy: it->first refers into a temporary
       if (!k.IsScalar()) {
         ctx.error(k, "keys in " + std::string(what) + " must be plain names");
         continue;
@@ -343,8 +344,9 @@ void read_syscall(Ctx& ctx, const YAML::Node& n, std::vector<ProbeSpec>& out) {
     if (!m.has("name")) ctx.error(n, "a syscall entry needs 'name'");
     name = m.get("name");
     read_probe_common(ctx, m, p);
+    if (!m.has("name")) return;
   }
-  if (name.IsDefined()) {
+  {
     if (auto s = read_string(ctx, name, "syscall name")) {
       if (!valid_syscall_name(*s)) ctx.error(name, "'" + *s + "' is not a syscall name (lower case, digits, _)");
       p.target = *s;
@@ -649,6 +651,44 @@ void check_cross_references(Ctx& ctx, Config& cfg) {
   }
 }
 
+// Counts the nodes of one document without building it.
+class NodeCounter : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark& m) override { start = m; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override { ++nulls; }
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override { ++nodes; }
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override { ++nodes; }
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    ++nodes;
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override { ++nodes; }
+  void OnMapEnd() override {}
+  YAML::Mark start;
+  int nodes = 0;
+  int nulls = 0;
+};
+
+// agent.yaml is one document. yaml-cpp 0.7's LoadAll never returns on some inputs (a stray
+// ',' outside a flow collection yields empty documents forever without consuming it), so
+// walk at most a few documents by hand and call "no progress" a syntax error.
+std::optional<std::pair<Position, std::string>> check_single_document(std::string_view yaml) {
+  std::istringstream in{std::string(yaml)};
+  YAML::Parser parser(in);
+  std::optional<YAML::Mark> previous;
+  for (int doc = 0; doc < 4; ++doc) {
+    NodeCounter c;
+    if (!parser.HandleNextDocument(c)) return std::nullopt;
+    if (previous && previous->pos == c.start.pos && c.nodes == 0)
+      return std::make_pair(pos_of(c.start), std::string("YAML syntax: unexpected character"));
+    if (doc > 0 && c.nodes > 0)
+      return std::make_pair(pos_of(c.start), std::string("more than one YAML document; agent.yaml holds exactly one"));
+    previous = c.start;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string ProbeSpec::key() const {
@@ -686,22 +726,21 @@ Config parse_config(std::string_view yaml, const std::string& file, const std::f
   Ctx ctx(file, yaml);
   Config cfg;
   cfg.path = file;
-  std::vector<YAML::Node> docs;
+  YAML::Node root;
   try {
-    docs = YAML::LoadAll(std::string(yaml));
+    if (auto problem = check_single_document(yaml)) {
+      ctx.error(problem->first, problem->second);
+      throw ConfigError(std::move(ctx.diagnostics()));
+    }
+    root = YAML::Load(std::string(yaml));
   } catch (const YAML::Exception& e) {
     ctx.error(pos_of(e.mark), "YAML syntax: " + e.msg);
     throw ConfigError(std::move(ctx.diagnostics()));
   }
-  if (docs.size() > 1) {
-    ctx.error(pos_of(docs[1].Mark()), "more than one YAML document; agent.yaml holds exactly one");
-    throw ConfigError(std::move(ctx.diagnostics()));
-  }
-  if (docs.empty() || docs[0].IsNull()) {
+  if (root.IsNull()) {
     ctx.error(Position{1, 1}, "empty configuration (expected a mapping with probes, broker, ...)");
     throw ConfigError(std::move(ctx.diagnostics()));
   }
-  const YAML::Node& root = docs[0];
   MapReader top(ctx, root, "agent.yaml",
                 {"version", "node_name", "broker", "probes", "syscalls", "cuda", "quotas", "exporter",
                  "services", "compliance", "metrics"});

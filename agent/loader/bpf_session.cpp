@@ -3,6 +3,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <spdlog/spdlog.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -119,10 +120,24 @@ std::unique_ptr<BpfSession> BpfSession::open(const SessionOptions& options) {
     fprintf(stderr, "%s", g_libbpf_log.c_str());
     throw runtime_error("loading the BPF programs failed: " + errno_text(err) + " (verifier log above)");
   }
+  const long page = sysconf(_SC_PAGESIZE);
+  const int rb = bpf_map__fd(s->skel_->maps.events);
+  void* cons = mmap(nullptr, page, PROT_READ, MAP_SHARED, rb, 0);
+  void* prod = mmap(nullptr, page, PROT_READ, MAP_SHARED, rb, page);
+  if (cons != MAP_FAILED) s->consumer_pos_ = static_cast<const volatile uint64_t*>(cons);
+  if (prod != MAP_FAILED) s->producer_pos_ = static_cast<const volatile uint64_t*>(prod);
   return s;
 }
 
+uint64_t BpfSession::ringbuf_pending_bytes() const {
+  if (!consumer_pos_ || !producer_pos_) return 0;
+  return *producer_pos_ - *consumer_pos_;
+}
+
 BpfSession::~BpfSession() {
+  const long page = sysconf(_SC_PAGESIZE);
+  if (consumer_pos_) munmap(const_cast<uint64_t*>(consumer_pos_), page);
+  if (producer_pos_) munmap(const_cast<uint64_t*>(producer_pos_), page);
   for (auto& [id, p] : probes_)
     for (auto* l : p->links) bpf_link__destroy(l);
   if (skel_) mcp_bpf__destroy(skel_);

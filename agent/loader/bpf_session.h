@@ -102,6 +102,8 @@ class BpfSession {
 
   int ringbuf_fd() const;
   uint64_t ringbuf_bytes() const { return ringbuf_bytes_; }
+  // Bytes produced and not yet consumed (the ring's two position pages, read-only).
+  uint64_t ringbuf_pending_bytes() const;
   struct mcp_bpf* skeleton() { return skel_; }
 
  private:
@@ -118,6 +120,8 @@ class BpfSession {
 
   struct mcp_bpf* skel_ = nullptr;
   uint64_t ringbuf_bytes_ = 0;
+  const volatile uint64_t* consumer_pos_ = nullptr;  // mmapped ring positions
+  const volatile uint64_t* producer_pos_ = nullptr;
   int ncpus_ = 1;
   mutable std::shared_mutex mu_;
   std::map<uint32_t, std::unique_ptr<Probe>> probes_;

@@ -151,6 +151,37 @@ GaugeFamily& Registry::gauge_family(std::string name, std::string help,
   return *raw;
 }
 
+namespace {
+std::vector<std::string> spec_labels(const MetricSpec& spec) {
+  if (spec.label.empty()) return {};
+  return {std::string(spec.label)};
+}
+void expect_type(const MetricSpec& spec, MetricType type, bool labelled) {
+  if (spec.type != type) throw usage_error("metric " + std::string(spec.name) + " has another type");
+  if (labelled != !spec.label.empty()) {
+    throw usage_error("metric " + std::string(spec.name) +
+                      (labelled ? " has no label; use counter()/gauge()" : " is labelled; use a family"));
+  }
+}
+}  // namespace
+
+Counter& Registry::counter(const MetricSpec& spec) {
+  expect_type(spec, MetricType::kCounter, false);
+  return counter(std::string(spec.name), std::string(spec.help));
+}
+Gauge& Registry::gauge(const MetricSpec& spec) {
+  expect_type(spec, MetricType::kGauge, false);
+  return gauge(std::string(spec.name), std::string(spec.help));
+}
+CounterFamily& Registry::counter_family(const MetricSpec& spec) {
+  expect_type(spec, MetricType::kCounter, true);
+  return counter_family(std::string(spec.name), std::string(spec.help), spec_labels(spec));
+}
+GaugeFamily& Registry::gauge_family(const MetricSpec& spec) {
+  expect_type(spec, MetricType::kGauge, true);
+  return gauge_family(std::string(spec.name), std::string(spec.help), spec_labels(spec));
+}
+
 void Registry::add_collector(std::string name, std::string help, MetricType type,
                              std::vector<std::string> label_names, Collector collect) {
   if (!collect) throw usage_error("metric " + name + ": empty collector");

@@ -95,6 +95,13 @@ class Registry {
   GaugeFamily& gauge_family(std::string name, std::string help,
                             std::vector<std::string> label_names);
 
+  // The same, named by a spec from metrics/names.h (the spec's label, if any, is the
+  // family's one label; counter()/gauge() require an unlabelled spec).
+  Counter& counter(const MetricSpec& spec);
+  Gauge& gauge(const MetricSpec& spec);
+  CounterFamily& counter_family(const MetricSpec& spec);
+  GaugeFamily& gauge_family(const MetricSpec& spec);
+
   // Registers a metric whose samples come from `collect` at scrape time.
   void add_collector(std::string name, std::string help, MetricType type,
                      std::vector<std::string> label_names, Collector collect);

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
+#include <sstream>
 #include <limits>
 #include <set>
 #include <thread>
@@ -76,6 +78,18 @@ TEST(Registry, RejectsDuplicateAndMalformedNames) {
   EXPECT_THROW(r.gauge_family("mcp_l2", "x", {"bad-label"}), Error);
   auto& fam = r.gauge_family("mcp_ok", "x", {"a"});
   EXPECT_THROW(fam.with({"1", "2"}), Error);
+}
+
+TEST(Registry, SpecOverloadsEnforceTypeAndLabels) {
+  Registry r;
+  r.counter(kReloads).inc();
+  r.gauge_family(kSamplingProbability).with({"uprobe"}).set(0.25);
+  EXPECT_THROW(r.gauge(kForwardErrors), Error);        // a counter
+  EXPECT_THROW(r.counter(kEventsSeen), Error);         // labelled
+  EXPECT_THROW(r.gauge_family(kSpoolBytes), Error);    // unlabelled
+  std::string text = r.render();
+  EXPECT_NE(text.find("mcp_config_reloads_total 1\n"), std::string::npos);
+  EXPECT_NE(text.find("mcp_sampling_probability{probe=\"uprobe\"} 0.25\n"), std::string::npos);
 }
 
 TEST(Registry, CollectorIsReadAtScrapeTime) {
@@ -166,6 +180,22 @@ TEST(AgentMetrics, CoversEverySeriesTheIssueLists) {
   }
   EXPECT_EQ(kEventsSeen.label, "probe");
   EXPECT_EQ(kQuotaDrops.label, "tenant_bucket");
+}
+
+}  // namespace
+}  // namespace mcp::metrics
+
+namespace mcp::metrics {
+namespace {
+
+TEST(AgentMetrics, DeploymentDocsListExactlyTheseMetrics) {
+  std::ifstream in(std::string(MCP_SOURCE_DIR) + "/packaging/README.md");
+  ASSERT_TRUE(in) << "packaging/README.md missing";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_NE(ss.str().find(metrics_markdown_table()), std::string::npos)
+      << "regenerate the table in packaging/README.md from metrics_markdown_table():\n"
+      << metrics_markdown_table();
 }
 
 }  // namespace

@@ -67,7 +67,7 @@ TEST(MetricsServer, MetricsServesCurrentValuesInTextFormat) {
   r.add_collector(kEventsLost, [&] {
     return std::vector<Sample>{{{"uprobe"}, static_cast<double>(lost.load())}};
   });
-  auto& reloads = r.counter(std::string(kReloads.name), std::string(kReloads.help));
+  auto& reloads = r.counter(kReloads);
   MetricsServer s(r, nullptr, any_port());
   s.start();
   httplib::Client c("127.0.0.1", s.port());

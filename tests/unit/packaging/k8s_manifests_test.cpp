@@ -10,6 +10,9 @@
 #include <set>
 
 #include "metrics/server.h"
+#ifdef MCP_HAVE_CONFIG
+#include "config/loader.h"
+#endif
 #include "privilege/privilege.h"
 #include "test_util.h"
 
@@ -33,10 +36,12 @@ struct Manifests {
       }
     }
   }
+  static std::string name_of(const YAML::Node& d) {
+    return d["metadata"] && d["metadata"]["name"] ? d["metadata"]["name"].as<std::string>() : "";
+  }
   YAML::Node find(const std::string& kind, const std::string& name) const {
     for (const auto& d : docs) {
-      if (d["kind"].as<std::string>("") == kind && d["metadata"]["name"].as<std::string>("") == name)
-        return d;
+      if (d["kind"].as<std::string>("") == kind && name_of(d) == name) return d;
     }
     return YAML::Node();
   }
@@ -187,17 +192,24 @@ TEST(K8sConfigMap, HoldsAgentYamlWhoseMetricsListenerTheProbesCanReach) {
   auto svc = manifests().find("Service", "mcp-broker");
   ASSERT_TRUE(svc);
   std::string want = "mcp-broker.mcp-system.svc:" + svc["spec"]["ports"][0]["port"].as<std::string>();
-  EXPECT_EQ(config["broker"]["address"].as<std::string>(), want);
-  // When the packaged default exists, the ConfigMap carries the same sections.
-  fs::path packaged = source_dir() / "packaging/config/agent.yaml";
-  if (fs::exists(packaged)) {
-    YAML::Node def = YAML::LoadFile(packaged.string());
-    for (const auto& kv : def) {
-      EXPECT_TRUE(config[kv.first.as<std::string>()])
-          << "section " << kv.first << " of packaging/config/agent.yaml missing from the ConfigMap";
-    }
+  auto addresses = config["broker"]["addresses"].as<std::vector<std::string>>();
+  EXPECT_EQ(addresses, std::vector<std::string>{want});
+}
+
+#ifdef MCP_HAVE_CONFIG
+TEST(K8sConfigMap, AgentYamlPassesTheAgentsOwnValidation) {
+  auto cm = manifests().find("ConfigMap", "mcp-agent-config");
+  ASSERT_TRUE(cm);
+  try {
+    auto cfg = config::parse_config(cm["data"]["agent.yaml"].as<std::string>(), "configmap.yaml");
+    EXPECT_EQ(metrics::parse_listen_address(cfg.metrics_listen).port, metrics::kDefaultPort);
+  } catch (const config::ConfigError& e) {
+    std::string all;
+    for (const auto& d : e.diagnostics()) all += d.str() + "\n";
+    FAIL() << "the ConfigMap's agent.yaml is rejected by the agent:\n" << all;
   }
 }
+#endif
 
 YAML::Node crd_spec_schema() {
   auto crd = manifests().find("CustomResourceDefinition", "samplingpolicies.sampling.mcp.dev");

@@ -1,0 +1,265 @@
+#include "daemon/run_command.h"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <optional>
+#include <thread>
+
+#include "cli/control_loop.h"
+#include "clock/timestamper.h"
+#include "common/error.h"
+#include "config/loader.h"
+#include "control/tenant_quota.h"
+#include "cuda/kernel_symbolizer.h"
+#include "daemon/probe_set.h"
+#include "forward/forwarder.h"
+#include "loader/bpf_session.h"
+#include "metrics/names.h"
+#include "metrics/registry.h"
+#include "metrics/server.h"
+#include "output/stream_sink.h"
+#include "pipeline/ring_consumer.h"
+#include "privilege/privilege.h"
+#include "reload/config_store.h"
+#include "reload/reloader.h"
+#include "reload/watcher.h"
+#include "rules/ruleset.h"
+
+namespace mcp::daemon {
+namespace {
+
+std::atomic<bool> g_stop{false};
+void on_stop(int) { g_stop.store(true); }
+
+struct RunFlags {
+  std::string config;
+  bool verbose = false;
+};
+
+std::optional<control::TenantQuotaTable> quota_table(const config::QuotaConfig& q) {
+  if (!q.default_quota && q.tenants.empty()) return std::nullopt;
+  std::vector<control::TenantQuotaSpec> specs;
+  for (const auto& t : q.tenants)
+    specs.push_back({t.cgroup_path, {t.rate, static_cast<uint64_t>(std::max(1.0, t.burst))}});
+  control::Quota def{0, 0};  // burst 0: unlimited
+  if (q.default_quota) def = {q.default_quota->rate, static_cast<uint64_t>(std::max(1.0, q.default_quota->burst))};
+  return control::build_tenant_quota_table(specs, def, control::find_cgroup2_mount());
+}
+
+uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Exporter step: compliance rules (redaction, exemption, drop), error_only and
+// the exporter's own sample rate. Returns false to drop. A sampled-in event's
+// threshold is lowered to match, so its weight stays the true adjusted count.
+bool export_filter(const config::Config& cfg, Event& e, rules::Decision& scratch) {
+  double rate = cfg.exporter.sample_rate;
+  bool exempt = false;
+  if (cfg.compliance.rules && !cfg.compliance.rules->empty()) {
+    rules::apply(*cfg.compliance.rules, e, scratch);
+    if (scratch.drop) return false;
+    exempt = scratch.exempt;
+    if (scratch.rate) rate = std::min(rate, *scratch.rate);
+  }
+  if (exempt) return true;
+  if (cfg.exporter.error_only) {
+    const bool error = e.has_ret && (e.kind == EventKind::kCuda ? e.ret != 0 : e.ret < 0);
+    if (!error) return false;
+  }
+  if (rate < 1.0) {
+    // Decided on the event's identity, so a replayed event gets the same verdict.
+    const uint64_t h = mix64(e.ktime_ns ^ (static_cast<uint64_t>(e.tid) << 32) ^ e.probe_id);
+    if (h >= probability_to_threshold(rate)) return false;
+    e.threshold = probability_to_threshold(threshold_to_probability(e.threshold) * rate);
+  }
+  return true;
+}
+
+void register_metrics(metrics::Registry& reg, loader::BpfSession& session, cli::ControlLoop& control,
+                      clock::Timestamper& clock, Forwarder* forwarder, reload::Reloader& reloader) {
+  auto per_probe = [&session](int counter) {
+    return [&session, counter] {
+      std::vector<metrics::Sample> out;
+      for (const auto& p : session.probes()) {
+        if (p.internal) continue;
+        const auto c = session.counters(p.id);
+        const uint64_t v = counter == 0 ? c.seen : counter == 1 ? c.kept : c.lost;
+        out.push_back({{p.name}, static_cast<double>(v)});
+      }
+      return out;
+    };
+  };
+  reg.add_collector(metrics::kEventsSeen, per_probe(0));
+  reg.add_collector(metrics::kEventsKept, per_probe(1));
+  reg.add_collector(metrics::kEventsLost, per_probe(2));
+  reg.add_collector(metrics::kQuotaDrops, [&session] {
+    std::vector<metrics::Sample> out;
+    for (uint32_t b = 0; b < control::kTenantBuckets; b++) {
+      const auto c = session.tenant_counters(b);
+      if (c.seen) out.push_back({{std::to_string(b)}, static_cast<double>(c.quota_dropped)});
+    }
+    return out;
+  });
+  reg.add_callback(metrics::kRingbufCapacity, [&session] { return static_cast<double>(session.ringbuf_bytes()); });
+  reg.add_callback(metrics::kRingbufOccupancy, [&session] { return static_cast<double>(session.ringbuf_pending_bytes()); });
+  reg.add_collector(metrics::kSamplingProbability, [&session] {
+    std::vector<metrics::Sample> out;
+    for (const auto& p : session.probes())
+      if (!p.internal) out.push_back({{p.name}, threshold_to_probability(session.threshold(p.id))});
+    return out;
+  });
+  reg.add_collector(metrics::kProbeRate, [&session, &control] {
+    std::vector<metrics::Sample> out;
+    for (const auto& s : control.rate_stats()) out.push_back({{std::string(session.probe_name(s.probe_id))}, s.kept_qps});
+    return out;
+  });
+  reg.add_callback(metrics::kQueueDepth, [forwarder] { return forwarder ? static_cast<double>(forwarder->stats().queued) : 0.0; });
+  reg.add_callback(metrics::kSpoolBytes, [forwarder] { return forwarder ? static_cast<double>(forwarder->stats().spooled_bytes) : 0.0; });
+  reg.add_callback(metrics::kForwardErrors, [forwarder] { return forwarder ? static_cast<double>(forwarder->stats().forward_errors) : 0.0; });
+  reg.add_callback(metrics::kReloads, [&reloader] { return static_cast<double>(reloader.stats().successes); });
+  reg.add_callback(metrics::kReloadFailures, [&reloader] { return static_cast<double>(reloader.stats().failures); });
+  reg.add_callback(metrics::kClockDrift, [&clock] { return clock.stats().calibrator.drift_ppm; });
+  reg.add_callback(metrics::kClockResidual, [&clock] { return clock.stats().calibrator.residual_ns / 1e9; });
+}
+
+int run_daemon(const RunFlags& flags) {
+  spdlog::set_level(flags.verbose ? spdlog::level::debug : spdlog::level::info);
+  // Fail fast, with the file's own diagnostics, before touching the kernel.
+  const auto initial = std::make_shared<const config::Config>(config::load_config(flags.config));
+
+  loader::SessionOptions so;
+  so.quotas = true;  // a reload may add quotas; unlimited buckets cost one lookup
+  so.cuda_slow_ns = static_cast<uint64_t>(initial->cuda.slow_launch.count());
+  auto session = loader::BpfSession::open(so);
+
+  cli::ControlSettings cs;
+  cs.accept_policies = true;
+  cli::ControlLoop control(*session, cs);
+  cuda::KernelSymbolizer symbolizer;
+  ProbeSet probes(*session, control, symbolizer);
+
+  reload::ConfigStore store;
+  auto apply = [&](const reload::ConfigSnapshot& before, const reload::ConfigSnapshot& after,
+                   const reload::ConfigDiff& d) {
+    for (const auto& spec : d.removed) probes.detach(spec);
+    for (const auto& spec : d.added) probes.attach(spec, *after);
+    for (const auto& u : d.sampling_changed) probes.retune(u.after, *after);
+    for (const auto& u : d.metadata_changed) probes.retune(u.after, *after);
+    if (!before || d.quotas_changed) control.set_quotas(quota_table(after->quotas));
+    if (!before || d.services_changed || d.probes_changed()) probes.apply_services(*after);
+    if (before && (d.broker_changed || d.metrics_changed || d.cuda_settings_changed))
+      spdlog::warn("broker, metrics and CUDA slow-launch settings take effect on restart");
+    spdlog::info("configuration applied: {} added, {} removed, {} retuned, {} probes attached", d.added.size(),
+                 d.removed.size(), d.sampling_changed.size() + d.metadata_changed.size(), probes.size());
+  };
+  reload::Reloader reloader(flags.config, store, apply);
+  reloader.load_initial();
+  const auto cfg0 = store.current();
+
+  // Everything is attached: keep only what the agent still needs, before any thread starts.
+  try {
+    const auto dropped = privilege::drop_to(privilege::runtime_capabilities(privilege::running_kernel()));
+    if (!dropped.missing.empty()) spdlog::warn("capabilities not held: {}", privilege::capability_list(dropped.missing));
+  } catch (const Error& e) {
+    spdlog::warn("keeping full privileges: {}", e.what());
+  }
+
+  clock::Timestamper timestamper;
+  timestamper.start();
+  std::unique_ptr<Forwarder> forwarder;
+  std::unique_ptr<output::StreamSink> printer;
+  if (!cfg0->broker.addresses.empty()) {
+    ForwarderOptions fo;
+    fo.brokers = cfg0->broker.addresses;
+    fo.agent_id = cfg0->node_name.empty() ? (getenv("NODE_NAME") ? getenv("NODE_NAME") : "") : cfg0->node_name;
+    fo.token_file = cfg0->broker.token_file;
+    if (cfg0->broker.tls) fo.tls = {cfg0->broker.tls->ca, cfg0->broker.tls->cert, cfg0->broker.tls->key};
+    fo.spool_dir = getenv("STATE_DIRECTORY") ? std::string(getenv("STATE_DIRECTORY")) + "/spool" : "";
+    fo.on_policy = [&](const PolicyUpdate& p) {
+      const int n = control.apply_policy(p.probe, p.sampling_rate, p.target_qps);
+      spdlog::info("broker policy service '{}' probe '{}' (rate {}, target {}): {} probe(s)", p.service, p.probe,
+                   p.sampling_rate, p.target_qps, n);
+    };
+    forwarder = make_forwarder(std::move(fo));
+  } else {
+    printer = std::make_unique<output::StreamSink>(output::make_formatter("json"), STDOUT_FILENO);
+  }
+  control.start();
+
+  std::atomic<int64_t> last_poll{std::chrono::steady_clock::now().time_since_epoch().count()};
+  metrics::Registry registry;
+  register_metrics(registry, *session, control, timestamper, forwarder.get(), reloader);
+  metrics::MetricsServer server(registry, [&] {
+    const auto idle = std::chrono::steady_clock::now().time_since_epoch().count() - last_poll.load();
+    if (idle > std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::seconds(5)).count())
+      return metrics::HealthStatus{false, "event consumer stalled"};
+    return metrics::HealthStatus{true, ""};
+  }, metrics::parse_listen_address(cfg0->metrics_listen));
+  server.start();
+
+  reload::ConfigWatcher watcher(flags.config, [&](reload::Trigger t) { reloader.on_trigger(t); });
+  reload::install_sighup_trigger(watcher);
+  struct sigaction sa {};
+  sa.sa_handler = on_stop;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  spdlog::info("mcp-agent running: {} probes, metrics on {}:{}, {}", probes.size(),
+               cfg0->metrics_listen.substr(0, cfg0->metrics_listen.rfind(':')), server.port(),
+               forwarder ? "forwarding to " + cfg0->broker.addresses.front() : std::string("events to stdout"));
+
+  rules::Decision scratch;
+  reload::ConfigSnapshot cfg = store.current();
+  pipeline::RingConsumer consumer(
+      session->ringbuf_fd(),
+      [&](uint32_t id) { return pipeline::ProbeRef{session->probe_name(id), session->probe_nargs(id)}; },
+      [&](Event& e) {
+        const auto meta = probes.meta(e.probe_id);
+        if (e.kind == EventKind::kCuda) {
+          if (!symbolizer.process(e)) return;
+          if (meta) e.cuda.api = meta->cuda_api;
+        }
+        if (meta) {
+          e.service = meta->service;
+          e.tags = meta->tags;
+        }
+        timestamper.stamp(e);
+        if (!export_filter(*cfg, e, scratch)) return;
+        if (forwarder) forwarder->consume(e);
+        else printer->consume(e);
+      });
+  while (!g_stop.load()) {
+    cfg = store.current();  // one snapshot per batch: a reload never splits an event
+    consumer.poll(10);
+    if (printer) printer->flush();
+    last_poll.store(std::chrono::steady_clock::now().time_since_epoch().count());
+  }
+  spdlog::info("stopping: flushing events");
+  reload::remove_sighup_trigger();
+  control.stop();
+  consumer.drain();
+  if (printer) printer->flush();
+  if (forwarder && !forwarder->flush_for(std::chrono::seconds(10)))
+    spdlog::warn("broker did not acknowledge everything in time; the rest stays in the spool");
+  server.stop();
+  return 0;
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app, CommandAction& action) {
+  auto flags = std::make_shared<RunFlags>();
+  auto* sub = app.add_subcommand("run", "Run the node agent from a configuration file (hot-reloaded)");
+  sub->add_option("--config,-c", flags->config, "agent.yaml (a ConfigMap mount works)")->required();
+  sub->add_flag("--verbose,-v", flags->verbose, "Debug logging");
+  sub->callback([flags, &action] { action = [flags] { return run_daemon(*flags); }; });
+}
+
+}  // namespace mcp::daemon

@@ -1,0 +1,189 @@
+// Runtime tier for the daemon (issues 7 and 8): `mcp-agent run --config` as a
+// real process with real BPF, configured through a directory laid out like a
+// kubelet-mounted ConfigMap, reloaded by swapping the `..data` symlink.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include "../../support/run_command.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using mcp::test::parse_json_lines;
+using mcp::test::slurp;
+
+const std::string kAgent = std::string(MCP_BIN_DIR) + "/mcp-agent";
+const std::string kWorkload = std::string(MCP_TEST_DIR) + "/mcp-workload";
+
+std::string config_text(double syscall_rate) {
+  return "version: 1\n"
+         "metrics:\n  listen: 127.0.0.1:0\n"
+         "probes:\n"
+         "  - binary: " + kWorkload + "\n    symbol: mcp_work\n    service: demo\n"
+         "    tags: { version: v1 }\n"
+         "syscalls:\n"
+         "  - name: getppid\n    sampling: { rate: " + std::to_string(syscall_rate) + " }\n";
+}
+
+// A ConfigMap volume: agent.yaml -> ..data/agent.yaml, ..data -> ..<timestamp>/.
+class ConfigMapDir {
+ public:
+  explicit ConfigMapDir(const fs::path& dir) : dir_(dir) { fs::create_directories(dir_); }
+  void publish(const std::string& text) {
+    const fs::path version = dir_ / ("..2026_12_02_" + std::to_string(++n_));
+    fs::create_directories(version);
+    std::ofstream(version / "agent.yaml") << text;
+    fs::create_symlink(version.filename(), dir_ / "..data_tmp");
+    fs::rename(dir_ / "..data_tmp", dir_ / "..data");  // the kubelet's atomic swap
+    if (!fs::exists(fs::symlink_status(dir_ / "agent.yaml"))) fs::create_symlink("..data/agent.yaml", dir_ / "agent.yaml");
+  }
+  fs::path file() const { return dir_ / "agent.yaml"; }
+
+ private:
+  fs::path dir_;
+  int n_ = 0;
+};
+
+class Daemon {
+ public:
+  Daemon(const fs::path& config, const fs::path& dir) : out_(dir / "events.json"), err_(dir / "agent.log") {
+    pid_ = fork();
+    if (pid_ == 0) {
+      freopen(out_.c_str(), "w", stdout);
+      freopen(err_.c_str(), "w", stderr);
+      execl(kAgent.c_str(), kAgent.c_str(), "run", "--config", config.c_str(), nullptr);
+      _exit(127);
+    }
+    const std::regex re("metrics on 127\\.0\\.0\\.1:([0-9]+)");
+    for (int i = 0; i < 300 && !port_; i++) {
+      std::smatch m;
+      const std::string log = slurp(err_);
+      if (std::regex_search(log, m, re)) port_ = std::stoi(m[1]);
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+  ~Daemon() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  int port() const { return port_; }
+  std::string log() const { return slurp(err_); }
+  std::vector<nlohmann::json> events() const { return parse_json_lines(slurp(out_)); }
+  int terminate() {
+    kill(pid_, SIGTERM);
+    int st = 0;
+    waitpid(pid_, &st, 0);
+    pid_ = -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  }
+  std::string get(const std::string& path) const {
+    httplib::Client c("127.0.0.1", port_);
+    auto r = c.Get(path);
+    return r ? std::to_string(r->status) + " " + r->body : "no response";
+  }
+
+ private:
+  fs::path out_, err_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+bool wait_for(const std::function<bool()>& done, std::chrono::milliseconds limit = 10s) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (done()) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return done();
+}
+
+class DaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    MCP_REQUIRE_BPF();
+    dir_ = fs::temp_directory_path() / ("mcp-daemon-" + std::to_string(getpid()));
+    fs::remove_all(dir_);
+    cm_ = std::make_unique<ConfigMapDir>(dir_ / "config");
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  fs::path dir_;
+  std::unique_ptr<ConfigMapDir> cm_;
+};
+
+TEST_F(DaemonTest, ConfigMapSwapRetunesTheKernelWithoutAGapForUnchangedProbes) {
+  cm_->publish(config_text(1.0));
+  Daemon d(cm_->file(), dir_);
+  ASSERT_GT(d.port(), 0) << d.log();
+  // The uprobe (unchanged by the reload) sees a steady stream across it.
+  std::thread calls([] { std::system((kWorkload + " rate 500 4 >/dev/null").c_str()); });
+  std::this_thread::sleep_for(1s);
+  ASSERT_EQ(std::system((kWorkload + " getppid 200").c_str()), 0);
+  cm_->publish(config_text(0.25));
+  ASSERT_TRUE(wait_for([&] { return d.log().find("reloaded") != std::string::npos; })) << d.log();
+  ASSERT_EQ(std::system((kWorkload + " getppid 200").c_str()), 0);
+  calls.join();
+  EXPECT_EQ(d.terminate(), 0) << d.log();
+
+  uint64_t work = 0, syscalls_before = 0, syscalls_after = 0;
+  for (const auto& e : d.events()) {
+    if (e["kind"] == "uprobe") {
+      work++;
+      EXPECT_EQ(e["service"], "demo");
+      EXPECT_EQ(e["tags"]["version"], "v1");
+    } else if (e["comm"] != "mcp-workload") {
+      continue;  // getppid is traced node-wide; shells call it too
+    } else if (e["weight"] == 1.0) {
+      syscalls_before++;
+    } else {
+      EXPECT_EQ(e["weight"], 4.0);
+      syscalls_after++;
+    }
+  }
+  EXPECT_GE(work, 1900u) << "rate 500/s for 4 s, every call kept across the reload";
+  EXPECT_EQ(syscalls_before, 200u);
+  EXPECT_GT(syscalls_after, 15u);
+  EXPECT_LT(syscalls_after, 110u);
+}
+
+TEST_F(DaemonTest, InvalidConfigIsRejectedCountedAndThePreviousStaysInForce) {
+  cm_->publish(config_text(1.0));
+  Daemon d(cm_->file(), dir_);
+  ASSERT_GT(d.port(), 0) << d.log();
+  EXPECT_EQ(d.get("/healthz").substr(0, 3), "200");
+  cm_->publish("version: 1\nprobes:\n  - binary: /bin/true\n    symbl: main\n");
+  ASSERT_TRUE(wait_for([&] { return d.get("/metrics").find("mcp_config_reload_failures_total 1") != std::string::npos; }))
+      << d.get("/metrics");
+  EXPECT_NE(d.log().find("agent.yaml:4:5"), std::string::npos) << "the reason, with its position: " << d.log();
+  ASSERT_EQ(std::system((kWorkload + " getppid 100").c_str()), 0);
+  const auto metrics = d.get("/metrics");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(metrics, m, std::regex(R"(mcp_events_seen_total\{probe="syscall:getppid"\} (\d+))")))
+      << metrics;
+  EXPECT_GE(std::stoi(m[1]), 100);
+  EXPECT_EQ(d.terminate(), 0);
+  int syscalls = 0;
+  for (const auto& e : d.events()) syscalls += e["kind"] == "syscall" && e["comm"] == "mcp-workload";
+  EXPECT_EQ(syscalls, 100) << "still at the old rate 1";
+}
+
+TEST_F(DaemonTest, BadConfigAtStartupIsOneLineAndExitCodeTwo) {
+  std::ofstream(dir_ / "bad.yaml") << "version: 1\nsyscalls: [getppid]\nbrokr: {}\n";
+  auto r = mcp::test::run_command({kAgent, "run", "--config", (dir_ / "bad.yaml").string()});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("bad.yaml:3:1"), std::string::npos) << r.err;
+}
+
+}  // namespace
