@@ -6,15 +6,7 @@
  * per API (see mcp_abi.h). Every call is timed (entry to return).
  */
 #include "sample.bpf.h"
-#include <bpf/bpf_tracing.h>
 
-#ifndef PT_REGS_PARM6
-#if defined(__TARGET_ARCH_x86)
-#define PT_REGS_PARM6(x) (((const struct pt_regs *)(x))->r9)
-#elif defined(__TARGET_ARCH_arm64)
-#define PT_REGS_PARM6(x) (((const struct user_pt_regs *)(x))->regs[5])
-#endif
-#endif
 
 /* entry-map only: timed for slow detection, but not sampled in */
 #define MCP_ENTRY_SAMPLED_OUT (1u << 31)
@@ -74,12 +66,7 @@ int BPF_KPROBE(mcp_cuda_entry)
 	cfg = bpf_map_lookup_elem(&probe_configs, &key.probe_id);
 	if (!cfg)
 		return 0;
-	entry.regs[0] = PT_REGS_PARM1(ctx);
-	entry.regs[1] = PT_REGS_PARM2(ctx);
-	entry.regs[2] = PT_REGS_PARM3(ctx);
-	entry.regs[3] = PT_REGS_PARM4(ctx);
-	entry.regs[4] = PT_REGS_PARM5(ctx);
-	entry.regs[5] = PT_REGS_PARM6(ctx);
+	mcp_read_args(ctx, entry.regs);
 	entry.ktime_ns = bpf_ktime_get_ns();
 
 	if (is_launch(cfg->cuda_api)) {

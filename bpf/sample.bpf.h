@@ -10,6 +10,27 @@
 
 #include "maps.bpf.h"
 #include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
+
+/* libbpf before 1.2 stops at PARM5. */
+#ifndef PT_REGS_PARM6
+#if defined(__TARGET_ARCH_x86)
+#define PT_REGS_PARM6(x) (((const struct pt_regs *)(x))->r9)
+#elif defined(__TARGET_ARCH_arm64)
+#define PT_REGS_PARM6(x) (((const struct user_pt_regs *)(x))->regs[5])
+#endif
+#endif
+
+/* The six integer argument registers of a function entry (SysV ABI order). */
+static __always_inline void mcp_read_args(struct pt_regs *ctx, __u64 *args)
+{
+	args[0] = PT_REGS_PARM1(ctx);
+	args[1] = PT_REGS_PARM2(ctx);
+	args[2] = PT_REGS_PARM3(ctx);
+	args[3] = PT_REGS_PARM4(ctx);
+	args[4] = PT_REGS_PARM5(ctx);
+	args[5] = PT_REGS_PARM6(ctx);
+}
 
 static __always_inline void mcp_count(__u32 probe_id, __u32 ctr)
 {

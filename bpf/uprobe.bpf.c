@@ -7,27 +7,9 @@
  * carrying args, return value and duration.
  */
 #include "sample.bpf.h"
-#include <bpf/bpf_tracing.h>
-
-/* libbpf before 1.2 stops at PARM5. */
-#ifndef PT_REGS_PARM6
-#if defined(__TARGET_ARCH_x86)
-#define PT_REGS_PARM6(x) (((const struct pt_regs *)(x))->r9)
-#elif defined(__TARGET_ARCH_arm64)
-#define PT_REGS_PARM6(x) (((const struct user_pt_regs *)(x))->regs[5])
-#endif
-#endif
 
 
-static __always_inline void read_args(struct pt_regs *ctx, __u64 *args)
-{
-	args[0] = PT_REGS_PARM1(ctx);
-	args[1] = PT_REGS_PARM2(ctx);
-	args[2] = PT_REGS_PARM3(ctx);
-	args[3] = PT_REGS_PARM4(ctx);
-	args[4] = PT_REGS_PARM5(ctx);
-	args[5] = PT_REGS_PARM6(ctx);
-}
+
 
 /* Entry of a function traced without latency: emit at once. */
 SEC("uprobe")
@@ -39,7 +21,7 @@ int BPF_KPROBE(mcp_uprobe_entry)
 
 	if (!mcp_wanted(bpf_get_current_pid_tgid() >> 32))
 		return 0;
-	read_args(ctx, args);
+	mcp_read_args(ctx, args);
 	now = bpf_ktime_get_ns();
 	if (!mcp_sample(probe_id, args, now, &threshold, &flags))
 		return 0;
@@ -57,7 +39,7 @@ int BPF_KPROBE(mcp_uprobe_latency_entry)
 
 	if (!mcp_wanted(id >> 32))
 		return 0;
-	read_args(ctx, entry.args);
+	mcp_read_args(ctx, entry.args);
 	entry.ktime_ns = bpf_ktime_get_ns();
 	if (!mcp_sample(key.probe_id, entry.args, entry.ktime_ns, &entry.threshold, &entry.flags))
 		return 0;

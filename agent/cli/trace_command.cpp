@@ -15,6 +15,7 @@
 
 #include "cli/child_process.h"
 #include "cli/control_loop.h"
+#include "cli/cuda_attach.h"
 #include "clock/timestamper.h"
 #include "cuda/cuda_targets.h"
 #include "cuda/kernel_symbolizer.h"
@@ -96,18 +97,8 @@ std::map<uint32_t, std::string> attach_cuda(loader::BpfSession& session, const T
   }
   std::map<uint32_t, std::string> apis;
   if (!exe.empty()) symbolizer.add_file(exe);
-  for (const auto& file : cuda::find_cuda_files(o.command.empty() ? o.pid : 0, exe, libs)) {
-    symbolizer.add_file(file);
-    for (const auto& t : cuda::probe_targets_in(file)) {
-      loader::ProbeConfig config = base;
-      if (t.api->internal) config.threshold = UINT64_MAX;  // every handle registration is needed
-      config.cuda_api = t.api->api;
-      config.vma_arg = t.api->vma_arg;
-      config.entry_deref_arg = t.api->entry_deref_arg;
-      config.ret_deref_arg = t.api->ret_deref_arg;
-      apis[session.add_cuda_probe(t.target, target, config, t.api->internal)] = t.api->display;
-    }
-  }
+  for (const auto& file : cuda::find_cuda_files(o.command.empty() ? o.pid : 0, exe, libs))
+    for (const auto& p : attach_cuda_file(session, file, target, base, symbolizer)) apis[p.id] = p.api->display;
   if (apis.empty()) throw runtime_error("no CUDA API functions found to probe");
   return apis;
 }

@@ -7,7 +7,7 @@
 
 #include "common/error.h"
 #include "control/tenant_quota.h"
-#include "cuda/cuda_targets.h"
+#include "cli/cuda_attach.h"
 #include "loader/target_resolver.h"
 
 namespace mcp::daemon {
@@ -62,20 +62,12 @@ void ProbeSet::attach(const config::ProbeSpec& spec, const config::Config& cfg) 
       break;
     case config::ProbeKind::kCuda: {
       const std::string file = loader::resolve_binary(spec.target, 0);
-      symbolizer_.add_file(file);
-      for (const auto& t : cuda::probe_targets_in(file)) {
-        loader::ProbeConfig c = base;
-        if (t.api->internal) c.threshold = UINT64_MAX;
-        c.cuda_api = t.api->api;
-        c.vma_arg = t.api->vma_arg;
-        c.entry_deref_arg = t.api->entry_deref_arg;
-        c.ret_deref_arg = t.api->ret_deref_arg;
-        const uint32_t id = session_.add_cuda_probe(t.target, -1, c, t.api->internal);
+      for (const auto& p : cli::attach_cuda_file(session_, file, -1, base, symbolizer_)) {
         auto m = std::make_shared<ProbeMeta>(*meta);
-        m->cuda_api = t.api->display;
-        meta_[id % MCP_MAX_PROBES].store(std::move(m), std::memory_order_release);
-        if (!t.api->internal) ids.push_back(id);
-        else attached_[spec.key() + "#internal"].push_back(id);
+        m->cuda_api = p.api->display;
+        meta_[p.id % MCP_MAX_PROBES].store(std::move(m), std::memory_order_release);
+        if (!p.api->internal) ids.push_back(p.id);
+        else attached_[spec.key() + "#internal"].push_back(p.id);
       }
       break;
     }

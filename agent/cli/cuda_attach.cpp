@@ -1,0 +1,21 @@
+#include "cli/cuda_attach.h"
+
+namespace mcp::cli {
+
+std::vector<AttachedCudaProbe> attach_cuda_file(loader::BpfSession& session, const std::string& file, pid_t pid,
+                                                const loader::ProbeConfig& base, cuda::KernelSymbolizer& symbolizer) {
+  symbolizer.add_file(file);
+  std::vector<AttachedCudaProbe> out;
+  for (const auto& t : cuda::probe_targets_in(file)) {
+    loader::ProbeConfig config = base;
+    if (t.api->internal) config.threshold = UINT64_MAX;  // every handle registration is needed
+    config.cuda_api = t.api->api;
+    config.vma_arg = t.api->vma_arg;
+    config.entry_deref_arg = t.api->entry_deref_arg;
+    config.ret_deref_arg = t.api->ret_deref_arg;
+    out.push_back({session.add_cuda_probe(t.target, pid, config, t.api->internal), t.api});
+  }
+  return out;
+}
+
+}  // namespace mcp::cli
