@@ -220,8 +220,8 @@ int run_trace(TraceOptions& o) {
       session->ringbuf_fd(), [&](uint32_t id) { return pipeline::ProbeRef{session->probe_name(id), session->probe_nargs(id)}; },
       [&](Event& e) {
         if (e.kind == EventKind::kCuda) {
-          if (!symbolizer.process(e)) return;  // bookkeeping, not an API call to show
           e.cuda.api = cuda_apis[e.probe_id];
+          if (!symbolizer.process(e)) return;  // bookkeeping, not an API call to show
           if (!e.cuda.kernel.empty()) kernels[e.cuda.kernel].push_back(e.duration_ns);
         }
         timestamper.stamp(e);

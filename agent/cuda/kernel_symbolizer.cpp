@@ -51,6 +51,14 @@ bool KernelSymbolizer::process(Event& e) {
     if (c.code_inode) handles_[{static_cast<pid_t>(e.pid), c.function}] = {c.code_inode, c.code_offset};
     return false;
   }
+  const auto pid = static_cast<pid_t>(e.pid);
+  if (c.api == "cudaMalloc" && e.ret == 0 && c.function) allocations_[{pid, c.function}] = c.bytes;
+  if (c.api == "cudaFree") {
+    if (auto it = allocations_.find({pid, c.function}); it != allocations_.end()) {
+      c.bytes = it->second;
+      allocations_.erase(it);
+    }
+  }
   const bool is_launch = c.grid[0] || c.grid[1] || c.grid[2];  // only launches carry geometry
   if (!is_launch) return true;
   std::string name;

@@ -22,8 +22,10 @@ class KernelSymbolizer {
  public:
   // A file that may hold kernels' host functions (the traced executable, libraries).
   void add_file(const std::string& path);
-  // Fills event.cuda.kernel for launches. Returns false for bookkeeping records
-  // (handle registrations), which callers must not pass on.
+  // Fills event.cuda.kernel for launches, and cudaFree's bytes from the
+  // cudaMalloc that returned the pointer (when that call was kept). Expects
+  // event.cuda.api set. Returns false for bookkeeping records (handle
+  // registrations), which callers must not pass on.
   bool process(Event& event);
 
  private:
@@ -34,6 +36,7 @@ class KernelSymbolizer {
   std::map<std::string, std::unique_ptr<loader::ElfSymbols>> symbols_;
   std::map<std::pair<pid_t, uint64_t>, std::pair<uint64_t, uint64_t>> handles_;  // -> (inode, offset)
   std::map<std::pair<uint64_t, uint64_t>, std::string> names_;                   // cache
+  std::map<std::pair<pid_t, uint64_t>, uint64_t> allocations_;                   // device pointer -> bytes
 };
 
 }  // namespace mcp::cuda

@@ -223,8 +223,8 @@ int run_daemon(const RunFlags& flags) {
       [&](Event& e) {
         const auto meta = probes.meta(e.probe_id);
         if (e.kind == EventKind::kCuda) {
-          if (!symbolizer.process(e)) return;
           if (meta) e.cuda.api = meta->cuda_api;
+          if (!symbolizer.process(e)) return;
         }
         if (meta) {
           e.service = meta->service;
