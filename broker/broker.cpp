@@ -4,6 +4,9 @@
 #include <grpcpp/security/server_credentials.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <thread>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -14,8 +17,10 @@
 
 #include "broker/dedup_table.h"
 #include "broker/downsample.h"
+#include "broker/nats_backend.h"
 #include "broker/policy_store.h"
 #include "broker/subscriber_queue.h"
+#include "clock/hlc.h"
 #include "common/error.h"
 #include "common/event.h"
 #include "forward/segment_log.h"
@@ -52,7 +57,13 @@ struct AgentConn {
   grpc::ServerReaderWriter<mcp::v1::BrokerMessage, mcp::v1::AgentMessage>* stream;
   bool write(const mcp::v1::BrokerMessage& msg) {
     std::lock_guard lock(write_mu);
-    return stream->Write(msg);
+    return stream != nullptr && stream->Write(msg);
+  }
+  // The Publish handler calls this before returning: a policy push racing with it must not
+  // write to a finished stream.
+  void detach() {
+    std::lock_guard lock(write_mu);
+    stream = nullptr;
   }
 };
 
@@ -87,6 +98,12 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
       mcp::v1::SamplePacket packet;
       if (packet.ParseFromString(record.payload)) dedup_.accept(packet.agent_id(), packet.sequence());
     }
+    if (!options_.nats.servers.empty()) {
+      if (!options_.state_dir.empty())
+        throw usage_error("--state-dir does not apply with --backend: JetStream keeps the state");
+      nats_ = std::make_unique<NatsBackend>(
+          options_.nats, [this](const mcp::v1::Policy& p) { return push_policy(p); });
+    }
     start_server();
   }
 
@@ -102,6 +119,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
       stopping_ = true;
       subs.assign(subscribers_.begin(), subscribers_.end());
     }
+    stop_feeds_ = true;
     for (auto& s : subs) s->queue.close();
     server_->Shutdown(std::chrono::system_clock::now() + grace);
     server_->Wait();
@@ -130,12 +148,25 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
       std::lock_guard lock(mu_);
       if (stopping_) return Status(StatusCode::UNAVAILABLE, "broker stopping");
       agents_.insert(conn);
-      for (const auto& p : policies_.list()) *push.mutable_policies()->add_policies() = p;
+      if (!nats_)
+        for (const auto& p : policies_.list()) *push.mutable_policies()->add_policies() = p;
     }
+    if (nats_)
+      for (const auto& p : nats_->policies()) *push.mutable_policies()->add_policies() = p;
     spdlog::info("agent {} connected from {}", agent_id, ctx->peer());
     if (push.policies().policies_size() > 0) {
       push.set_broker_hlc(hlc_now());
       conn->write(push);
+    }
+    if (nats_ && options_.nats.async_publish) {
+      const Status st = publish_pipelined(ctx, stream, conn, agent_id, &msg);
+      {
+        std::lock_guard lock(mu_);
+        agents_.erase(conn);
+      }
+      conn->detach();
+      spdlog::info("agent {} disconnected", agent_id);
+      return st;
     }
     mcp::v1::BrokerMessage reply;
     bool ok = true;
@@ -159,6 +190,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
       std::lock_guard lock(mu_);
       agents_.erase(conn);
     }
+    conn->detach();
     spdlog::info("agent {} disconnected", agent_id);
     return ok ? Status::OK : Status(StatusCode::INTERNAL, "broker could not store the batch");
   }
@@ -168,6 +200,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
     if (Status st = check_auth(ctx); !st.ok()) return st;
     if (req->sampling_rate() < 0 || req->sampling_rate() > 1)
       return Status(StatusCode::INVALID_ARGUMENT, "sampling_rate must be in (0, 1]");
+    if (nats_) return subscribe_nats(ctx, req, writer);
     const size_t capacity = req->queue_packets() == 0
                                 ? options_.subscriber_queue
                                 : std::min<size_t>(req->queue_packets(), options_.subscriber_queue);
@@ -236,6 +269,20 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
   Status ApplyPolicy(ServerContext* ctx, const mcp::v1::Policy* req,
                      mcp::v1::ApplyPolicyReply* reply) override {
     if (Status st = check_auth(ctx); !st.ok()) return st;
+    if (nats_) {
+      try {
+        uint32_t pushed = 0;
+        *reply->mutable_stored() = nats_->apply_policy(*req, &pushed);
+        reply->set_pushed_to_agents(pushed);
+        spdlog::info("policy service='{}' probe='{}' rate={} qps={} stored, pushed to {} agents here",
+                     req->service(), req->probe(), req->sampling_rate(), req->target_qps(), pushed);
+        return Status::OK;
+      } catch (const Error& e) {
+        return Status(e.code() == ExitCode::kUsage ? StatusCode::INVALID_ARGUMENT
+                                                   : StatusCode::UNAVAILABLE,
+                      e.what());
+      }
+    }
     std::vector<std::shared_ptr<AgentConn>> agents;
     mcp::v1::BrokerMessage push;
     try {
@@ -260,6 +307,10 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
   Status ListPolicies(ServerContext* ctx, const mcp::v1::ListPoliciesRequest*,
                       mcp::v1::PolicyList* reply) override {
     if (Status st = check_auth(ctx); !st.ok()) return st;
+    if (nats_) {
+      for (const auto& p : nats_->policies()) *reply->add_policies() = p;
+      return Status::OK;
+    }
     std::lock_guard lock(mu_);
     for (const auto& p : policies_.list()) *reply->add_policies() = p;
     return Status::OK;
@@ -279,7 +330,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
     reply->set_batches(batches_);
     reply->set_duplicate_batches(duplicates_);
     reply->set_agents_connected(static_cast<uint32_t>(agents_.size()));
-    reply->set_subscribers(static_cast<uint32_t>(subscribers_.size()));
+    reply->set_subscribers(static_cast<uint32_t>(subscribers_.size() + nats_subscribers_));
     uint64_t dropped = subscriber_dropped_;
     for (const auto& s : subscribers_) dropped += s->queue.total_dropped().packets;
     reply->set_subscriber_dropped_packets(dropped);
@@ -322,16 +373,21 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
     return Status(StatusCode::UNAUTHENTICATED, "missing or wrong bearer token");
   }
 
-  uint64_t hlc_now() {
-    uint64_t now = unix_ns();
-    uint64_t prev = hlc_.load();
-    while (!hlc_.compare_exchange_weak(prev, std::max(now, prev + 1))) {
-    }
-    return std::max(now, prev + 1);
+  // The broker's hybrid logical clock (packed, as the agents'): it merges every
+  // batch's newest event stamp, so what it sends back (acks, pushes, packets)
+  // is ordered after what it received, whatever the nodes' wall clocks say.
+  uint64_t hlc_now() { return hlc_.now(unix_ns()); }
+
+  void merge_batch_hlc(const mcp::v1::Batch& batch) {
+    uint64_t newest = 0;
+    for (const auto& s : batch.samples()) newest = std::max<uint64_t>(newest, s.hlc());
+    if (newest) hlc_.merge(newest, unix_ns());
   }
 
   // Returns false for a duplicate. Runs under mu_ so journal order is delivery order.
   bool ingest(const std::string& agent_id, mcp::v1::Batch* batch) {
+    merge_batch_hlc(*batch);
+    if (nats_) return ingest_nats(agent_id, batch);
     const uint64_t seq = batch->sequence();
     std::lock_guard lock(mu_);
     if (!dedup_.accept(agent_id, seq)) {
@@ -369,10 +425,205 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
     return true;
   }
 
+  // JetStream: no lock while publishing, so agents publish in parallel; JetStream orders them.
+  bool ingest_nats(const std::string& agent_id, mcp::v1::Batch* batch) {
+    const mcp::v1::SamplePacket packet = make_packet(agent_id, batch);
+    const PublishOutcome outcome = nats_->publish(packet);  // throws when not acked in time
+    std::lock_guard lock(mu_);
+    if (outcome.duplicate) {
+      ++duplicates_;
+      return false;
+    }
+    ++batches_;
+    for (const auto& s : packet.samples()) {
+      ProbeCount& c = probe_counts_[{s.service(), s.probe()}];
+      ++c.events;
+      c.adjusted += weight_of(s);
+    }
+    return true;
+  }
+
+  // JetStream, pipelined: batches are published as they arrive and acked back in sequence order
+  // as JetStream confirms them, so the agent's in-flight window overlaps the replication round
+  // trips. A batch JetStream will not take ends the stream; the agent replays from its last ack.
+  Status publish_pipelined(
+      ServerContext* ctx,
+      grpc::ServerReaderWriter<mcp::v1::BrokerMessage, mcp::v1::AgentMessage>* stream,
+      const std::shared_ptr<AgentConn>& conn, const std::string& agent_id,
+      mcp::v1::AgentMessage* msg) {
+    struct Entry {
+      uint64_t sequence = 0;
+      bool done = false;
+      bool duplicate = false;
+    };
+    struct Window {
+      std::mutex mu;
+      std::condition_variable cv;
+      std::deque<std::shared_ptr<Entry>> entries;
+      std::string error;
+      bool reading = true;
+    };
+    auto window = std::make_shared<Window>();
+    std::thread acker([&, window] {
+      mcp::v1::BrokerMessage reply;
+      std::unique_lock lock(window->mu);
+      for (;;) {
+        window->cv.wait_for(lock, std::chrono::milliseconds(100), [&] {
+          return !window->error.empty() || (!window->entries.empty() && window->entries.front()->done) ||
+                 (!window->reading && window->entries.empty());
+        });
+        if (!window->error.empty()) break;
+        if (!window->reading && (window->entries.empty() || ctx->IsCancelled())) break;
+        std::vector<std::shared_ptr<Entry>> ready;
+        while (!window->entries.empty() && window->entries.front()->done) {
+          ready.push_back(window->entries.front());
+          window->entries.pop_front();
+        }
+        if (ready.empty()) continue;
+        lock.unlock();
+        bool written = true;
+        for (const auto& e : ready) {
+          reply.Clear();
+          reply.set_broker_hlc(hlc_now());
+          reply.mutable_ack()->set_sequence(e->sequence);
+          reply.mutable_ack()->set_duplicate(e->duplicate);
+          if (!(written = conn->write(reply))) break;
+        }
+        lock.lock();
+        if (!written) break;
+      }
+      const bool failed = !window->error.empty();
+      lock.unlock();
+      if (failed) ctx->TryCancel();  // ends the Read below; the agent replays what is unacked
+    });
+
+    do {
+      if (!msg->has_batch()) continue;
+      auto entry = std::make_shared<Entry>();
+      entry->sequence = msg->batch().sequence();
+      mcp::v1::SamplePacket packet = make_packet(agent_id, msg->mutable_batch());
+      std::map<std::pair<std::string, std::string>, ProbeCount> counts;
+      for (const auto& s : packet.samples()) {
+        ProbeCount& c = counts[{s.service(), s.probe()}];
+        ++c.events;
+        c.adjusted += weight_of(s);
+      }
+      {
+        std::lock_guard lock(window->mu);
+        if (!window->error.empty()) break;
+        window->entries.push_back(entry);
+      }
+      nats_->publish_async(packet, [this, window, entry, counts = std::move(counts)](
+                                       const PublishOutcome& outcome, const std::string& error) {
+        if (error.empty()) {
+          std::lock_guard lock(mu_);
+          if (outcome.duplicate) {
+            ++duplicates_;
+          } else {
+            ++batches_;
+            for (const auto& [key, c] : counts) {
+              ProbeCount& total = probe_counts_[key];
+              total.events += c.events;
+              total.adjusted += c.adjusted;
+            }
+          }
+        } else {
+          spdlog::error("publish of batch {}: {}", entry->sequence, error);
+        }
+        std::lock_guard lock(window->mu);
+        entry->done = true;
+        entry->duplicate = outcome.duplicate;
+        if (!error.empty() && window->error.empty()) window->error = error;
+        window->cv.notify_all();
+      });
+    } while (stream->Read(msg));
+    {
+      std::lock_guard lock(window->mu);
+      window->reading = false;
+      window->cv.notify_all();
+    }
+    acker.join();
+    std::lock_guard lock(window->mu);
+    return window->error.empty() ? Status::OK
+                                 : Status(StatusCode::UNAVAILABLE, "JetStream: " + window->error);
+  }
+
+  mcp::v1::SamplePacket make_packet(const std::string& agent_id, mcp::v1::Batch* batch) {
+    const uint64_t seq = batch->sequence();
+    mcp::v1::SamplePacket packet;
+    packet.set_agent_id(agent_id);
+    packet.set_sequence(seq);
+    packet.set_broker_hlc(hlc_now());
+    packet.mutable_samples()->Swap(batch->mutable_samples());
+    uint32_t index = 0;
+    for (auto& s : *packet.mutable_samples()) {
+      if (s.agent_id().empty()) s.set_agent_id(agent_id);
+      if (s.event_id() == 0) s.set_event_id(event_id_for(agent_id, seq, index));
+      ++index;
+    }
+    return packet;
+  }
+
+  Status subscribe_nats(ServerContext* ctx, const mcp::v1::SubscriptionRequest* req,
+                        grpc::ServerWriter<mcp::v1::SamplePacket>* writer) {
+    const SubscriptionFilter filter = SubscriptionFilter::from(*req);
+    std::unique_ptr<NatsBackend::Feed> feed;
+    try {
+      feed = nats_->subscribe(filter.service, req->resume_after());
+    } catch (const Error& e) {
+      return Status(StatusCode::UNAVAILABLE, e.what());
+    }
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return Status(StatusCode::UNAVAILABLE, "broker stopping");
+      ++nats_subscribers_;
+    }
+    spdlog::info("subscriber {} (service '{}', rate {}) on JetStream", ctx->peer(),
+                 req->service_name(), filter.rate);
+    mcp::v1::SamplePacket out;
+    Status status = Status::OK;
+    while (!stop_feeds_ && !ctx->IsCancelled()) {
+      std::unique_ptr<mcp::v1::SamplePacket> packet;
+      try {
+        packet = feed->next(std::chrono::milliseconds(200));
+      } catch (const Error& e) {
+        status = Status(StatusCode::UNAVAILABLE, e.what());  // the client resumes elsewhere
+        break;
+      }
+      if (!packet) continue;
+      if (filter.passes_everything()) {
+        if (!writer->Write(*packet)) break;
+      } else if (filter_packet(*packet, filter, &out)) {
+        if (!writer->Write(out)) break;
+      }
+    }
+    {
+      std::lock_guard lock(mu_);
+      --nats_subscribers_;
+    }
+    spdlog::info("subscriber {} left{}", ctx->peer(), status.ok() ? "" : ": " + status.error_message());
+    return status;
+  }
+
+  // Called by the policy watcher for every change in the bucket, from any broker.
+  uint32_t push_policy(const mcp::v1::Policy& policy) {
+    std::vector<std::shared_ptr<AgentConn>> agents;
+    {
+      std::lock_guard lock(mu_);
+      agents.assign(agents_.begin(), agents_.end());
+    }
+    mcp::v1::BrokerMessage push;
+    *push.mutable_policies()->add_policies() = policy;
+    push.set_broker_hlc(hlc_now());
+    uint32_t pushed = 0;
+    for (auto& a : agents) pushed += a->write(push) ? 1 : 0;
+    return pushed;
+  }
+
   BrokerOptions options_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
-  std::atomic<uint64_t> hlc_{0};
+  clock::Hlc hlc_;
 
   std::mutex mu_;  // guards everything below
   bool stopping_ = false;
@@ -385,6 +636,10 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
   uint64_t batches_ = 0;
   uint64_t duplicates_ = 0;
   uint64_t subscriber_dropped_ = 0;
+  uint32_t nats_subscribers_ = 0;
+  std::atomic<bool> stop_feeds_{false};
+  // Last: destroyed first, so its watcher never calls push_policy on a dismantled broker.
+  std::unique_ptr<NatsBackend> nats_;
 };
 
 Broker::Broker(BrokerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}

@@ -11,12 +11,22 @@
 // Policies (state_dir/policies.json) are pushed to every connected agent on connect and on apply.
 // Every RPC requires "authorization: Bearer <token>" when a token is configured; with TLS and a
 // CA, clients must present a certificate signed by it (mTLS).
+//
+// Backends: by default (options.nats.servers empty) all of the above lives in this process
+// (the embedded backend). With NATS servers set, the broker is a stateless front end over a
+// JetStream cluster (nats_backend.h): batches are acked once JetStream stored them (dedup by the
+// JetStream message id instead of the local marks), subscribers get what every broker published
+// (offsets are stream sequences; a slow subscriber is slowed by flow control instead of losing
+// its oldest packets, so queue_packets does not apply), and policies live in a key-value bucket
+// watched by every broker. state_dir and journal_max_bytes do not apply there.
 #pragma once
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <string>
+
+#include "broker/nats_options.h"
 
 namespace mcp::broker {
 
@@ -30,6 +40,7 @@ struct BrokerOptions {
   size_t subscriber_queue = 1024;         // packets per subscriber before its oldest are dropped
                                           // (a subscriber may ask for fewer)
   uint64_t journal_max_bytes = 256ull << 20;
+  NatsBackendOptions nats;                // servers empty: the embedded backend
 };
 
 class Broker {

@@ -8,8 +8,35 @@
 #include <spdlog/spdlog.h>
 
 #include "broker/broker.h"
+#include "broker/nats_naming.h"
+#include "common/duration.h"
 #include "common/error.h"
 #include "forward/channel.h"
+
+namespace {
+
+// "1073741824", "512M", "1G" (binary units); "-1": unlimited.
+int64_t parse_bytes(const std::string& text) {
+  if (text == "-1") return -1;
+  size_t used = 0;
+  uint64_t value = 0;
+  try {
+    value = std::stoull(text, &used);
+  } catch (const std::exception&) {
+    throw mcp::usage_error("bad size '" + text + "'");
+  }
+  const std::string unit = text.substr(used);
+  int shift = 0;
+  if (unit == "K" || unit == "KiB") shift = 10;
+  else if (unit == "M" || unit == "MiB") shift = 20;
+  else if (unit == "G" || unit == "GiB") shift = 30;
+  else if (unit == "T" || unit == "TiB") shift = 40;
+  else if (!unit.empty() && unit != "B") throw mcp::usage_error("bad size '" + text + "'");
+  if (value > (uint64_t{INT64_MAX} >> shift)) throw mcp::usage_error("size '" + text + "' too big");
+  return static_cast<int64_t>(value << shift);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   // Block the stop signals before any thread starts so only sigwait below receives them.
@@ -39,6 +66,37 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--journal-max-bytes", options.journal_max_bytes, "journal size bound")
       ->capture_default_str();
+  std::string backend;
+  std::string max_age = "24h";
+  std::string max_bytes = "1G";
+  std::string duplicate_window = "2m";
+  std::string publish_timeout = "10s";
+  auto& nats = options.nats;
+  app.add_option("--backend", backend,
+                 "nats://HOST:PORT[,HOST:PORT...]: keep events and policies in this JetStream "
+                 "cluster (first address preferred); default: embedded, in this process");
+  app.add_option("--stream", nats.stream, "JetStream stream for the events")->capture_default_str();
+  app.add_option("--stream-max-age", max_age, "drop events older than this (0: never)")
+      ->capture_default_str();
+  app.add_option("--stream-max-bytes", max_bytes, "stream size bound, oldest dropped (-1: none)")
+      ->capture_default_str();
+  app.add_option("--stream-replicas", nats.replicas,
+                 "copies of every event in the cluster (1 for a single nats-server)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 5));
+  app.add_option("--duplicate-window", duplicate_window,
+                 "how long JetStream remembers batch ids; an agent replaying later duplicates")
+      ->capture_default_str();
+  app.add_option("--policy-bucket", nats.policy_bucket, "JetStream key-value bucket for policies")
+      ->capture_default_str();
+  app.add_option("--publish-timeout", publish_timeout,
+                 "give up on a batch JetStream has not acked by then (the agent replays it)")
+      ->capture_default_str();
+  std::string publish_mode = "async";
+  app.add_option("--publish-mode", publish_mode,
+                 "async: pipeline an agent's batches to JetStream; sync: one round trip each")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"async", "sync"}));
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error")->capture_default_str();
   try {
     app.parse(argc, argv);
@@ -50,6 +108,15 @@ int main(int argc, char** argv) {
 
   try {
     options.token = mcp::read_token_file(token_file);
+    if (!backend.empty()) {
+      nats.servers = mcp::broker::parse_nats_urls(backend);
+      nats.max_age = mcp::parse_duration(max_age);
+      nats.max_bytes = parse_bytes(max_bytes);
+      nats.duplicate_window = mcp::parse_duration(duplicate_window);
+      nats.async_publish = publish_mode == "async";
+      nats.publish_timeout =
+          std::chrono::duration_cast<std::chrono::milliseconds>(mcp::parse_duration(publish_timeout));
+    }
     mcp::broker::Broker broker(options);
     const auto colon = options.listen.rfind(':');
     std::fprintf(stderr, "mcp-broker: listening on %s:%d\n",

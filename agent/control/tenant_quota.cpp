@@ -1,5 +1,6 @@
 #include "control/tenant_quota.h"
 
+#include <algorithm>
 #include <sys/stat.h>
 
 #include <charconv>
@@ -129,7 +130,10 @@ std::filesystem::path find_cgroup2_mount(const std::filesystem::path& mountinfo)
 uint64_t resolve_cgroup_id(std::string_view path, const std::filesystem::path& cgroup2_root) {
   if (path.empty()) throw usage_error("empty cgroup path");
   std::filesystem::path p(path);
-  if (p.is_relative()) p = cgroup2_root / p;
+  // "/kubepods.slice/..." as /proc/PID/cgroup writes it is relative to the cgroup2
+  // mount; a path already under the mount is taken as it is.
+  const auto [root_end, p_it] = std::mismatch(cgroup2_root.begin(), cgroup2_root.end(), p.begin(), p.end());
+  if (p.is_relative() || root_end != cgroup2_root.end()) p = cgroup2_root / p.relative_path();
   struct stat st {};
   if (::stat(p.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     throw usage_error("cgroup '" + std::string(path) + "': no such directory (" + p.string() + ")");

@@ -58,8 +58,8 @@ Quota parse_quota(std::string_view text);
 std::filesystem::path find_cgroup2_mount(
     const std::filesystem::path& mountinfo = "/proc/self/mountinfo");
 
-// Inode of the cgroup directory. A relative path is taken below `cgroup2_root`; an absolute one
-// is used as is. Throws mcp::Error (usage) when it is missing or not a directory.
+// Inode of the cgroup directory. A path under `cgroup2_root` is used as is; any other, relative or
+// absolute (as /proc/PID/cgroup writes it: "/kubepods.slice/..."), is taken below `cgroup2_root`. Throws mcp::Error (usage) when it is missing or not a directory.
 uint64_t resolve_cgroup_id(std::string_view path, const std::filesystem::path& cgroup2_root);
 
 struct ResolvedTenant {

@@ -187,6 +187,7 @@ int run_daemon(const RunFlags& flags) {
       spdlog::info("broker policy service '{}' probe '{}' (rate {}, target {}): {} probe(s)", p.service, p.probe,
                    p.sampling_rate, p.target_qps, n);
     };
+    fo.on_broker_hlc = [&timestamper](uint64_t hlc) { timestamper.merge_remote(hlc); };
     forwarder = make_forwarder(std::move(fo));
   } else {
     printer = std::make_unique<output::StreamSink>(output::make_formatter("json"), STDOUT_FILENO);

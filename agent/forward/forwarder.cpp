@@ -251,6 +251,7 @@ class Forwarder::Impl {
     std::thread reader([&] {
       mcp::v1::BrokerMessage msg;
       while (stream->Read(&msg)) {
+        if (msg.broker_hlc() && options_.on_broker_hlc) options_.on_broker_hlc(msg.broker_hlc());
         if (msg.has_ack()) {
           const uint64_t seq = msg.ack().sequence();
           // Under mu_ so flush() never sees the spool empty before acked_ counts the batch.

@@ -58,6 +58,9 @@ struct ForwarderOptions {
   TlsFiles tls;
   std::string token_file;                       // bearer token, first line of the file
   std::function<void(const PolicyUpdate&)> on_policy;  // called on the receiving thread
+  // The broker's packed HLC on each message, for the agent's clock to merge, so
+  // events stamped after an ack are ordered after the broker's send.
+  std::function<void(uint64_t)> on_broker_hlc;
 };
 
 struct ForwarderStats {

@@ -126,11 +126,12 @@ TEST(Cgroup2Mount, MissingIsARuntimeError) {
   }
 }
 
-TEST(CgroupId, IsTheDirectoryInodeForRelativeAndAbsolutePaths) {
+TEST(CgroupId, IsTheDirectoryInodeForRelativeMountRelativeAndFullPaths) {
   FakeCgroupTree tree;
   const fs::path dir = tree.add("tenants/a");
   EXPECT_EQ(resolve_cgroup_id("tenants/a", tree.root()), inode_of(dir));
-  EXPECT_EQ(resolve_cgroup_id(dir.string(), "/nonexistent"), inode_of(dir));
+  EXPECT_EQ(resolve_cgroup_id("/tenants/a", tree.root()), inode_of(dir));  // as /proc/PID/cgroup writes it
+  EXPECT_EQ(resolve_cgroup_id(dir.string(), tree.root()), inode_of(dir));  // already under the mount
 }
 
 TEST(CgroupId, MissingOrNonCgroupDirectoryIsAUsageError) {

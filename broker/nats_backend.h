@@ -1,0 +1,81 @@
+// NatsBackend: the broker's state on a NATS JetStream cluster instead of in the process, so any
+// number of brokers are stateless front ends over one replicated stream and one policy bucket.
+//
+// publish(): the packet's samples are grouped by service, each group (split further when it would
+// exceed the server's max payload) is one message on "mcp.samples.<token>" (nats_naming.h) with
+// Nats-Msg-Id "<agent>|<sequence>|<part>". Each message is published synchronously and retried
+// with the same id until JetStream acks it or publish_timeout passes, so a batch returns only
+// once it is stored on a quorum of replicas, and a replay (same agent, same sequence, through any
+// broker, within duplicate_window) is acked by JetStream as a duplicate and not stored again.
+// publish_async() sends the same messages with js_PublishMsgAsync and retries failed ones from
+// the ack handler, so one agent's batches overlap their replication round trips.
+// subscribe(): an ordered ephemeral push consumer filtered by the service's subject, delivering
+// new messages (or from stream sequence resume_after + 1); a packet's offset is its stream
+// sequence, which is the same through every broker, so a consumer may resume on another broker.
+// The consumer recreates itself after a missed heartbeat or a server change, from the last
+// sequence it delivered. Tags and sampling_rate are applied by the caller (downsample.h).
+// Policies: a key-value bucket (one key per (service, probe), history 1) that every broker
+// watches; each change is handed to `on_policy` (the broker pushes it to its own agents).
+// Everything here is thread-safe. Errors are mcp::Error: usage for bad options, runtime when the
+// cluster cannot be reached or does not ack in time.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "broker/nats_options.h"
+#include "mcp/v1/sampling.pb.h"
+
+namespace mcp::broker {
+
+struct PublishOutcome {
+  bool duplicate = false;  // every message of the batch was already in the stream
+  uint32_t messages = 0;
+};
+
+class NatsBackend {
+ public:
+  // Called on the watcher thread for every policy in the bucket (initial ones included);
+  // returns how many agents it was pushed to.
+  using PolicyListener = std::function<uint32_t(const mcp::v1::Policy&)>;
+
+  // Connects, creates or updates the stream and the bucket, and loads the current policies.
+  NatsBackend(NatsBackendOptions options, PolicyListener on_policy);
+  ~NatsBackend();
+  NatsBackend(const NatsBackend&) = delete;
+  NatsBackend& operator=(const NatsBackend&) = delete;
+
+  PublishOutcome publish(const mcp::v1::SamplePacket& packet);
+
+  // The same without waiting: `done` runs once, on a NATS thread, when every message of the
+  // batch is acked (error empty) or one could not be stored by publish_timeout (error set).
+  // Calls in one order are stored in that order unless a retry intervenes. Blocks only while
+  // the connection already has the maximum of unacknowledged publishes (back pressure).
+  using PublishDone = std::function<void(const PublishOutcome&, const std::string& error)>;
+  void publish_async(const mcp::v1::SamplePacket& packet, PublishDone done);
+
+  class Feed {
+   public:
+    virtual ~Feed() = default;
+    // The next message as a packet (offset = stream sequence), or nullptr after `timeout`;
+    // throws mcp::Error (runtime) once the consumer is lost for good.
+    virtual std::unique_ptr<mcp::v1::SamplePacket> next(std::chrono::milliseconds timeout) = 0;
+  };
+  // service empty: every service. resume_after 0: only messages published from now on.
+  std::unique_ptr<Feed> subscribe(const std::string& service, uint64_t resume_after);
+
+  // Validates and stamps (mcp::Error usage on a bad policy), stores it in the bucket, and waits
+  // (up to 5 s) until this broker's watcher has seen it; *pushed = agents of this broker told.
+  mcp::v1::Policy apply_policy(const mcp::v1::Policy& policy, uint32_t* pushed);
+  std::vector<mcp::v1::Policy> policies() const;
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mcp::broker

@@ -1,0 +1,85 @@
+#include "broker/nats_naming.h"
+
+#include "common/error.h"
+
+namespace mcp::broker {
+namespace {
+
+std::string hex(std::string_view s) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(s.size() * 2);
+  for (unsigned char c : s) {
+    out.push_back(kDigits[c >> 4]);
+    out.push_back(kDigits[c & 15]);
+  }
+  return out;
+}
+
+std::string_view trim(std::string_view s) {
+  const auto b = s.find_first_not_of(" \t");
+  if (b == std::string_view::npos) return {};
+  const auto e = s.find_last_not_of(" \t");
+  return s.substr(b, e - b + 1);
+}
+
+}  // namespace
+
+std::string subject_token(std::string_view service) {
+  if (service.empty()) return "_";
+  std::string out(service);
+  for (char& c : out) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '-';
+    if (!ok) c = '_';
+  }
+  return out;
+}
+
+std::string subject_for(std::string_view service) {
+  return std::string(kSubjectPrefix) + "." + subject_token(service);
+}
+
+std::string subject_filter(std::string_view service) {
+  return service.empty() ? std::string(kSubjectPrefix) + ".>" : subject_for(service);
+}
+
+std::string message_id(std::string_view agent_id, uint64_t sequence, uint32_t part) {
+  const bool plain = agent_id.find('|') == std::string_view::npos &&
+                     agent_id.find('%') == std::string_view::npos;
+  return (plain ? std::string(agent_id) : "%" + hex(agent_id)) + "|" + std::to_string(sequence) +
+         "|" + std::to_string(part);
+}
+
+std::string policy_key(std::string_view service, std::string_view probe) {
+  // An empty field still needs a non-empty token: "_" cannot be a hex digit pair.
+  const std::string s = service.empty() ? "_" : hex(service);
+  const std::string p = probe.empty() ? "_" : hex(probe);
+  return "p." + s + "." + p;
+}
+
+std::vector<std::string> parse_nats_urls(std::string_view text) {
+  std::vector<std::string> out;
+  while (!text.empty()) {
+    const auto comma = text.find(',');
+    std::string_view item = trim(text.substr(0, comma));
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+    if (item.empty()) continue;
+    std::string url(item);
+    const auto scheme = url.find("://");
+    if (scheme == std::string::npos) {
+      url = "nats://" + url;
+    } else if (url.compare(0, scheme, "nats") != 0) {
+      throw usage_error("--backend: '" + std::string(item) + "' is not a nats:// address");
+    }
+    const auto colon = url.rfind(':');
+    if (colon <= url.find("://") || colon + 1 >= url.size() ||
+        url.find_first_not_of("0123456789", colon + 1) != std::string::npos)
+      throw usage_error("--backend: '" + std::string(item) + "' needs HOST:PORT");
+    out.push_back(std::move(url));
+  }
+  if (out.empty()) throw usage_error("--backend needs nats://HOST:PORT[,HOST:PORT...]");
+  return out;
+}
+
+}  // namespace mcp::broker

@@ -1,0 +1,27 @@
+// NatsBackendOptions: where the JetStream backend lives and the limits of what it keeps
+// (nats_backend.h). The defaults are the documented ones of mcp-broker --help: 24 h, 1 GiB,
+// 3 replicas, a 2 minute duplicate window.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mcp::broker {
+
+struct NatsBackendOptions {
+  std::vector<std::string> servers;            // nats://HOST:PORT, first preferred
+  std::string stream = "MCP_SAMPLES";
+  std::chrono::nanoseconds max_age = std::chrono::hours(24);  // 0: unlimited
+  int64_t max_bytes = 1ll << 30;               // -1: unlimited
+  int replicas = 3;                            // 1..5; a single nats-server needs 1
+  std::chrono::nanoseconds duplicate_window = std::chrono::minutes(2);
+  std::string policy_bucket = "mcp_policies";
+  std::chrono::milliseconds publish_timeout{10000};  // per batch, retries included
+  // Pipeline an agent's batches (js_PublishMsgAsync; acks go back in order as JetStream confirms)
+  // instead of one synchronous js_PublishMsg round trip per batch.
+  bool async_publish = true;
+  std::chrono::milliseconds setup_timeout{20000};    // connect + stream/bucket creation
+};
+
+}  // namespace mcp::broker

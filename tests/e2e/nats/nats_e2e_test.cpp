@@ -1,0 +1,438 @@
+// Brokers as stateless front ends over a three-node JetStream cluster (replicas 3), on loopback:
+// nats-server and mcp-broker run as child processes, the agent's Forwarder and the subscribe
+// client in this process. Each test builds its own cluster in a temp dir.
+#include <gtest/gtest.h>
+#include <grpcpp/grpcpp.h>
+#include <nats/nats.h>
+
+#include <atomic>
+#include <cstring>
+#include <iostream>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "broker/downsample.h"
+#include "broker_process.h"
+#include "common/event.h"
+#include "forward/channel.h"
+#include "forward/forwarder.h"
+#include "mcp/v1/sampling.grpc.pb.h"
+#include "nats_cluster.h"
+#include "subscribe/subscribe_client.h"
+
+namespace mcp {
+namespace {
+
+using namespace std::chrono_literals;
+using test::BrokerProcess;
+using test::NatsCluster;
+
+constexpr uint64_t kQuarter = uint64_t{1} << 62;  // threshold for p = 0.25, weight 4
+
+Event make_event(uint64_t i, const std::string& service = "checkout") {
+  Event e;
+  e.ts_ns = 1'700'000'000'000'000'000ull + i;
+  e.ktime_ns = 5'000'000 + i;
+  e.kind = EventKind::kUprobe;
+  e.probe_id = 3;
+  e.probe = "/usr/bin/worker:handle_request";
+  e.pid = 4242;
+  e.tid = 4243;
+  std::strncpy(e.comm.data(), "worker", e.comm.size());
+  e.nargs = 1;
+  e.args[0] = i;  // unique per event: the tests count distinct values
+  e.threshold = kQuarter;
+  e.service = service;
+  e.tags = {{"zone", "a"}};
+  return e;
+}
+
+uint64_t unix_ns() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
+template <typename F>
+bool wait_until(F cond, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return cond();
+}
+
+std::unique_ptr<mcp::v1::Sampling::Stub> stub_for(const std::string& address) {
+  return mcp::v1::Sampling::NewStub(make_channel(address, {}, false));
+}
+
+mcp::v1::StatsReply broker_stats(const std::string& address) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 2s);
+  mcp::v1::StatsReply reply;
+  stub_for(address)->Stats(&ctx, {}, &reply);
+  return reply;
+}
+
+// Subscribes on its own thread and keeps every sample it receives.
+class Collector {
+ public:
+  explicit Collector(SubscribeOptions options) : client_(std::move(options)) {
+    thread_ = std::thread([this] {
+      try {
+        client_.run([this](const mcp::v1::SamplePacket& p) {
+          std::lock_guard lock(mu_);
+          for (const auto& s : p.samples()) samples_.push_back(s);
+          return true;
+        });
+      } catch (const std::exception& e) {
+        std::lock_guard lock(mu_);
+        error_ = e.what();
+      }
+    });
+  }
+  ~Collector() {
+    client_.stop();
+    thread_.join();
+  }
+  size_t count() const {
+    std::lock_guard lock(mu_);
+    return samples_.size();
+  }
+  size_t distinct() const {
+    std::lock_guard lock(mu_);
+    std::set<uint64_t> ids;
+    for (const auto& s : samples_) ids.insert(s.args(0));
+    return ids.size();
+  }
+  std::vector<mcp::v1::Sample> samples() const {
+    std::lock_guard lock(mu_);
+    return samples_;
+  }
+  std::string error() const {
+    std::lock_guard lock(mu_);
+    return error_;
+  }
+
+ private:
+  SubscribeClient client_;
+  mutable std::mutex mu_;
+  std::vector<mcp::v1::Sample> samples_;
+  std::string error_;
+  std::thread thread_;
+};
+
+// The node that leads the stream's Raft group, asked of the cluster itself.
+std::string stream_leader(const std::string& servers) {
+  natsConnection* nc = nullptr;
+  jsCtx* js = nullptr;
+  jsStreamInfo* si = nullptr;
+  std::string leader;
+  if (natsConnection_ConnectTo(&nc, servers.c_str()) == NATS_OK &&
+      natsConnection_JetStream(&js, nc, nullptr) == NATS_OK &&
+      js_GetStreamInfo(&si, js, "MCP_SAMPLES", nullptr, nullptr) == NATS_OK && si->Cluster &&
+      si->Cluster->Leader)
+    leader = si->Cluster->Leader;
+  if (si) jsStreamInfo_Destroy(si);
+  if (js) jsCtx_Destroy(js);
+  if (nc) natsConnection_Destroy(nc);
+  return leader;
+}
+
+class NatsE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (test::nats_server_binary().empty())
+      GTEST_SKIP() << "nats-server is not installed (Debian: apt-get install nats-server)";
+    dir_ = test::make_temp_dir("mcp-nats-e2e");
+    cluster_ = std::make_unique<NatsCluster>(3, dir_);
+    a_ = start_broker("a");
+    b_ = start_broker("b");
+  }
+  void TearDown() override {
+    a_.reset();
+    b_.reset();
+    cluster_.reset();
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+
+  std::unique_ptr<BrokerProcess> start_broker(const std::string& name) {
+    return std::make_unique<BrokerProcess>(
+        std::vector<std::string>{"--backend", cluster_->servers(), "--stream-replicas", "3",
+                                 "--log-level", "debug"},
+        dir_ / ("broker-" + name + ".log"));
+  }
+
+  SubscribeOptions subscriber(const std::string& address) {
+    SubscribeOptions o;
+    o.brokers = {address};
+    o.backoff_initial = 50ms;
+    o.backoff_max = 200ms;
+    return o;
+  }
+  ForwarderOptions forwarder(std::vector<std::string> brokers) {
+    ForwarderOptions o;
+    o.brokers = std::move(brokers);
+    o.agent_id = "nats-e2e-agent";
+    o.batch_count = 100;
+    o.backoff_initial = 50ms;
+    o.backoff_max = 200ms;
+    o.flush_timeout = 30s;
+    return o;
+  }
+  // Waits until `collector` has `n` samples, then a little longer so extras would show.
+  void expect_exactly(const Collector& collector, size_t n) {
+    ASSERT_TRUE(wait_until([&] { return collector.count() >= n; }, 30s))
+        << collector.count() << " of " << n << "; " << collector.error();
+    std::this_thread::sleep_for(500ms);
+    EXPECT_EQ(collector.count(), n);
+    EXPECT_EQ(collector.distinct(), n);
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<NatsCluster> cluster_;
+  std::unique_ptr<BrokerProcess> a_;
+  std::unique_ptr<BrokerProcess> b_;
+};
+
+TEST_F(NatsE2E, SubscriberOnBrokerBReceivesExactlyTheEventsPublishedThroughBrokerA) {
+  Collector collector(subscriber(b_->address()));
+  ASSERT_TRUE(wait_until([&] { return broker_stats(b_->address()).subscribers() == 1; }, 10s));
+
+  constexpr uint64_t kN = 5000;
+  {
+    Forwarder fwd(forwarder({a_->address()}));
+    for (uint64_t i = 0; i < kN; ++i) fwd.consume(make_event(i));
+    ASSERT_TRUE(fwd.flush_for(30s)) << "acked " << fwd.stats().acked;
+    EXPECT_EQ(fwd.stats().acked, kN);
+  }
+  expect_exactly(collector, kN);
+  const auto first = collector.samples().front();
+  EXPECT_EQ(first.agent_id(), "nats-e2e-agent");
+  EXPECT_EQ(first.service(), "checkout");
+  EXPECT_EQ(first.threshold(), kQuarter);
+  EXPECT_NE(first.event_id(), 0u);
+  const auto stats = broker_stats(a_->address());
+  ASSERT_EQ(stats.probes_size(), 1);
+  EXPECT_EQ(stats.probes(0).events(), kN);
+  EXPECT_EQ(stats.duplicate_batches(), 0u);
+}
+
+TEST_F(NatsE2E, ServiceFilterAndSamplingRateOnBrokerBMatchTheEmbeddedSemantics) {
+  auto exact = subscriber(b_->address());
+  exact.service = "cart.v2";  // subject token "cart_v2", shared with the service "cart_v2"
+  auto half = subscriber(b_->address());
+  half.service = "cart.v2";
+  half.sampling_rate = 0.5;
+  Collector all(subscriber(b_->address()));
+  Collector cart(exact);
+  Collector cart_half(half);
+  ASSERT_TRUE(wait_until([&] { return broker_stats(b_->address()).subscribers() == 3; }, 10s));
+
+  constexpr uint64_t kN = 3000;  // thirds: checkout, cart.v2, cart_v2
+  {
+    Forwarder fwd(forwarder({a_->address()}));
+    const char* services[] = {"checkout", "cart.v2", "cart_v2"};
+    for (uint64_t i = 0; i < kN; ++i) fwd.consume(make_event(i, services[i % 3]));
+    ASSERT_TRUE(fwd.flush_for(30s));
+  }
+  expect_exactly(all, kN);
+  expect_exactly(cart, kN / 3);
+  for (const auto& s : cart.samples()) EXPECT_EQ(s.service(), "cart.v2");
+
+  // Rate 0.5 keeps exactly the samples whose event id passes the consistent hash, with their
+  // probability halved (threshold 2^62 -> 2^61, weight 4 -> 8).
+  std::set<uint64_t> expected;
+  for (const auto& s : cart.samples())
+    if (broker::keep_at_rate(s.trace_id() != 0 ? s.trace_id() : s.event_id(), 0.5))
+      expected.insert(s.args(0));
+  ASSERT_TRUE(wait_until([&] { return cart_half.count() >= expected.size(); }, 10s));
+  std::this_thread::sleep_for(300ms);
+  std::set<uint64_t> got;
+  for (const auto& s : cart_half.samples()) {
+    got.insert(s.args(0));
+    EXPECT_EQ(s.threshold(), kQuarter / 2);
+  }
+  EXPECT_EQ(got, expected);
+  EXPECT_EQ(cart_half.count(), expected.size());
+  EXPECT_GT(expected.size(), kN / 3 / 4);  // the hash is not degenerate
+}
+
+// One Publish stream with a hand-made batch, as an agent replaying after a lost ack would send it.
+mcp::v1::Ack publish_batch(const std::string& address, const std::string& agent, uint64_t sequence,
+                           uint64_t first_arg, int samples) {
+  auto stub = stub_for(address);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 15s);
+  auto stream = stub->Publish(&ctx);
+  mcp::v1::AgentMessage hello;
+  hello.mutable_hello()->set_agent_id(agent);
+  stream->Write(hello);
+  mcp::v1::AgentMessage m;
+  m.mutable_batch()->set_sequence(sequence);
+  for (int i = 0; i < samples; ++i) {
+    auto* s = m.mutable_batch()->add_samples();
+    s->set_service("checkout");
+    s->add_args(first_arg + static_cast<uint64_t>(i));
+  }
+  stream->Write(m);
+  mcp::v1::BrokerMessage reply;
+  mcp::v1::Ack ack;
+  while (stream->Read(&reply)) {
+    if (reply.has_ack()) {
+      ack = reply.ack();
+      break;
+    }
+  }
+  ctx.TryCancel();
+  stream->Finish();
+  return ack;
+}
+
+TEST_F(NatsE2E, BatchReplayedThroughTheOtherBrokerIsAckedAsDuplicateAndDeliveredOnce) {
+  Collector collector(subscriber(b_->address()));
+  ASSERT_TRUE(wait_until([&] { return broker_stats(b_->address()).subscribers() == 1; }, 10s));
+  const mcp::v1::Ack first = publish_batch(a_->address(), "replayer", 7, 0, 10);
+  EXPECT_EQ(first.sequence(), 7u);
+  EXPECT_FALSE(first.duplicate());
+  const mcp::v1::Ack replay = publish_batch(b_->address(), "replayer", 7, 0, 10);
+  EXPECT_EQ(replay.sequence(), 7u);
+  EXPECT_TRUE(replay.duplicate());
+  const mcp::v1::Ack other_agent = publish_batch(b_->address(), "someone-else", 7, 100, 10);
+  EXPECT_FALSE(other_agent.duplicate());
+  expect_exactly(collector, 20);  // the replay is not delivered; the other agent's batch is
+  EXPECT_EQ(broker_stats(b_->address()).duplicate_batches(), 1u);
+}
+
+TEST_F(NatsE2E, StreamLeaderKilledMidStreamStillDeliversExactlyN) {
+  Collector collector(subscriber(b_->address()));
+  ASSERT_TRUE(wait_until([&] { return broker_stats(b_->address()).subscribers() == 1; }, 10s));
+  const size_t victim = cluster_->index_of(stream_leader(cluster_->servers()));
+  ASSERT_LT(victim, cluster_->size()) << "no stream leader reported";
+
+  constexpr uint64_t kN = 20000;
+  Forwarder fwd(forwarder({a_->address()}));
+  std::thread producer([&] {
+    for (uint64_t i = 0; i < kN; ++i) {
+      fwd.consume(make_event(i));
+      if (i % 100 == 99) std::this_thread::sleep_for(5ms);
+    }
+  });
+  ASSERT_TRUE(wait_until([&] { return fwd.stats().acked >= kN / 4; }, 30s));
+  cluster_->kill(victim, SIGKILL);
+  const uint64_t acked_at_kill = fwd.stats().acked;
+  producer.join();
+  ASSERT_TRUE(fwd.flush_for(45s)) << "acked " << fwd.stats().acked;
+  EXPECT_LT(acked_at_kill, kN) << "the kill was not mid-stream";
+  expect_exactly(collector, kN);
+  std::cout << "[ measure ] killed " << cluster_->name(victim) << " at " << acked_at_kill
+            << " acked; forwarder reconnects " << fwd.stats().reconnects << "\n";
+}
+
+TEST_F(NatsE2E, BrokerAKilledMidStreamAgentFailsOverToBWithNothingLostOrRepeated) {
+  Collector collector(subscriber(b_->address()));
+  ASSERT_TRUE(wait_until([&] { return broker_stats(b_->address()).subscribers() == 1; }, 10s));
+
+  constexpr uint64_t kN = 20000;
+  auto options = forwarder({a_->address(), b_->address()});
+  options.spool_dir = dir_ / "spool";
+  Forwarder fwd(options);
+  std::thread producer([&] {
+    for (uint64_t i = 0; i < kN; ++i) {
+      fwd.consume(make_event(i));
+      if (i % 100 == 99) std::this_thread::sleep_for(5ms);
+    }
+  });
+  ASSERT_TRUE(wait_until([&] { return fwd.stats().acked >= kN / 4; }, 30s));
+  a_->stop(SIGKILL);  // unacked batches are in flight, some already stored in JetStream
+  const uint64_t acked_at_kill = fwd.stats().acked;
+  producer.join();
+  ASSERT_TRUE(fwd.flush_for(45s)) << "acked " << fwd.stats().acked;
+  EXPECT_LT(acked_at_kill, kN) << "the kill was not mid-stream";
+  expect_exactly(collector, kN);
+  const auto fs = fwd.stats();
+  EXPECT_GE(fs.reconnects, 1u);
+  EXPECT_EQ(fs.broker, b_->address());
+  EXPECT_EQ(fs.dropped_oldest, 0u);
+  std::cout << "[ measure ] duplicates dropped by JetStream via broker B: "
+            << broker_stats(b_->address()).duplicate_batches() << " batches\n";
+}
+
+TEST_F(NatsE2E, SubscriberWhoseBrokerIsKilledResumesOnTheOtherWithoutGapOrRepeat) {
+  // Offsets are stream sequences, the same through every broker, so resume_after carries over.
+  auto options = subscriber(b_->address());
+  options.brokers = {b_->address(), a_->address()};
+  Collector collector(options);
+  ASSERT_TRUE(wait_until([&] { return broker_stats(b_->address()).subscribers() == 1; }, 10s));
+
+  constexpr uint64_t kN = 20000;
+  Forwarder fwd(forwarder({a_->address()}));
+  std::thread producer([&] {
+    for (uint64_t i = 0; i < kN; ++i) {
+      fwd.consume(make_event(i));
+      if (i % 100 == 99) std::this_thread::sleep_for(5ms);
+    }
+  });
+  ASSERT_TRUE(wait_until([&] { return collector.count() >= kN / 4; }, 30s));
+  b_->stop(SIGKILL);
+  const size_t received_at_kill = collector.count();
+  producer.join();
+  ASSERT_TRUE(fwd.flush_for(30s));
+  EXPECT_LT(received_at_kill, kN) << "the kill was not mid-stream";
+  expect_exactly(collector, kN);
+}
+
+TEST_F(NatsE2E, PolicyAppliedOnBReachesTheAgentConnectedToA) {
+  std::mutex mu;
+  std::vector<std::pair<PolicyUpdate, uint64_t>> received;
+  auto options = forwarder({a_->address()});
+  options.on_policy = [&](const PolicyUpdate& p) {
+    std::lock_guard lock(mu);
+    received.emplace_back(p, unix_ns());
+  };
+  Forwarder fwd(options);
+  fwd.consume(make_event(0));
+  ASSERT_TRUE(fwd.flush_for(20s));  // connected to A and acknowledged
+  ASSERT_TRUE(wait_until([&] { return broker_stats(a_->address()).agents_connected() == 1; }, 5s));
+
+  mcp::v1::Policy policy;
+  policy.set_service("checkout");
+  policy.set_probe("syscall:read");
+  policy.set_sampling_rate(0.25);
+  grpc::ClientContext ctx;
+  mcp::v1::ApplyPolicyReply reply;
+  const uint64_t sent_at = unix_ns();
+  const auto status = stub_for(b_->address())->ApplyPolicy(&ctx, policy, &reply);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(reply.pushed_to_agents(), 0u);  // B has no agents; A pushes on its own
+  EXPECT_DOUBLE_EQ(reply.stored().sampling_rate(), 0.25);
+  ASSERT_TRUE(wait_until([&] { std::lock_guard l(mu); return !received.empty(); }, 10s));
+  {
+    std::lock_guard lock(mu);
+    EXPECT_EQ(received[0].first.service, "checkout");
+    EXPECT_EQ(received[0].first.probe, "syscall:read");
+    EXPECT_DOUBLE_EQ(received[0].first.sampling_rate, 0.25);
+    std::cout << "[ measure ] ApplyPolicy on B -> callback of the agent on A: "
+              << (received[0].second - sent_at) / 1000 << " us\n";
+  }
+  // A lists it too, and an agent that connects to A later gets it on connect.
+  grpc::ClientContext list_ctx;
+  mcp::v1::PolicyList list;
+  ASSERT_TRUE(stub_for(a_->address())->ListPolicies(&list_ctx, {}, &list).ok());
+  ASSERT_EQ(list.policies_size(), 1);
+  EXPECT_EQ(list.policies(0).probe(), "syscall:read");
+
+  std::atomic<int> later_got{0};
+  auto later_options = forwarder({a_->address()});
+  later_options.agent_id = "later-agent";
+  later_options.on_policy = [&](const PolicyUpdate& p) {
+    if (p.probe == "syscall:read" && p.sampling_rate == 0.25) ++later_got;
+  };
+  Forwarder later(later_options);
+  EXPECT_TRUE(wait_until([&] { return later_got.load() == 1; }, 10s));
+}
+
+}  // namespace
+}  // namespace mcp

@@ -1,0 +1,49 @@
+#include "broker/nats_naming.h"
+
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+
+namespace mcp::broker {
+namespace {
+
+TEST(SubjectToken, ReplacesCharactersNatsForbidsAndNamesTheEmptyService) {
+  EXPECT_EQ(subject_token("checkout"), "checkout");
+  EXPECT_EQ(subject_token("cart-v2_x"), "cart-v2_x");
+  EXPECT_EQ(subject_token("cart.v2"), "cart_v2");
+  EXPECT_EQ(subject_token("a b*c>d\te"), "a_b_c_d_e");
+  EXPECT_EQ(subject_token(""), "_");
+  EXPECT_EQ(subject_for("cart.v2"), "mcp.samples.cart_v2");
+  EXPECT_EQ(subject_filter(""), "mcp.samples.>");
+  EXPECT_EQ(subject_filter("checkout"), "mcp.samples.checkout");
+}
+
+TEST(MessageId, IsStablePerAgentSequenceAndPartAndUnambiguous) {
+  EXPECT_EQ(message_id("node-1", 42, 0), "node-1|42|0");
+  EXPECT_NE(message_id("node-1", 42, 0), message_id("node-1", 42, 1));
+  EXPECT_NE(message_id("node-1", 42, 0), message_id("node-1", 43, 0));
+  // An agent id holding the separator cannot collide with another agent's id.
+  EXPECT_NE(message_id("a|1", 2, 0), message_id("a", 1, 0) + "|2|0");
+  EXPECT_EQ(message_id("a|1", 2, 0).find("a|1"), std::string::npos);
+}
+
+TEST(PolicyKey, UsesOnlyKeyValueCharactersAndKeepsFieldsApart) {
+  const std::string key = policy_key("checkout", "/usr/bin/worker:handle_request");
+  for (char c : key) EXPECT_TRUE(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_') << key;
+  EXPECT_NE(policy_key("ab", "c"), policy_key("a", "bc"));
+  EXPECT_NE(policy_key("", "x"), policy_key("x", ""));
+  EXPECT_EQ(policy_key("", ""), "p._._");
+}
+
+TEST(ParseNatsUrls, AcceptsListsWithOrWithoutSchemeAndRejectsOthers) {
+  EXPECT_EQ(parse_nats_urls("nats://a:1, b:2 ,nats://c:3"),
+            (std::vector<std::string>{"nats://a:1", "nats://b:2", "nats://c:3"}));
+  EXPECT_THROW(parse_nats_urls(""), Error);
+  EXPECT_THROW(parse_nats_urls(" , "), Error);
+  EXPECT_THROW(parse_nats_urls("http://a:1"), Error);
+  EXPECT_THROW(parse_nats_urls("nats://a"), Error);
+  EXPECT_THROW(parse_nats_urls("a:port"), Error);
+}
+
+}  // namespace
+}  // namespace mcp::broker
