@@ -85,7 +85,7 @@ class MapReader {
  public:
   MapReader(Ctx& ctx, const YAML::Node& node, std::string_view what,
             std::initializer_list<std::string_view> allowed)
-      : ctx_(ctx), node_(node) {
+      : node_(node) {
     if (!node.IsMap()) {
       ctx.error(node, std::string(what) + " must be a mapping, found " + kind_name(node));
       valid_ = false;
@@ -137,7 +137,6 @@ class MapReader {
   const YAML::Node& node() const { return node_; }
 
  private:
-  Ctx& ctx_;
   YAML::Node node_;
   bool valid_ = true;
   std::map<std::string, std::pair<YAML::Node, YAML::Node>> entries_;

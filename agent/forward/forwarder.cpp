@@ -147,7 +147,7 @@ class Forwarder::Impl {
             qcv_.wait(lock);
             continue;
           }
-          const auto due = oldest_ + options_.batch_age;
+          const auto due = oldest_ + (wire_idle_.load() ? options_.batch_linger : options_.batch_age);
           if (std::chrono::steady_clock::now() >= due) break;
           qcv_.wait_until(lock, due);
         }
@@ -175,6 +175,9 @@ class Forwarder::Impl {
         batching_ = false;
       }
       qcv_.notify_all();
+      // The sender checks the spool under mu_ before it sleeps: passing through mu_
+      // here means it either sees this batch or is already waiting for the notify.
+      { std::lock_guard lock(mu_); }
       scv_.notify_all();
     }
   }
@@ -205,6 +208,7 @@ class Forwarder::Impl {
       {
         std::lock_guard lock(mu_);
         connected_ = false;
+        wire_idle_.store(false);  // disconnected: batch fully again
         if (stop_) return;
         ++errors_;
       }
@@ -247,6 +251,7 @@ class Forwarder::Impl {
     hello.mutable_hello()->set_agent_id(options_.agent_id);
     hello.mutable_hello()->set_version("0.1.0");
     bool ok = stream->Write(hello);
+    wire_idle_.store(ok);
 
     std::thread reader([&] {
       mcp::v1::BrokerMessage msg;
@@ -260,6 +265,11 @@ class Forwarder::Impl {
           while (!in_flight.empty() && in_flight.front().sequence <= seq) {
             acked_ += in_flight.front().events;
             in_flight.pop_front();
+          }
+          if (in_flight.empty() && !wire_idle_.exchange(true)) {
+            // The batcher may be waiting out batch_age: let it close the batch now.
+            { std::lock_guard qlock(qmu_); }
+            qcv_.notify_all();
           }
           progressed = true;
           connected_ = true;
@@ -302,6 +312,7 @@ class Forwarder::Impl {
         {
           std::lock_guard lock(mu_);
           in_flight.push_back({record.offset, record.items});
+          wire_idle_.store(false);
         }
         if (!stream->Write(msg)) {
           ok = false;
@@ -342,6 +353,9 @@ class Forwarder::Impl {
   mutable std::mutex mu_;
   std::condition_variable scv_;
   std::atomic<bool> stop_{false};
+  // Connected with every sent batch acknowledged: the broker keeps up, so a small
+  // batch now beats a full one later (Nagle's rule, the other way round).
+  std::atomic<bool> wire_idle_{false};
   grpc::ClientContext* context_ = nullptr;
   uint64_t sent_ = 0;
   uint64_t acked_ = 0;

@@ -7,8 +7,10 @@
 //     things as they were, or as close as it can, when it throws).
 //   - An invalid file: nothing changes, failures and last_error are updated and every
 //     diagnostic is logged; the previous configuration stays in force.
-//   - A file whose content produces the same configuration: nothing happens (kUnchanged),
-//     unless forced (SIGHUP), which re-applies nothing but still re-reads the file.
+//   - A file whose content produces the same configuration: nothing is applied or
+//     published (kUnchanged), so rewriting the file with a new comment is free.
+//   - The same rejected content seen again (inotify reports one edit as several events) is
+//     counted once; a forced reload (SIGHUP) always re-reads, logs and counts.
 // reload() is thread-safe (calls are serialised) and never throws.
 #pragma once
 #include <chrono>
@@ -45,8 +47,8 @@ class Reloader {
   // daemon should then exit 2). Calls the applier with an empty `before` and publishes.
   ConfigSnapshot load_initial();
 
-  // Re-reads the file. `force` skips the "same configuration" short cut for rejected files
-  // too, so a SIGHUP always logs the current verdict.
+  // Re-reads the file. `force` (SIGHUP) disables the "same rejected content" short cut, so
+  // the current verdict is always logged.
   ReloadOutcome reload(bool force = false);
 
   // Convenience for ConfigWatcher: reload(trigger == Trigger::kForced).

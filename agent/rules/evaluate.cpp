@@ -159,7 +159,10 @@ bool RuleSet::eval(uint32_t index, const Event& e) const {
     case Op::kMatches: {
       const Value v = operand(n.a);
       if (v.type != Value::Type::kString) return false;
-      return std::regex_search(v.str.begin(), v.str.end(), regexes_[n.regex]);
+      // libstdc++'s regex executor recurses per input character; event strings come from
+      // traced programs, so bound the subject to keep the agent's stack safe.
+      const std::string_view subject = v.str.substr(0, kMaxMatchSubject);
+      return std::regex_search(subject.begin(), subject.end(), regexes_[n.regex]);
     }
     case Op::kTruthy: return equal(operand(n.a), Value{Value::Type::kBool, 0, true, {}});
     case Op::kConst: return n.constant;

@@ -19,7 +19,8 @@
 // (missing, or a string that is not a number against a number) `==`, ordering, `in` and
 // `matches` are false and `!=` is true (`!=` is always the negation of `==`, so a rule like
 // `consent.granted != true` fires when consent is absent: fail closed).
-// && and || short-circuit left to right.
+// && and || short-circuit left to right. `matches` searches (ECMAScript syntax, unanchored)
+// within the first kMaxMatchSubject bytes of the value.
 // Actions: sample.exempt = bool (captured payload must not leave the node, only counts),
 // sample.drop / drop = bool, sample.rate = number in (0,1] (the lowest fired rate wins),
 // redact / redact.fields = ["args[1]", "comm", "tags.user", ...], audit.trace = ["id", ...].
@@ -157,6 +158,7 @@ void apply(const RuleSet& rules, Event& event, Decision& scratch);
 Decision apply(const RuleSet& rules, Event& event);
 
 inline constexpr std::string_view kRedacted = "[redacted]";
+inline constexpr size_t kMaxMatchSubject = 1024;
 
 // One JSON line (no trailing newline) describing the fired rules for an append-only audit
 // log: {"ts_ns":..,"probe":..,"pid":..,"service":..,"rules":[{"rule":..,"when":..,"audit":[..]}]}.

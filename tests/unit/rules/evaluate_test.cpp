@@ -173,3 +173,20 @@ TEST(RulesEvaluate, CudaFieldsOnlyExistOnCudaEvents) {
 
 }  // namespace
 }  // namespace mcp::rules
+
+namespace mcp::rules {
+namespace {
+
+// Event strings come from traced programs: a huge one must not blow the agent's stack in
+// std::regex (which recurses per character); only the first kMaxMatchSubject bytes count.
+TEST(RulesEvaluate, MatchesOnAHugeStringIsBoundedAndSafe) {
+  auto rs = RuleSet::compile(R"(rule "r" when payload matches "^(a|b)*c" then drop = true end)");
+  Event e;
+  e.attributes = {{"payload", std::string(kMaxMatchSubject - 1, 'a') + "c"}};
+  EXPECT_TRUE(rs.matches(0, e));
+  e.attributes = {{"payload", std::string(1 << 20, 'a') + "c"}};
+  EXPECT_FALSE(rs.matches(0, e));  // the 'c' lies beyond the bound
+}
+
+}  // namespace
+}  // namespace mcp::rules

@@ -1,0 +1,147 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "config/loader.h"
+
+namespace mcp::config {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(ConfigLoader, ShippedExampleIsValidAndMeansWhatItsCommentsSay) {
+  const Config cfg = load_config(MCP_EXAMPLE_CONFIG);
+  EXPECT_EQ(cfg.broker.addresses, std::vector<std::string>{"mcp-broker.mcp-system.svc:7070"});
+  ASSERT_TRUE(cfg.broker.tls.has_value());
+  EXPECT_EQ(cfg.broker.tls->cert, "/etc/mcp/tls/tls.crt");
+  EXPECT_EQ(cfg.metrics_listen, "127.0.0.1:9464");
+  // 3 uprobes + 2 syscalls; CUDA is disabled so it adds none.
+  ASSERT_EQ(cfg.probes.size(), 5u);
+  const ProbeSpec& p = cfg.probes[0];
+  EXPECT_EQ(p.kind, ProbeKind::kUprobe);
+  EXPECT_EQ(p.key(), "uprobe:/usr/local/bin/checkout:handle_order");
+  EXPECT_EQ(p.tags, (std::vector<std::pair<std::string, std::string>>{{"version", "v1"}, {"team", "payments"}}));
+  ASSERT_TRUE(p.trace_id.has_value());
+  EXPECT_EQ(p.trace_id->index, 1);
+  EXPECT_EQ(p.trace_id->format, TraceIdArg::Format::kHex32);
+  EXPECT_TRUE(p.latency);
+  EXPECT_EQ(p.sampling.target_qps, 200.0);
+  EXPECT_TRUE(p.sampling.consistent);
+  EXPECT_EQ(cfg.probes[1].key(), "uprobe:/usr/local/bin/checkout-v2:handle_order@container=3f9a1c");
+  EXPECT_EQ(cfg.probes[2].key(), "uprobe:lib:libssl.so.3:SSL_write");
+  EXPECT_EQ(cfg.probes[2].sampling.rate, 0.01);
+  EXPECT_EQ(cfg.probes[3].key(), "syscall:openat");
+  EXPECT_EQ(cfg.probes[4].key(), "syscall:connect");
+  EXPECT_EQ(cfg.probes[4].sampling.rate, 0.1);
+  EXPECT_FALSE(cfg.cuda.enabled);
+  EXPECT_EQ(cfg.cuda.slow_launch, std::chrono::milliseconds(5));
+  ASSERT_TRUE(cfg.quotas.default_quota.has_value());
+  EXPECT_EQ(cfg.quotas.default_quota->burst, 2000);
+  ASSERT_EQ(cfg.quotas.tenants.size(), 1u);
+  EXPECT_EQ(cfg.quotas.tenants[0].rate, 500);
+  EXPECT_EQ(cfg.exporter.sample_rate, 1.0);
+  // The comment promises 250 qps split 200 / 50.
+  EXPECT_EQ(cfg.version_targets("checkout"),
+            (std::vector<VersionTarget>{{"v1", 200.0}, {"v2", 50.0}}));
+  EXPECT_EQ(cfg.compliance.rules->size(), 2u);
+  EXPECT_EQ(cfg.compliance.rules->rule(0).name, "health_record_anonymization");
+}
+
+TEST(ConfigLoader, MinimalFileGetsDefaults) {
+  const Config cfg = parse_config("syscalls: [openat]\n", "a.yaml");
+  EXPECT_EQ(cfg.metrics_listen, kDefaultMetricsListen);
+  EXPECT_TRUE(cfg.broker.addresses.empty());
+  ASSERT_EQ(cfg.probes.size(), 1u);
+  EXPECT_FALSE(cfg.probes[0].sampling.rate.has_value());
+  ASSERT_NE(cfg.compliance.rules, nullptr);
+  EXPECT_TRUE(cfg.compliance.rules->empty());
+  EXPECT_EQ(cfg.exporter.sample_rate, 1.0);
+}
+
+TEST(ConfigLoader, CudaEnabledAddsOneProbePerLibrary) {
+  const Config cfg = parse_config("cuda:\n  enabled: true\n  sampling: {rate: 0.5}\n", "a.yaml");
+  ASSERT_EQ(cfg.probes.size(), 2u);
+  EXPECT_EQ(cfg.probes[0].key(), "cuda:libcudart.so");
+  EXPECT_EQ(cfg.probes[1].key(), "cuda:libcuda.so");
+  EXPECT_EQ(cfg.probes[1].sampling.rate, 0.5);
+}
+
+TEST(ConfigLoader, WeightedTargetUsesTheServiceTargetWhenGiven) {
+  const Config cfg = parse_config(R"(
+services:
+  - service: api
+    strategy: weighted
+    target_qps: 1000
+    weights: {stable: 90, canary: 10}
+)", "a.yaml");
+  EXPECT_EQ(cfg.version_targets("api"), (std::vector<VersionTarget>{{"stable", 900.0}, {"canary", 100.0}}));
+  EXPECT_TRUE(cfg.version_targets("other").empty());
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/mcp-config-XXXXXX";
+    path_ = mkdtemp(tmpl);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  const fs::path& path() const { return path_; }
+  fs::path write(const std::string& name, const std::string& text) const {
+    std::ofstream(path_ / name) << text;
+    return path_ / name;
+  }
+
+ private:
+  fs::path path_;
+};
+
+TEST(ConfigLoader, RulesFileResolvesRelativeToTheConfigFile) {
+  TempDir dir;
+  dir.write("rules.mcp", "rule \"r\" when pid == 1 then drop = true end\n");
+  const auto cfg_path = dir.write("agent.yaml", "compliance:\n  file: rules.mcp\n");
+  const Config cfg = load_config(cfg_path);
+  EXPECT_EQ(cfg.compliance.file, (dir.path() / "rules.mcp").string());
+  EXPECT_EQ(cfg.compliance.rules->size(), 1u);
+}
+
+TEST(ConfigLoader, RulesFileErrorsNameTheRulesFile) {
+  TempDir dir;
+  dir.write("rules.mcp", "rule \"r\"\nwhen pid ==\nthen drop = true end\n");
+  const auto cfg_path = dir.write("agent.yaml", "compliance:\n  file: rules.mcp\n");
+  try {
+    load_config(cfg_path);
+    FAIL();
+  } catch (const ConfigError& e) {
+    ASSERT_EQ(e.diagnostics().size(), 1u);
+    EXPECT_EQ(e.diagnostics()[0].file, (dir.path() / "rules.mcp").string());
+    EXPECT_EQ(e.diagnostics()[0].line, 3);
+    EXPECT_EQ(e.diagnostics()[0].column, 1);
+  }
+}
+
+TEST(ConfigLoader, MissingFileIsAnErrorNamingIt) {
+  try {
+    load_config("/nonexistent/agent.yaml");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), "/nonexistent/agent.yaml: cannot read: No such file or directory");
+    EXPECT_EQ(e.code(), ExitCode::kUsage);
+  }
+}
+
+TEST(ConfigLoader, ReportsEveryProblemInFileOrder) {
+  try {
+    parse_config("exporter:\n  sample_rate: 2\nprobs: []\nmetrics:\n  listen: nope\n", "a.yaml");
+    FAIL();
+  } catch (const ConfigError& e) {
+    ASSERT_EQ(e.diagnostics().size(), 3u);
+    EXPECT_EQ(e.diagnostics()[0].str(), "a.yaml:2:16: exporter.sample_rate must be in (0, 1]");
+    EXPECT_EQ(e.diagnostics()[1].str(), "a.yaml:3:1: unknown key 'probs' in agent.yaml (did you mean 'probes'?)");
+    EXPECT_EQ(e.diagnostics()[2].str(), "a.yaml:5:11: metrics.listen 'nope' is not host:port");
+    EXPECT_EQ(std::string(e.what()), e.diagnostics()[0].str());
+  }
+}
+
+}  // namespace
+}  // namespace mcp::config

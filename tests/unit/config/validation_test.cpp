@@ -1,0 +1,185 @@
+// Every validation path of agent.yaml: the first diagnostic names the right line:column.
+#include <gtest/gtest.h>
+
+#include "config/loader.h"
+
+namespace mcp::config {
+namespace {
+
+struct Bad {
+  const char* name;
+  const char* yaml;
+  int line;
+  int column;
+  const char* fragment;
+};
+
+void PrintTo(const Bad& b, std::ostream* os) { *os << b.name; }
+
+class ConfigValidation : public ::testing::TestWithParam<Bad> {};
+
+TEST_P(ConfigValidation, FirstErrorHasPositionAndReason) {
+  const Bad& b = GetParam();
+  try {
+    parse_config(b.yaml, "agent.yaml");
+    FAIL() << "accepted:\n" << b.yaml;
+  } catch (const ConfigError& e) {
+    ASSERT_FALSE(e.diagnostics().empty());
+    const Diagnostic& d = e.diagnostics().front();
+    EXPECT_EQ(d.file, "agent.yaml");
+    EXPECT_EQ(d.line, b.line) << d.str();
+    EXPECT_EQ(d.column, b.column) << d.str();
+    EXPECT_NE(d.message.find(b.fragment), std::string::npos) << d.str();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Paths, ConfigValidation,
+    ::testing::Values(
+        // document level
+        Bad{"Empty", "", 1, 1, "empty configuration"},
+        Bad{"CommentsOnly", "# nothing\n", 1, 1, "empty configuration"},
+        Bad{"YamlSyntax", "probes: [\n  {binary: /x\n", 3, 1, "YAML syntax"},
+        Bad{"BadIndent", "node_name: a\n  broker: b\n", 2, 9, "YAML syntax"},
+        Bad{"TwoDocuments", "node_name: a\n---\nnode_name: b\n", 2, 1, "more than one YAML document"},
+        // yaml-cpp's LoadAll loops forever on these (found by fuzz_config)
+        Bad{"StrayComma", ",", 1, 1, "YAML syntax"},
+        Bad{"StrayCommaAfterDocument", "[a]\n,", 2, 1, "YAML syntax"},
+        Bad{"TopIsList", "- a\n- b\n", 1, 1, "agent.yaml must be a mapping"},
+        Bad{"UnknownTopKeyTypo", "node_name: a\nbrokr: {}\n", 2, 1, "did you mean 'broker'"},
+        Bad{"UnknownTopKeyFar", "zzzzzzzz: 1\n", 1, 1, "expected one of"},
+        Bad{"DuplicateKey", "node_name: a\nnode_name: b\n", 2, 1, "duplicate key 'node_name' (first at line 1)"},
+        Bad{"Version", "version: 2\n", 1, 10, "unsupported version 2"},
+        Bad{"VersionNotInt", "version: one\n", 1, 10, "must be an integer"},
+        Bad{"NodeNameList", "node_name: [a]\n", 1, 12, "node_name must be a string"},
+        // broker
+        Bad{"BrokerNoAddresses", "broker:\n  token_file: /t\n", 2, 3, "needs 'addresses'"},
+        Bad{"BrokerEmptyAddresses", "broker:\n  addresses: []\n", 2, 14, "must not be empty"},
+        Bad{"BrokerBadAddress", "broker:\n  addresses: [\"a:1\", broker]\n", 2, 22, "'broker' is not host:port"},
+        Bad{"BrokerPortRange", "broker:\n  addresses: [a:70000]\n", 2, 15, "not host:port"},
+        Bad{"BrokerAddressMap", "broker:\n  addresses: {a: 1}\n", 2, 14, "must be a list"},
+        Bad{"BrokerUnknownKey", "broker:\n  addresses: [a:1]\n  token: x\n", 3, 3, "unknown key 'token' in broker"},
+        Bad{"TlsHalfPair", "broker:\n  addresses: [a:1]\n  tls:\n    cert: /c\n", 4, 5, "both 'cert' and 'key'"},
+        Bad{"TlsUnknown", "broker:\n  addresses: [a:1]\n  tls: {ca: /a, crt: /c}\n", 3, 17, "did you mean 'cert'"},
+        // probes
+        Bad{"ProbesNotList", "probes: {binary: /x}\n", 1, 9, "probes must be a list"},
+        Bad{"ProbeNeitherTarget", "probes:\n  - symbol: f\n", 2, 5, "exactly one of 'binary' or 'library'"},
+        Bad{"ProbeBothTargets", "probes:\n  - binary: /x\n    library: libx.so\n    symbol: f\n", 3, 5,
+            "exactly one of"},
+        Bad{"ProbeRelativeBinary", "probes:\n  - binary: app\n    symbol: f\n", 2, 13, "absolute path"},
+        Bad{"ProbeNoSymbol", "probes:\n  - binary: /x\n", 2, 5, "needs 'symbol'"},
+        Bad{"ProbeEmptySymbol", "probes:\n  - binary: /x\n    symbol: \"\"\n", 3, 13, "symbol must not be empty"},
+        Bad{"ProbeTypo", "probes:\n  - symbl: f\n    binary: /x\n", 2, 5, "did you mean 'symbol'"},
+        Bad{"TraceIdIndex", "probes:\n  - binary: /x\n    symbol: f\n    trace_id: 6\n", 4, 15, "0..5"},
+        Bad{"TraceIdFormat", "probes:\n  - binary: /x\n    symbol: f\n    trace_id: \"1:hex\"\n", 4, 15,
+            "N:hex32 or N:bytes16"},
+        Bad{"LatencyNotBool", "probes:\n  - binary: /x\n    symbol: f\n    latency: yes\n", 4, 14,
+            "must be true or false, found 'yes'"},
+        Bad{"LatencyQuoted", "probes:\n  - binary: /x\n    symbol: f\n    latency: \"true\"\n", 4, 14,
+            "must be true or false"},
+        Bad{"SelectorEmpty", "probes:\n  - binary: /x\n    symbol: f\n    selector: {}\n", 4, 15,
+            "needs 'container_id' or 'cgroup_path'"},
+        Bad{"SelectorCgroupRelative", "probes:\n  - binary: /x\n    symbol: f\n    selector: {cgroup_path: kube}\n",
+            4, 29, "must start with '/'"},
+        Bad{"TagsList", "probes:\n  - binary: /x\n    symbol: f\n    tags: [a]\n", 4, 11, "tags must be a mapping"},
+        Bad{"TagsDuplicate", "probes:\n  - binary: /x\n    symbol: f\n    tags: {a: 1, a: 2}\n", 4, 18,
+            "duplicate tag 'a'"},
+        Bad{"DuplicateProbe", "probes:\n  - {binary: /x, symbol: f}\n  - {binary: /x, symbol: f}\n", 3, 5,
+            "duplicate probe 'uprobe:/x:f' (first at line 2)"},
+        // sampling
+        Bad{"SamplingBoth", "syscalls:\n  - name: read\n    sampling: {rate: 0.5, target_qps: 3}\n", 3, 27,
+            "either 'rate' or 'target_qps'"},
+        Bad{"SamplingNeither", "syscalls:\n  - name: read\n    sampling: {consistent: true}\n", 3, 15,
+            "needs 'rate' or 'target_qps'"},
+        Bad{"RateZero", "syscalls:\n  - name: read\n    sampling: {rate: 0}\n", 3, 22, "(0, 1]"},
+        Bad{"RateAboveOne", "syscalls:\n  - name: read\n    sampling: {rate: 1.01}\n", 3, 22, "(0, 1]"},
+        Bad{"RateText", "syscalls:\n  - name: read\n    sampling: {rate: half}\n", 3, 22,
+            "must be a number, found 'half'"},
+        Bad{"RateQuoted", "syscalls:\n  - name: read\n    sampling: {rate: \"0.5\"}\n", 3, 22, "must be a number"},
+        Bad{"TargetQpsNegative", "syscalls:\n  - name: read\n    sampling: {target_qps: -1}\n", 3, 28,
+            "greater than 0"},
+        Bad{"ConsistentNotBool", "syscalls:\n  - name: read\n    sampling: {rate: 1, consistent: 2}\n", 3, 37,
+            "true or false"},
+        Bad{"SamplingTypo", "syscalls:\n  - name: read\n    sampling: {rate: 1, consisten: true}\n", 3, 25,
+            "did you mean 'consistent'"},
+        // syscalls
+        Bad{"SyscallsNotList", "syscalls: openat\n", 1, 11, "syscalls must be a list"},
+        Bad{"SyscallBadName", "syscalls: [openat, Open-At]\n", 1, 20, "is not a syscall name"},
+        Bad{"SyscallNoName", "syscalls:\n  - sampling: {rate: 1}\n", 2, 5, "needs 'name'"},
+        Bad{"DuplicateSyscall", "syscalls: [read, write, read]\n", 1, 25, "duplicate probe 'syscall:read'"},
+        // cuda
+        Bad{"CudaEnabledText", "cuda:\n  enabled: on\n", 2, 12, "true or false"},
+        Bad{"CudaSlowLaunch", "cuda:\n  slow_launch: 5 parsecs\n", 2, 16, "cuda.slow_launch"},
+        Bad{"CudaLibsEmpty", "cuda:\n  libs: []\n", 2, 9, "must not be empty"},
+        Bad{"CudaLibsNotList", "cuda:\n  libs: libcuda.so\n", 2, 9, "must be a list"},
+        // quotas
+        Bad{"QuotaNoRate", "quotas:\n  default: {burst: 3}\n", 2, 12, "needs 'rate'"},
+        Bad{"QuotaZeroRate", "quotas:\n  default: {rate: 0}\n", 2, 19, "greater than 0"},
+        Bad{"QuotaSmallBurst", "quotas:\n  default: {rate: 5, burst: 0.5}\n", 2, 29, "at least 1"},
+        Bad{"QuotaDefaultCgroup", "quotas:\n  default: {rate: 5, cgroup_path: /a}\n", 2, 22, "unknown key 'cgroup_path'"},
+        Bad{"TenantNoCgroup", "quotas:\n  tenants:\n    - {rate: 5}\n", 3, 7, "needs 'cgroup_path'"},
+        Bad{"TenantsNotList", "quotas:\n  tenants: {a: 1}\n", 2, 12, "must be a list"},
+        Bad{"TenantDuplicate", "quotas:\n  tenants:\n    - {cgroup_path: /a, rate: 1}\n    - {cgroup_path: /a, rate: 2}\n",
+            4, 7, "duplicate quota for '/a' (first at line 3)"},
+        // exporter
+        Bad{"ExporterErrorOnly", "exporter:\n  error_only: 1\n", 2, 15, "true or false"},
+        Bad{"ExporterSampleRate", "exporter:\n  sample_rate: 0\n", 2, 16, "(0, 1]"},
+        // services / weighted strategy
+        Bad{"WeightsSum90", "services:\n  - service: api\n    strategy: weighted\n    target_qps: 10\n    weights: {v1: 80, v2: 10}\n",
+            5, 14, "weights sum to 90, must sum to 100"},
+        Bad{"WeightsSum110", "services:\n  - service: api\n    strategy: weighted\n    target_qps: 10\n    weights:\n      v1: 80\n      v2: 30\n",
+            6, 7, "weights sum to 110"},
+        Bad{"WeightFraction", "services:\n  - service: api\n    strategy: weighted\n    target_qps: 10\n    weights: {v1: 79.5, v2: 20.5}\n",
+            5, 19, "weight must be an integer, found '79.5'"},
+        Bad{"WeightQuoted", "services:\n  - service: api\n    strategy: weighted\n    target_qps: 10\n    weights: {v1: \"80\", v2: 20}\n",
+            5, 19, "weight must be an integer"},
+        Bad{"WeightNegative", "services:\n  - service: api\n    strategy: weighted\n    target_qps: 10\n    weights: {v1: 120, v2: -20}\n",
+            5, 19, "between 0 and 100"},
+        Bad{"WeightsEmpty", "services:\n  - service: api\n    strategy: weighted\n    target_qps: 10\n    weights: {}\n",
+            5, 14, "non-empty mapping"},
+        Bad{"WeightsDuplicateVersion", "services:\n  - service: api\n    strategy: weighted\n    target_qps: 10\n    weights: {v1: 50, v1: 50}\n",
+            5, 23, "duplicate version 'v1'"},
+        Bad{"WeightsMissing", "services:\n  - service: api\n    strategy: weighted\n    target_qps: 10\n", 2, 5,
+            "needs 'weights'"},
+        Bad{"StrategyUnknown", "services:\n  - service: api\n    strategy: round_robin\n    weights: {v1: 100}\n", 3, 15,
+            "unknown strategy 'round_robin'"},
+        Bad{"StrategyMissing", "services:\n  - service: api\n    weights: {v1: 100}\n", 2, 5, "needs 'strategy'"},
+        Bad{"ServiceMissing", "services:\n  - strategy: weighted\n    weights: {v1: 100}\n", 2, 5, "needs 'service'"},
+        Bad{"ServiceNoTarget", "services:\n  - service: api\n    strategy: weighted\n    weights: {v1: 100}\n", 2, 5,
+            "has weights but no target"},
+        Bad{"ServiceDuplicate", "services:\n  - {service: a, strategy: weighted, weights: {v: 100}, target_qps: 1}\n"
+                                "  - {service: a, strategy: weighted, weights: {v: 100}, target_qps: 1}\n",
+            3, 5, "duplicate strategy for service 'a'"},
+        Bad{"ServicesNotList", "services: {a: 1}\n", 1, 11, "services must be a list"},
+        // compliance
+        Bad{"ComplianceBoth", "compliance:\n  rules: \"\"\n  file: r.mcp\n", 3, 3, "either 'rules' (inline) or 'file'"},
+        Bad{"ComplianceMissingFile", "compliance:\n  file: /nonexistent/r.mcp\n", 2, 9, "cannot read"},
+        Bad{"ComplianceInlineBlock",
+            "compliance:\n  rules: |\n    rule \"a\"\n    when pid == 1\n    then sample.exmpt = true\n    end\n", 5, 10,
+            "unknown action 'sample.exmpt'"},
+        Bad{"ComplianceInlineQuoted", "compliance:\n  rules: 'rule \"a\" when pid = 1 then drop = true end'\n",
+            2, 29, "expected 'then'"},
+        Bad{"ComplianceInlinePlain", "compliance: {rules: rule x}\n", 1, 26, "expected string"},
+        // metrics
+        Bad{"MetricsListen", "metrics:\n  listen: 9464\n", 2, 11, "is not host:port"},
+        Bad{"MetricsTypo", "metrics:\n  listn: a:1\n", 2, 3, "did you mean 'listen'"}),
+    [](const ::testing::TestParamInfo<Bad>& i) { return std::string(i.param.name); });
+
+TEST(ConfigValidation, WeightsSummingTo100Pass) {
+  const Config cfg = parse_config(
+      "services:\n  - service: api\n    strategy: weighted\n    target_qps: 10\n    weights: {a: 33, b: 33, c: 34}\n",
+      "agent.yaml");
+  ASSERT_EQ(cfg.services.size(), 1u);
+  EXPECT_EQ(cfg.services[0].weights.size(), 3u);
+  EXPECT_EQ(cfg.services[0].weights[2], (std::pair<std::string, int>{"c", 34}));
+}
+
+TEST(ConfigValidation, ZeroWeightVersionIsAllowed) {
+  const Config cfg = parse_config(
+      "services:\n  - service: api\n    strategy: weighted\n    target_qps: 10\n    weights: {a: 100, b: 0}\n",
+      "agent.yaml");
+  EXPECT_EQ(cfg.version_targets("api"), (std::vector<VersionTarget>{{"a", 10.0}, {"b", 0.0}}));
+}
+
+}  // namespace
+}  // namespace mcp::config

@@ -1,0 +1,98 @@
+#include "reload/diff.h"
+
+#include <gtest/gtest.h>
+
+#include "config/loader.h"
+
+namespace mcp::reload {
+namespace {
+
+config::Config parse(const std::string& yaml) { return config::parse_config(yaml, "agent.yaml"); }
+
+std::vector<std::string> keys(const std::vector<config::ProbeSpec>& v) {
+  std::vector<std::string> out;
+  for (const auto& p : v) out.push_back(p.key());
+  return out;
+}
+std::vector<std::string> keys(const std::vector<ProbeUpdate>& v) {
+  std::vector<std::string> out;
+  for (const auto& u : v) out.push_back(u.after.key());
+  return out;
+}
+
+const char* kBefore = R"(
+probes:
+  - {binary: /bin/a, symbol: f, sampling: {rate: 0.5}}
+  - {binary: /bin/b, symbol: g, service: s, tags: {version: v1}}
+  - {binary: /bin/c, symbol: h, trace_id: 0}
+  - {binary: /bin/d, symbol: i}
+syscalls: [openat, read]
+)";
+
+TEST(ConfigDiff, ClassifiesEveryProbe) {
+  const auto before = parse(kBefore);
+  const auto after = parse(R"(
+probes:
+  - {binary: /bin/a, symbol: f, sampling: {rate: 0.25}}
+  - {binary: /bin/b, symbol: g, service: s, tags: {version: v2}}
+  - {binary: /bin/c, symbol: h, trace_id: "0:hex32"}
+  - {binary: /bin/e, symbol: j}
+syscalls: [openat, write]
+)");
+  const ConfigDiff d = diff(before, after);
+  EXPECT_EQ(keys(d.unchanged), (std::vector<std::string>{"syscall:openat"}));
+  EXPECT_EQ(keys(d.sampling_changed), (std::vector<std::string>{"uprobe:/bin/a:f"}));
+  EXPECT_EQ(d.sampling_changed[0].before.sampling.rate, 0.5);
+  EXPECT_EQ(d.sampling_changed[0].after.sampling.rate, 0.25);
+  EXPECT_EQ(keys(d.metadata_changed), (std::vector<std::string>{"uprobe:/bin/b:g"}));
+  // trace_id decoding changed: a different program, so detach and attach again.
+  EXPECT_EQ(keys(d.added), (std::vector<std::string>{"uprobe:/bin/c:h", "uprobe:/bin/e:j", "syscall:write"}));
+  EXPECT_EQ(keys(d.removed), (std::vector<std::string>{"uprobe:/bin/c:h", "uprobe:/bin/d:i", "syscall:read"}));
+  EXPECT_TRUE(d.probes_changed());
+  EXPECT_FALSE(d.rules_changed);
+  EXPECT_FALSE(d.broker_changed);
+}
+
+TEST(ConfigDiff, IdenticalConfigsAreEmpty) {
+  const ConfigDiff d = diff(parse(kBefore), parse(kBefore));
+  EXPECT_TRUE(d.empty());
+  EXPECT_EQ(d.unchanged.size(), 6u);
+}
+
+TEST(ConfigDiff, SelectorIsPartOfTheIdentity) {
+  const ConfigDiff d = diff(parse("probes:\n  - {binary: /bin/a, symbol: f}\n"),
+                            parse("probes:\n  - {binary: /bin/a, symbol: f, selector: {container_id: abc}}\n"));
+  EXPECT_EQ(keys(d.added), (std::vector<std::string>{"uprobe:/bin/a:f@container=abc"}));
+  EXPECT_EQ(keys(d.removed), (std::vector<std::string>{"uprobe:/bin/a:f"}));
+}
+
+TEST(ConfigDiff, FlagsNonProbeSections) {
+  const ConfigDiff d = diff(parse("node_name: a\nexporter: {error_only: false}\n"),
+                            parse(R"(node_name: b
+exporter: {error_only: true}
+broker: {addresses: ["x:1"]}
+metrics: {listen: "0.0.0.0:9464"}
+quotas: {default: {rate: 5}}
+cuda: {slow_launch: 2ms}
+services: [{service: s, strategy: weighted, target_qps: 5, weights: {v1: 100}}]
+compliance: {rules: 'rule "r" when pid == 1 then drop = true end'}
+)"));
+  EXPECT_FALSE(d.probes_changed());
+  EXPECT_TRUE(d.node_changed);
+  EXPECT_TRUE(d.exporter_changed);
+  EXPECT_TRUE(d.broker_changed);
+  EXPECT_TRUE(d.metrics_changed);
+  EXPECT_TRUE(d.quotas_changed);
+  EXPECT_TRUE(d.cuda_settings_changed);
+  EXPECT_TRUE(d.services_changed);
+  EXPECT_TRUE(d.rules_changed);
+}
+
+TEST(ConfigDiff, FromEmptyEverythingIsAdded) {
+  const ConfigDiff d = diff(config::Config{}, parse(kBefore));
+  EXPECT_EQ(d.added.size(), 6u);
+  EXPECT_TRUE(d.removed.empty());
+}
+
+}  // namespace
+}  // namespace mcp::reload
