@@ -249,7 +249,7 @@ int run_trace(TraceOptions& o) {
   spdlog::info("tracing {} probe(s)", session->probes().size());
   const auto start = std::chrono::steady_clock::now();
   while (!g_stop.load()) {
-    consumer.poll(10);
+    consumer.poll(pipeline::kPollTimeoutMs);
     if (printer) printer->flush();
     if (o.max_events && printed >= o.max_events) break;
     if (o.duration.count() && std::chrono::steady_clock::now() - start >= o.duration) break;

@@ -238,7 +238,7 @@ int run_daemon(const RunFlags& flags) {
       });
   while (!g_stop.load()) {
     cfg = store.current();  // one snapshot per batch: a reload never splits an event
-    consumer.poll(10);
+    consumer.poll(pipeline::kPollTimeoutMs);
     if (printer) printer->flush();
     last_poll.store(std::chrono::steady_clock::now().time_since_epoch().count());
   }

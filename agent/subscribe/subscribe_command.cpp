@@ -1,5 +1,6 @@
 #include "subscribe/subscribe_command.h"
 
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -19,6 +20,7 @@ struct SubscribeFlags {
   std::string format = "json";
   uint64_t max_packets = 0;
   uint64_t max_events = 0;
+  bool receipt_ns = false;
   bool no_reconnect = false;
   TlsFiles tls;
   std::string token_file;
@@ -49,7 +51,15 @@ int run_subscribe(const SubscribeFlags& flags) {
       if (flags.max_events && events >= flags.max_events) break;
       events++;
       if (table) std::cout << sample_to_table_row(sample) << '\n';
-      else std::cout << sample_to_json(sample).dump() << '\n';
+      else if (!flags.receipt_ns) std::cout << sample_to_json(sample).dump() << '\n';
+      else {
+        // For latency measurements: when this consumer got the event, on the same clock as ts_ns.
+        auto j = sample_to_json(sample);
+        j["received_ns"] = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+        std::cout << j.dump() << '\n';
+      }
     }
     std::cout.flush();
     if (packet.dropped_packets() > 0) {
@@ -83,6 +93,7 @@ void add_subscribe_command(CLI::App& app, CommandAction& action) {
       ->capture_default_str();
   cmd->add_option("--max-packets", flags->max_packets, "exit after this many packets");
   cmd->add_option("--max-events", flags->max_events, "exit after printing this many events");
+  cmd->add_flag("--receipt-ns", flags->receipt_ns, "add received_ns (wall clock at receipt) to each JSON line");
   cmd->add_flag("--no-reconnect", flags->no_reconnect, "exit when the stream ends");
   cmd->add_option("--tls-ca", flags->tls.ca, "CA that signed the broker's certificate")
       ->check(CLI::ExistingFile);

@@ -4,7 +4,7 @@
  *   calls N            mcp_work(i, 2, 3, 4, 5, 6) N times
  *   sleep N US         mcp_sleep(US) N times (each sleeps US microseconds)
  *   getppid N          N getppid() syscalls
- *   rate R SECONDS     mcp_work at about R calls/s for SECONDS
+ *   rate R SECONDS [getppid]  mcp_work (or getppid) at about R calls/s for SECONDS
  *   traceid N [SEED]   mcp_handle(trace_id, i) for N trace ids: 32 hex chars, two
  *                      splitmix64 outputs of SEED (tests recompute them)
  *   realtime N FILE    mcp_work N times, writing "before after" CLOCK_REALTIME ns per call
@@ -82,8 +82,9 @@ int main(int argc, char **argv)
 			if (el >= secs * 1e9)
 				break;
 			uint64_t due = (uint64_t)((double)el * n / 1e9);
+			const int syscalls = argc > 4 && !strcmp(argv[4], "getppid");
 			while (done < due)
-				sum += mcp_work(done++, 2, 3, 4, 5, 6);
+				sum += syscalls ? (done++, getppid()) : mcp_work(done++, 2, 3, 4, 5, 6);
 			struct timespec ts = { 0, 1000000 };
 			nanosleep(&ts, NULL);
 		}
