@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "broker_client.h"
 #include "broker_process.h"
 #include "common/error.h"
 #include "forward/channel.h"
@@ -26,6 +27,11 @@ namespace {
 
 using namespace std::chrono_literals;
 using test::BrokerProcess;
+using test::broker_stats;
+using test::Collector;
+using test::stub_for;
+using test::unix_ns;
+using test::wait_until;
 
 constexpr std::string_view kProbe = "/usr/bin/worker:handle_request";
 constexpr uint64_t kQuarter = uint64_t{1} << 62;  // threshold for p = 0.25, weight 4
@@ -55,93 +61,6 @@ Event make_event(uint64_t i) {
   e.tags = {{"zone", "a"}};
   return e;
 }
-
-uint64_t unix_ns() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
-}
-
-template <typename F>
-bool wait_until(F cond, std::chrono::milliseconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return cond();
-}
-
-std::unique_ptr<mcp::v1::Sampling::Stub> stub_for(const std::string& address,
-                                                  const TlsFiles& tls = {}) {
-  return mcp::v1::Sampling::NewStub(make_channel(address, tls, false));
-}
-
-mcp::v1::StatsReply broker_stats(const std::string& address, const std::string& token = "",
-                                 const TlsFiles& tls = {}) {
-  grpc::ClientContext ctx;
-  add_token(ctx, token);
-  mcp::v1::StatsReply reply;
-  stub_for(address, tls)->Stats(&ctx, {}, &reply);
-  return reply;
-}
-
-// A subscriber on its own thread that records every sample's args[0].
-class Collector {
- public:
-  explicit Collector(SubscribeOptions options, std::shared_future<void> gate = {})
-      : client_(std::move(options)), gate_(std::move(gate)) {
-    thread_ = std::thread([this] {
-      try {
-        client_.run([this](const mcp::v1::SamplePacket& p) {
-          if (gate_.valid()) gate_.wait();
-          std::lock_guard lock(mu_);
-          for (const auto& s : p.samples()) {
-            ids_.push_back(s.args_size() > 0 ? s.args(0) : UINT64_MAX);
-            if (!first_) first_ = std::make_unique<mcp::v1::Sample>(s);
-          }
-          return true;
-        });
-      } catch (const std::exception& e) {
-        std::lock_guard lock(mu_);
-        error_ = e.what();
-      }
-      done_ = true;
-    });
-  }
-  ~Collector() {
-    client_.stop();
-    thread_.join();
-  }
-  size_t count() const {
-    std::lock_guard lock(mu_);
-    return ids_.size();
-  }
-  size_t distinct() const {
-    std::lock_guard lock(mu_);
-    return std::set<uint64_t>(ids_.begin(), ids_.end()).size();
-  }
-  std::string error() const {
-    std::lock_guard lock(mu_);
-    return error_;
-  }
-  mcp::v1::Sample first() const {
-    std::lock_guard lock(mu_);
-    return first_ ? *first_ : mcp::v1::Sample();
-  }
-  bool done() const { return done_; }
-  SubscribeStats stats() const { return client_.stats(); }
-
- private:
-  SubscribeClient client_;
-  std::shared_future<void> gate_;
-  mutable std::mutex mu_;
-  std::vector<uint64_t> ids_;
-  std::unique_ptr<mcp::v1::Sample> first_;
-  std::string error_;
-  std::atomic<bool> done_{false};
-  std::thread thread_;
-};
 
 class BrokerE2E : public ::testing::Test {
  protected:

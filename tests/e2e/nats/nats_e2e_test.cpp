@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "broker/downsample.h"
+#include "broker_client.h"
 #include "broker_process.h"
 #include "common/event.h"
 #include "forward/channel.h"
@@ -26,6 +27,11 @@ namespace {
 
 using namespace std::chrono_literals;
 using test::BrokerProcess;
+using test::broker_stats;
+using test::Collector;
+using test::stub_for;
+using test::unix_ns;
+using test::wait_until;
 using test::NatsCluster;
 
 constexpr uint64_t kQuarter = uint64_t{1} << 62;  // threshold for p = 0.25, weight 4
@@ -47,82 +53,6 @@ Event make_event(uint64_t i, const std::string& service = "checkout") {
   e.tags = {{"zone", "a"}};
   return e;
 }
-
-uint64_t unix_ns() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
-}
-
-template <typename F>
-bool wait_until(F cond, std::chrono::milliseconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return cond();
-}
-
-std::unique_ptr<mcp::v1::Sampling::Stub> stub_for(const std::string& address) {
-  return mcp::v1::Sampling::NewStub(make_channel(address, {}, false));
-}
-
-mcp::v1::StatsReply broker_stats(const std::string& address) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + 2s);
-  mcp::v1::StatsReply reply;
-  stub_for(address)->Stats(&ctx, {}, &reply);
-  return reply;
-}
-
-// Subscribes on its own thread and keeps every sample it receives.
-class Collector {
- public:
-  explicit Collector(SubscribeOptions options) : client_(std::move(options)) {
-    thread_ = std::thread([this] {
-      try {
-        client_.run([this](const mcp::v1::SamplePacket& p) {
-          std::lock_guard lock(mu_);
-          for (const auto& s : p.samples()) samples_.push_back(s);
-          return true;
-        });
-      } catch (const std::exception& e) {
-        std::lock_guard lock(mu_);
-        error_ = e.what();
-      }
-    });
-  }
-  ~Collector() {
-    client_.stop();
-    thread_.join();
-  }
-  size_t count() const {
-    std::lock_guard lock(mu_);
-    return samples_.size();
-  }
-  size_t distinct() const {
-    std::lock_guard lock(mu_);
-    std::set<uint64_t> ids;
-    for (const auto& s : samples_) ids.insert(s.args(0));
-    return ids.size();
-  }
-  std::vector<mcp::v1::Sample> samples() const {
-    std::lock_guard lock(mu_);
-    return samples_;
-  }
-  std::string error() const {
-    std::lock_guard lock(mu_);
-    return error_;
-  }
-
- private:
-  SubscribeClient client_;
-  mutable std::mutex mu_;
-  std::vector<mcp::v1::Sample> samples_;
-  std::string error_;
-  std::thread thread_;
-};
 
 // The node that leads the stream's Raft group, asked of the cluster itself.
 std::string stream_leader(const std::string& servers) {

@@ -1,0 +1,115 @@
+// Test support for tests against a running mcp-broker: a gRPC stub, Stats,
+// polling with a deadline, and a subscriber that keeps what it receives.
+// Shared by the embedded-broker and the JetStream e2e tests.
+#pragma once
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "forward/channel.h"
+#include "forward/forwarder.h"
+#include "mcp/v1/sampling.grpc.pb.h"
+#include "subscribe/subscribe_client.h"
+
+namespace mcp::test {
+
+inline uint64_t unix_ns() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
+template <typename F>
+bool wait_until(F cond, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return cond();
+}
+
+inline std::unique_ptr<mcp::v1::Sampling::Stub> stub_for(const std::string& address, const TlsFiles& tls = {}) {
+  return mcp::v1::Sampling::NewStub(make_channel(address, tls, false));
+}
+
+inline mcp::v1::StatsReply broker_stats(const std::string& address, const std::string& token = "",
+                                        const TlsFiles& tls = {}) {
+  grpc::ClientContext ctx;
+  add_token(ctx, token);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  mcp::v1::StatsReply reply;
+  stub_for(address, tls)->Stats(&ctx, {}, &reply);
+  return reply;
+}
+
+// A subscriber on its own thread that keeps every sample; `gate`, when given,
+// holds each packet until it is set (a stalled consumer).
+class Collector {
+ public:
+  explicit Collector(SubscribeOptions options, std::shared_future<void> gate = {})
+      : client_(std::move(options)), gate_(std::move(gate)) {
+    thread_ = std::thread([this] {
+      try {
+        client_.run([this](const mcp::v1::SamplePacket& p) {
+          if (gate_.valid()) gate_.wait();
+          std::lock_guard lock(mu_);
+          for (const auto& s : p.samples()) samples_.push_back(s);
+          return true;
+        });
+      } catch (const std::exception& e) {
+        std::lock_guard lock(mu_);
+        error_ = e.what();
+      }
+      done_ = true;
+    });
+  }
+  ~Collector() {
+    client_.stop();
+    thread_.join();
+  }
+  size_t count() const {
+    std::lock_guard lock(mu_);
+    return samples_.size();
+  }
+  // Distinct args[0] values: the tests give every event a unique one.
+  size_t distinct() const {
+    std::lock_guard lock(mu_);
+    std::set<uint64_t> ids;
+    for (const auto& s : samples_) ids.insert(s.args_size() > 0 ? s.args(0) : UINT64_MAX);
+    return ids.size();
+  }
+  std::vector<mcp::v1::Sample> samples() const {
+    std::lock_guard lock(mu_);
+    return samples_;
+  }
+  mcp::v1::Sample first() const {
+    std::lock_guard lock(mu_);
+    return samples_.empty() ? mcp::v1::Sample() : samples_.front();
+  }
+  std::string error() const {
+    std::lock_guard lock(mu_);
+    return error_;
+  }
+  bool done() const { return done_; }
+  SubscribeStats stats() const { return client_.stats(); }
+
+ private:
+  SubscribeClient client_;
+  std::shared_future<void> gate_;
+  mutable std::mutex mu_;
+  std::vector<mcp::v1::Sample> samples_;
+  std::string error_;
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+}  // namespace mcp::test
