@@ -190,6 +190,8 @@ int run_trace(TraceOptions& o) {
     out_fd = open(o.output.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (out_fd < 0) throw runtime_error("cannot open " + o.output + ": " + std::strerror(errno));
   }
+  clock::Timestamper timestamper;
+  timestamper.start();
   std::unique_ptr<output::StreamSink> printer;
   if (o.brokers.empty() || o.also_stdout)
     printer = std::make_unique<output::StreamSink>(output::make_formatter(o.format), out_fd);
@@ -210,12 +212,11 @@ int run_trace(TraceOptions& o) {
       spdlog::info("policy for service '{}' probe '{}': rate {} target {} -> {} probe(s)", p.service, p.probe,
                    p.sampling_rate, p.target_qps, n);
     };
+    fo.on_broker_hlc = [&timestamper](uint64_t hlc) { timestamper.merge_remote(hlc); };
     forwarder = make_forwarder(std::move(fo));
   }
   std::vector<ProbeTally> tallies(MCP_MAX_PROBES);  // indexed by probe id: no lookup per event
   uint64_t printed = 0;
-  clock::Timestamper timestamper;
-  timestamper.start();
   pipeline::RingConsumer consumer(
       session->ringbuf_fd(), [&](uint32_t id) { return pipeline::ProbeRef{session->probe_name(id), session->probe_nargs(id)}; },
       [&](Event& e) {
