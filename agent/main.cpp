@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "config/check_config.h"
 #include "daemon/run_command.h"
+#include "subscribe/policy_command.h"
 #include "subscribe/subscribe_command.h"
 
 int main(int argc, char** argv) {
@@ -20,6 +21,7 @@ int main(int argc, char** argv) {
   mcp::cli::add_version_command(app, action);
   mcp::cli::add_trace_command(app, action);
   mcp::add_subscribe_command(app, action);
+  mcp::add_policy_command(app, action);
   mcp::daemon::add_run_command(app, action);
   mcp::add_check_config_command(app, action);
   try {

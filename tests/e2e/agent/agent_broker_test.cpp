@@ -2,7 +2,6 @@
 // workload through real BPF, forwarding to a real mcp-broker process, and the
 // mcp-agent subscribe command printing what the broker delivers.
 #include <gtest/gtest.h>
-#include <grpcpp/grpcpp.h>
 
 #include <future>
 #include <set>
@@ -10,8 +9,6 @@
 
 #include "../../support/run_command.h"
 #include "../broker/broker_process.h"
-#include "forward/channel.h"
-#include "mcp/v1/sampling.grpc.pb.h"
 
 namespace mcp {
 namespace {
@@ -83,13 +80,12 @@ TEST_F(AgentBrokerE2E, PolicyAppliedAtTheBrokerChangesTheAgentsKernelThreshold) 
                         "5"});
   });
   std::this_thread::sleep_for(2s);
-  mcp::v1::Policy policy;
-  policy.set_service("checkout");
-  policy.set_sampling_rate(0.25);
-  grpc::ClientContext ctx;
-  mcp::v1::ApplyPolicyReply reply;
-  auto stub = mcp::v1::Sampling::NewStub(make_channel(broker_->address(), {}, false));
-  ASSERT_TRUE(stub->ApplyPolicy(&ctx, policy, &reply).ok());
+  auto applied = run_command({kAgent, "policy", "apply", "--broker", broker_->address(), "--service", "checkout",
+                              "--sampling-rate", "0.25"});
+  ASSERT_EQ(applied.exit_code, 0) << applied.err;
+  EXPECT_NE(applied.out.find("pushed to 1 connected agent(s)"), std::string::npos) << applied.out;
+  auto listed = run_command({kAgent, "policy", "list", "--broker", broker_->address()});
+  EXPECT_NE(listed.out.find("service=checkout probe=* sampling_rate=0.25"), std::string::npos) << listed.out;
   auto r = agent.get();
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto events = parse_json_lines(test::slurp(out));

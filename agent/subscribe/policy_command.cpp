@@ -1,0 +1,85 @@
+#include "subscribe/policy_command.h"
+
+#include <cstdio>
+#include <memory>
+
+#include "common/error.h"
+#include "forward/channel.h"
+#include "mcp/v1/sampling.grpc.pb.h"
+
+namespace mcp {
+namespace {
+
+struct PolicyFlags {
+  std::string broker;
+  std::string service, probe;
+  double sampling_rate = 0, target_qps = 0;
+  TlsFiles tls;
+  std::string token_file;
+};
+
+std::unique_ptr<mcp::v1::Sampling::Stub> connect(const PolicyFlags& f, grpc::ClientContext& ctx) {
+  if (!f.token_file.empty()) add_token(ctx, read_token_file(f.token_file));
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  return mcp::v1::Sampling::NewStub(make_channel(f.broker, f.tls, false));
+}
+
+void print(const mcp::v1::Policy& p) {
+  std::printf("service=%s probe=%s sampling_rate=%g target_qps=%g\n", p.service().empty() ? "*" : p.service().c_str(),
+              p.probe().empty() ? "*" : p.probe().c_str(), p.sampling_rate(), p.target_qps());
+}
+
+int apply(const PolicyFlags& f) {
+  if ((f.sampling_rate > 0) == (f.target_qps > 0))
+    throw usage_error("give exactly one of --sampling-rate or --target-qps");
+  if (f.sampling_rate > 1) throw usage_error("--sampling-rate must be in (0, 1]");
+  mcp::v1::Policy policy;
+  policy.set_service(f.service);
+  policy.set_probe(f.probe);
+  policy.set_sampling_rate(f.sampling_rate);
+  policy.set_target_qps(f.target_qps);
+  grpc::ClientContext ctx;
+  mcp::v1::ApplyPolicyReply reply;
+  const auto status = connect(f, ctx)->ApplyPolicy(&ctx, policy, &reply);
+  if (!status.ok()) throw runtime_error("broker " + f.broker + " refused the policy: " + status.error_message());
+  print(reply.stored());
+  std::printf("pushed to %u connected agent(s)\n", reply.pushed_to_agents());
+  return 0;
+}
+
+int list(const PolicyFlags& f) {
+  grpc::ClientContext ctx;
+  mcp::v1::PolicyList reply;
+  const auto status = connect(f, ctx)->ListPolicies(&ctx, {}, &reply);
+  if (!status.ok()) throw runtime_error("broker " + f.broker + ": " + status.error_message());
+  for (const auto& p : reply.policies()) print(p);
+  return 0;
+}
+
+void add_connection_flags(CLI::App* cmd, PolicyFlags& f) {
+  cmd->add_option("--broker", f.broker, "mcp-broker HOST:PORT")->required();
+  cmd->add_option("--tls-ca", f.tls.ca, "CA of the broker's certificate (enables TLS)");
+  cmd->add_option("--tls-cert", f.tls.cert, "client certificate for mTLS");
+  cmd->add_option("--tls-key", f.tls.key, "client key for mTLS");
+  cmd->add_option("--token-file", f.token_file, "bearer token (first line of the file)");
+}
+
+}  // namespace
+
+void add_policy_command(CLI::App& app, CommandAction& action) {
+  auto flags = std::make_shared<PolicyFlags>();
+  auto* cmd = app.add_subcommand("policy", "Set or list the sampling policies a broker pushes to agents");
+  cmd->require_subcommand(1);
+  auto* apply_cmd = cmd->add_subcommand("apply", "Store a policy and push it to every connected agent");
+  add_connection_flags(apply_cmd, *flags);
+  apply_cmd->add_option("--service", flags->service, "service it applies to (default: every service)");
+  apply_cmd->add_option("--probe", flags->probe, "probe name or symbol (default: every probe)");
+  apply_cmd->add_option("--sampling-rate", flags->sampling_rate, "fixed keep probability, 0 < R <= 1");
+  apply_cmd->add_option("--target-qps", flags->target_qps, "kept events per second to steer each probe to");
+  apply_cmd->callback([flags, &action] { action = [flags] { return apply(*flags); }; });
+  auto* list_cmd = cmd->add_subcommand("list", "Print the stored policies");
+  add_connection_flags(list_cmd, *flags);
+  list_cmd->callback([flags, &action] { action = [flags] { return list(*flags); }; });
+}
+
+}  // namespace mcp
