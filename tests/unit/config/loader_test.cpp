@@ -12,9 +12,9 @@ namespace fs = std::filesystem;
 
 TEST(ConfigLoader, ShippedExampleIsValidAndMeansWhatItsCommentsSay) {
   const Config cfg = load_config(MCP_EXAMPLE_CONFIG);
-  EXPECT_EQ(cfg.broker.addresses, std::vector<std::string>{"mcp-broker.mcp-system.svc:7070"});
+  EXPECT_EQ(cfg.broker.addresses, std::vector<std::string>{"mcp-broker.mcp-system.svc:9090"});
   ASSERT_TRUE(cfg.broker.tls.has_value());
-  EXPECT_EQ(cfg.broker.tls->cert, "/etc/mcp/tls/tls.crt");
+  EXPECT_EQ(cfg.broker.tls->cert, "/etc/mcp-agent/tls/tls.crt");
   EXPECT_EQ(cfg.metrics_listen, "127.0.0.1:9464");
   // 3 uprobes + 2 syscalls; CUDA is disabled so it adds none.
   ASSERT_EQ(cfg.probes.size(), 5u);
