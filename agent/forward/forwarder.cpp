@@ -88,9 +88,12 @@ class Forwarder::Impl {
         queue_.pop_front();
         ++queue_dropped_;
       }
-      if (queue_.empty()) oldest_ = std::chrono::steady_clock::now();
+      const bool first = queue_.empty();
+      if (first) oldest_ = std::chrono::steady_clock::now();
       queue_.push_back(std::move(sample));
-      if (queue_.size() < options_.batch_count) return;
+      // Wake the batcher when a batch starts (it sleeps on an empty queue and must
+      // start the age clock) and when one is full; in between it times out by itself.
+      if (!first && queue_.size() < options_.batch_count) return;
     }
     qcv_.notify_one();
   }

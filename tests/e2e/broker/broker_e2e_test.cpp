@@ -87,6 +87,18 @@ class BrokerE2E : public ::testing::Test {
   std::filesystem::path dir_;
 };
 
+TEST_F(BrokerE2E, ALoneEventIsSentByAgeWithoutAFlushOrAFullBatch) {
+  BrokerProcess broker({}, dir_ / "broker.log");
+  Collector collector(subscriber(broker.address()));
+  ASSERT_TRUE(wait_until([&] { return broker_stats(broker.address()).subscribers() == 1; }, 5s));
+  Forwarder fwd(forwarder(broker.address()));  // batch_count 100: one event never fills it
+  ASSERT_TRUE(wait_until([&] { return broker_stats(broker.address()).agents_connected() == 1; }, 5s));
+  fwd.consume(make_event(7));
+  // No flush: only the batch age (or the idle-wire linger) can send it.
+  EXPECT_TRUE(wait_until([&] { return collector.count() == 1; }, 5s)) << "a lone event waited for a full batch";
+  EXPECT_EQ(fwd.stats().queued, 0u);
+}
+
 TEST_F(BrokerE2E, SubscriberReceivesExactlyTheForwardedEventsWithTheAgentsFields) {
   BrokerProcess broker({}, dir_ / "broker.log");
   Collector collector(subscriber(broker.address()));
