@@ -12,7 +12,7 @@ namespace mcp::control {
 
 class QuotaBalancer {
  public:
-  explicit QuotaBalancer(int ncpus, double floor_fraction = 0.1, double smoothing = 0.5);
+  explicit QuotaBalancer(int ncpus, double floor_fraction = 0.2, double smoothing = 0.5);
   // Returns the new shares; unchanged (initially even) when there was no demand.
   const std::vector<double>& update(const std::vector<uint64_t>& cumulative_demand);
   const std::vector<double>& shares() const { return shares_; }

@@ -319,8 +319,10 @@ void BpfSession::set_quota(uint32_t bucket, double rate_per_sec, uint64_t burst,
     const double share = cpu_shares.size() == static_cast<size_t>(ncpus_) ? cpu_shares[cpu] : 1.0 / ncpus_;
     if (burst == 0) continue;
     values[cpu].rate_milli = static_cast<uint64_t>(std::min(kMaxRateMilli, rate_per_sec * share * 1000.0));
-    // A CPU's bucket always holds at least one event, so a quiet CPU is never shut out.
-    values[cpu].burst_milli = std::max<uint64_t>(1000, static_cast<uint64_t>(static_cast<double>(burst) * share * 1000.0));
+    // The rate is split, the burst is not: a tenant that moves to a CPU with a small
+    // share finds up to a whole burst saved there and is not cut off before the next
+    // re-split. The price is bounded: a burst at most once per CPU.
+    values[cpu].burst_milli = std::max<uint64_t>(1000, burst * 1000);
   }
   if (bpf_map_update_elem(bpf_map__fd(skel_->maps.quota_configs), &bucket, values.data(), BPF_ANY))
     throw runtime_error("cannot update quota_configs: " + errno_text(errno));

@@ -84,9 +84,9 @@ class BpfSession {
   void set_threshold(uint32_t id, uint64_t threshold);
   uint64_t threshold(uint32_t id) const;
   ProbeCounters counters(uint32_t id) const;
-  // Tenant quota bucket (0..63): rate per second and burst for the whole node,
-  // split over the CPUs' token buckets by `cpu_shares` (summing to 1; empty:
-  // evenly). burst == 0 removes the quota.
+  // Tenant quota bucket (0..63): rate per second for the whole node, split over
+  // the CPUs' token buckets by `cpu_shares` (summing to 1; empty: evenly); each
+  // CPU's bucket holds up to `burst`. burst == 0 removes the quota.
   void set_quota(uint32_t bucket, double rate_per_sec, uint64_t burst, const std::vector<double>& cpu_shares = {});
   ProbeCounters tenant_counters(uint32_t bucket) const;
   // Per CPU: events of this bucket that were sampled in (kept + quota-dropped),
