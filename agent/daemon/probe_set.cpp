@@ -47,7 +47,7 @@ loader::ProbeConfig ProbeSet::base_config(const config::ProbeSpec& spec) const {
   return c;
 }
 
-void ProbeSet::attach(const config::ProbeSpec& spec, const config::Config& cfg) {
+void ProbeSet::attach(const config::ProbeSpec& spec) {
   const loader::ProbeConfig base = base_config(spec);
   std::vector<uint32_t> ids;
   auto meta = std::make_shared<ProbeMeta>(ProbeMeta{spec.service, spec.tags, {}});
@@ -74,7 +74,7 @@ void ProbeSet::attach(const config::ProbeSpec& spec, const config::Config& cfg) 
   }
   for (uint32_t id : ids) {
     if (spec.kind != config::ProbeKind::kCuda) meta_[id % MCP_MAX_PROBES].store(meta, std::memory_order_release);
-    tune(id, spec, cfg);
+    tune(id, spec);
   }
   attached_[spec.key()] = std::move(ids);
 }
@@ -92,20 +92,19 @@ void ProbeSet::detach(const config::ProbeSpec& spec) {
   }
 }
 
-void ProbeSet::tune(uint32_t id, const config::ProbeSpec& spec, const config::Config& cfg) {
-  (void)cfg;
+void ProbeSet::tune(uint32_t id, const config::ProbeSpec& spec) {
   if (spec.sampling.target_qps) control_.set_target(id, *spec.sampling.target_qps);
   else control_.set_fixed_rate(id, spec.sampling.rate.value_or(1.0));
 }
 
-void ProbeSet::retune(const config::ProbeSpec& spec, const config::Config& cfg) {
+void ProbeSet::retune(const config::ProbeSpec& spec) {
   auto it = attached_.find(spec.key());
   if (it == attached_.end()) return;
   for (uint32_t id : it->second) {
     auto old = meta(id);
     auto m = std::make_shared<ProbeMeta>(ProbeMeta{spec.service, spec.tags, old ? old->cuda_api : ""});
     meta_[id % MCP_MAX_PROBES].store(std::move(m), std::memory_order_release);
-    tune(id, spec, cfg);
+    tune(id, spec);
   }
 }
 

@@ -31,10 +31,10 @@ class ProbeSet {
       : session_(session), control_(control), symbolizer_(symbolizer) {}
 
   // Attaches `spec`; throws mcp::Error naming the probe when it cannot.
-  void attach(const config::ProbeSpec& spec, const config::Config& cfg);
+  void attach(const config::ProbeSpec& spec);
   void detach(const config::ProbeSpec& spec);
   // New sampling or enrichment for an attached probe: maps and table only.
-  void retune(const config::ProbeSpec& spec, const config::Config& cfg);
+  void retune(const config::ProbeSpec& spec);
   // Applies weighted service strategies: per-version targets for the probes they cover.
   void apply_services(const config::Config& cfg);
 
@@ -45,7 +45,7 @@ class ProbeSet {
   size_t size() const { return attached_.size(); }
 
  private:
-  void tune(uint32_t id, const config::ProbeSpec& spec, const config::Config& cfg);
+  void tune(uint32_t id, const config::ProbeSpec& spec);
   loader::ProbeConfig base_config(const config::ProbeSpec& spec) const;
 
   loader::BpfSession& session_;

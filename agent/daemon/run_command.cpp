@@ -149,9 +149,9 @@ int run_daemon(const RunFlags& flags) {
   auto apply = [&](const reload::ConfigSnapshot& before, const reload::ConfigSnapshot& after,
                    const reload::ConfigDiff& d) {
     for (const auto& spec : d.removed) probes.detach(spec);
-    for (const auto& spec : d.added) probes.attach(spec, *after);
-    for (const auto& u : d.sampling_changed) probes.retune(u.after, *after);
-    for (const auto& u : d.metadata_changed) probes.retune(u.after, *after);
+    for (const auto& spec : d.added) probes.attach(spec);
+    for (const auto& u : d.sampling_changed) probes.retune(u.after);
+    for (const auto& u : d.metadata_changed) probes.retune(u.after);
     if (!before || d.quotas_changed) control.set_quotas(quota_table(after->quotas));
     if (!before || d.services_changed || d.probes_changed()) probes.apply_services(*after);
     if (before && (d.broker_changed || d.metrics_changed || d.cuda_settings_changed))

@@ -149,12 +149,14 @@ uint32_t BpfSession::allocate_id() {
   throw runtime_error("too many probes (at most " + std::to_string(MCP_MAX_PROBES - 1) + ")");
 }
 
-uint32_t BpfSession::register_probe(ProbeInfo info, std::vector<bpf_link*> links, const ProbeConfig& config) {
-  auto p = std::make_unique<Probe>();
-  p->info = std::move(info);
-  p->links = std::move(links);
-  const uint32_t id = p->info.id;
-  // A reused id starts from zero.
+uint32_t BpfSession::reserve_id(const ProbeConfig& config) {
+  uint32_t id;
+  {
+    std::shared_lock lock(mu_);
+    id = allocate_id();
+  }
+  // Before attaching: a reused id starts from zero, and the first hit already sees
+  // its threshold. Zeroing after attach would erase what the first hits counted.
   const int fd = bpf_map__fd(skel_->maps.counters);
   std::vector<uint64_t> zeros(ncpus_, 0);
   for (uint32_t c = 0; c < MCP_CTR_NR; c++) {
@@ -162,6 +164,14 @@ uint32_t BpfSession::register_probe(ProbeInfo info, std::vector<bpf_link*> links
     bpf_map_update_elem(fd, &key, zeros.data(), BPF_ANY);
   }
   configure(id, config);
+  return id;
+}
+
+uint32_t BpfSession::register_probe(ProbeInfo info, std::vector<bpf_link*> links) {
+  auto p = std::make_unique<Probe>();
+  p->info = std::move(info);
+  p->links = std::move(links);
+  const uint32_t id = p->info.id;
   std::unique_lock lock(mu_);
   names_.insert(p->info.name);
   probes_[id] = std::move(p);
@@ -187,32 +197,21 @@ std::vector<bpf_link*> BpfSession::attach_uprobes(uint32_t id, const UprobeTarge
 }
 
 uint32_t BpfSession::add_uprobe(const UprobeTarget& target, bool latency, pid_t pid, const ProbeConfig& config) {
-  uint32_t id;
-  {
-    std::shared_lock lock(mu_);
-    id = allocate_id();
-  }
-  // Configure before attaching so the first hit already sees its threshold.
-  configure(id, config);
+  const uint32_t id = reserve_id(config);
   auto links = latency ? attach_uprobes(id, target, pid, skel_->progs.mcp_uprobe_latency_entry, skel_->progs.mcp_uretprobe)
                        : attach_uprobes(id, target, pid, skel_->progs.mcp_uprobe_entry, nullptr);
   ProbeInfo info{id, target.binary + ":" + target.symbol, ProbeFamily::kUprobe, latency};
   info.symbol = target.symbol;
-  return register_probe(std::move(info), std::move(links), config);
+  return register_probe(std::move(info), std::move(links));
 }
 
 uint32_t BpfSession::add_cuda_probe(const UprobeTarget& target, pid_t pid, const ProbeConfig& config, bool internal) {
-  uint32_t id;
-  {
-    std::shared_lock lock(mu_);
-    id = allocate_id();
-  }
-  configure(id, config);
+  const uint32_t id = reserve_id(config);
   auto links = attach_uprobes(id, target, pid, skel_->progs.mcp_cuda_entry, skel_->progs.mcp_cuda_return);
   ProbeInfo info{id, target.binary + ":" + target.symbol, ProbeFamily::kCuda, true};
   info.internal = internal;
   info.symbol = target.symbol;
-  return register_probe(std::move(info), std::move(links), config);
+  return register_probe(std::move(info), std::move(links));
 }
 
 
@@ -222,12 +221,7 @@ uint32_t BpfSession::add_syscall(const std::string& name, const ProbeConfig& con
   const std::string dir = "/sys/kernel/tracing/events/syscalls/sys_enter_" + name;
   if (name.empty() || name.find('/') != std::string::npos || stat(dir.c_str(), &st) != 0)
     throw runtime_error("unknown syscall '" + name + "' (no tracepoint syscalls:sys_enter_" + name + ")");
-  uint32_t id;
-  {
-    std::shared_lock lock(mu_);
-    id = allocate_id();
-  }
-  configure(id, config);
+  const uint32_t id = reserve_id(config);
   std::vector<bpf_link*> links;
   for (auto [prog, tp] : {std::pair{skel_->progs.mcp_sys_enter, "sys_enter_"},
                           std::pair{skel_->progs.mcp_sys_exit, "sys_exit_"}}) {
@@ -241,7 +235,7 @@ uint32_t BpfSession::add_syscall(const std::string& name, const ProbeConfig& con
     links.push_back(link);
   }
   ProbeInfo info{id, "syscall:" + name, ProbeFamily::kSyscall, true, syscall_arity(dir + "/format")};
-  return register_probe(std::move(info), std::move(links), config);
+  return register_probe(std::move(info), std::move(links));
 }
 
 void BpfSession::remove_probe(uint32_t id) {

@@ -115,7 +115,9 @@ class BpfSession {
   uint32_t allocate_id();
   std::vector<bpf_link*> attach_uprobes(uint32_t id, const UprobeTarget& target, pid_t pid, bpf_program* entry,
                                         bpf_program* ret);
-  uint32_t register_probe(ProbeInfo info, std::vector<bpf_link*> links, const ProbeConfig& config);
+  // Picks a free id and readies its counters and configuration for attaching.
+  uint32_t reserve_id(const ProbeConfig& config);
+  uint32_t register_probe(ProbeInfo info, std::vector<bpf_link*> links);
   std::array<uint64_t, 4> read_counter_block(int map_fd, uint32_t base) const;
 
   struct mcp_bpf* skel_ = nullptr;
