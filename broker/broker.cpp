@@ -47,17 +47,60 @@ uint64_t unix_ns() {
                                    .count());
 }
 
-double weight_of(const mcp::v1::Sample& s) {
-  if (s.threshold() == 0) return 1.0;
-  return 1.0 / threshold_to_probability(s.threshold());
+// Publish is served over raw bytes (see the constructor) so a message is bounded before it is
+// parsed; replies are serialised here.
+using RawStream = grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>;
+
+// check_batch() refuses threshold 0, so the weight is finite.
+double weight_of(const mcp::v1::Sample& s) { return 1.0 / threshold_to_probability(s.threshold()); }
+
+Status to_status(const Verdict& v) {
+  switch (v.code) {
+    case Verdict::kOk: return Status::OK;
+    case Verdict::kTooLarge: return Status(StatusCode::RESOURCE_EXHAUSTED, v.reason);
+    case Verdict::kInvalid: break;
+  }
+  return Status(StatusCode::INVALID_ARGUMENT, v.reason);
+}
+
+// Reads the next AgentMessage: bounded on the wire first (scan_agent_message), parsed after.
+// False at the end of the stream; *status set when the message is refused.
+bool read_agent_message(RawStream* stream, const PublishLimits& limits, mcp::v1::AgentMessage* msg,
+                        Status* status, size_t* wire_bytes) {
+  grpc::ByteBuffer buffer;
+  if (!stream->Read(&buffer)) return false;
+  std::vector<grpc::Slice> slices;
+  if (!buffer.Dump(&slices).ok()) {
+    *status = Status(StatusCode::INVALID_ARGUMENT, "unreadable message");
+    return true;
+  }
+  std::string wire;
+  wire.reserve(buffer.Length());
+  for (const auto& s : slices) wire.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  buffer.Clear();
+  *wire_bytes = wire.size();
+  if (const Verdict v = scan_agent_message(wire, limits); !v.ok()) {
+    *status = to_status(v);
+    return true;
+  }
+  if (!msg->ParseFromString(wire)) {
+    *status = Status(StatusCode::INVALID_ARGUMENT,
+                     "not a valid AgentMessage (a string field that is not UTF-8?)");
+    return true;
+  }
+  if (!msg->has_hello() && !msg->has_batch())
+    *status = Status(StatusCode::INVALID_ARGUMENT, "AgentMessage with neither hello nor batch");
+  return true;
 }
 
 struct AgentConn {
   std::mutex write_mu;
-  grpc::ServerReaderWriter<mcp::v1::BrokerMessage, mcp::v1::AgentMessage>* stream;
+  RawStream* stream;
   bool write(const mcp::v1::BrokerMessage& msg) {
+    grpc::Slice slice(msg.SerializeAsString());
+    grpc::ByteBuffer buffer(&slice, 1);
     std::lock_guard lock(write_mu);
-    return stream != nullptr && stream->Write(msg);
+    return stream != nullptr && stream->Write(buffer);
   }
   // The Publish handler calls this before returning: a policy push racing with it must not
   // write to a finished stream.
@@ -96,8 +139,19 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
     // A kill between the journal append and the marks file leaves the newest records unmarked.
     for (const auto& record : journal_.newest_segment()) {
       mcp::v1::SamplePacket packet;
-      if (packet.ParseFromString(record.payload)) dedup_.accept(packet.agent_id(), packet.sequence());
+      if (packet.ParseFromString(record.payload)) dedup_.advance(packet.agent_id(), packet.sequence());
     }
+    if (options_.tokens.empty() && options_.tls_ca.empty() && !options_.insecure &&
+        !is_loopback_listen(options_.listen))
+      throw usage_error("refusing to listen on " + options_.listen +
+                        " without authentication: give --token-file (or a role token file) or "
+                        "--tls-ca, or --insecure");
+    // Publish over raw bytes: scan_agent_message() bounds a message before protobuf parses it.
+    MarkMethodStreamed(0, new grpc::internal::BidiStreamingHandler<Impl, grpc::ByteBuffer, grpc::ByteBuffer>(
+                              [](Impl* self, ServerContext* ctx, RawStream* stream) {
+                                return self->publish(ctx, stream);
+                              },
+                              this));
     if (!options_.nats.servers.empty()) {
       if (!options_.state_dir.empty())
         throw usage_error("--state-dir does not apply with --backend: JetStream keeps the state");
@@ -127,19 +181,23 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
 
   // --- RPCs -------------------------------------------------------------------------------
 
-  Status Publish(ServerContext* ctx,
-                 grpc::ServerReaderWriter<mcp::v1::BrokerMessage, mcp::v1::AgentMessage>* stream)
-      override {
-    if (Status st = check_auth(ctx); !st.ok()) return st;
+  Status publish(ServerContext* ctx, RawStream* stream) {
+    std::string credential;
+    if (Status st = check_auth(ctx, kPublish, &credential); !st.ok()) return st;
+    const PublishLimits& limits = options_.limits;
     mcp::v1::AgentMessage msg;
-    if (!stream->Read(&msg)) return Status::OK;
+    Status refused = Status::OK;
+    size_t wire_bytes = 0;
+    if (!read_agent_message(stream, limits, &msg, &refused, &wire_bytes))
+      return Status(StatusCode::INVALID_ARGUMENT, "Publish stream ended before a hello or a batch");
+    if (!refused.ok()) return refused;
     std::string agent_id;
     if (msg.has_hello()) agent_id = msg.hello().agent_id();
     if (agent_id.empty()) {
       const auto it = ctx->client_metadata().find("x-mcp-agent-id");
       if (it != ctx->client_metadata().end()) agent_id.assign(it->second.data(), it->second.size());
     }
-    if (agent_id.empty()) return Status(StatusCode::INVALID_ARGUMENT, "agent id missing");
+    if (const Verdict v = check_agent_id(agent_id); !v.ok()) return to_status(v);
 
     auto conn = std::make_shared<AgentConn>();
     conn->stream = stream;
@@ -158,47 +216,46 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
       push.set_broker_hlc(hlc_now());
       conn->write(push);
     }
+    Status status = Status::OK;
     if (nats_ && options_.nats.async_publish) {
-      const Status st = publish_pipelined(ctx, stream, conn, agent_id, &msg);
-      {
-        std::lock_guard lock(mu_);
-        agents_.erase(conn);
-      }
-      conn->detach();
-      spdlog::info("agent {} disconnected", agent_id);
-      return st;
+      status = publish_pipelined(ctx, stream, conn, agent_id, &msg, wire_bytes);
+    } else {
+      mcp::v1::BrokerMessage reply;
+      do {
+        if (!(status = check_message(agent_id, msg)).ok()) break;
+        if (!msg.has_batch()) continue;
+        bool duplicate = false;
+        try {
+          status = ingest(agent_id, credential, msg.mutable_batch(), &duplicate);
+        } catch (const std::exception& e) {
+          spdlog::error("ingest from {}: {}", agent_id, e.what());
+          status = Status(StatusCode::INTERNAL, "broker could not store the batch");
+        }
+        if (!status.ok()) break;
+        reply.Clear();
+        reply.set_broker_hlc(hlc_now());
+        reply.mutable_ack()->set_sequence(msg.batch().sequence());
+        reply.mutable_ack()->set_duplicate(duplicate);
+        if (!conn->write(reply)) break;
+        msg.Clear();
+      } while (read_agent_message(stream, limits, &msg, &status, &wire_bytes) && status.ok());
     }
-    mcp::v1::BrokerMessage reply;
-    bool ok = true;
-    do {
-      if (!msg.has_batch()) continue;
-      bool duplicate = false;
-      try {
-        duplicate = !ingest(agent_id, msg.mutable_batch());
-      } catch (const std::exception& e) {
-        spdlog::error("ingest from {}: {}", agent_id, e.what());
-        ok = false;
-        break;
-      }
-      reply.Clear();
-      reply.set_broker_hlc(hlc_now());
-      reply.mutable_ack()->set_sequence(msg.batch().sequence());
-      reply.mutable_ack()->set_duplicate(duplicate);
-      if (!conn->write(reply)) break;
-    } while (stream->Read(&msg));
     {
       std::lock_guard lock(mu_);
       agents_.erase(conn);
     }
     conn->detach();
-    spdlog::info("agent {} disconnected", agent_id);
-    return ok ? Status::OK : Status(StatusCode::INTERNAL, "broker could not store the batch");
+    if (status.ok())
+      spdlog::info("agent {} disconnected", agent_id);
+    else
+      spdlog::warn("agent {} from {} refused: {}", agent_id, ctx->peer(), status.error_message());
+    return status;
   }
 
   Status Subscribe(ServerContext* ctx, const mcp::v1::SubscriptionRequest* req,
                    grpc::ServerWriter<mcp::v1::SamplePacket>* writer) override {
-    if (Status st = check_auth(ctx); !st.ok()) return st;
-    if (req->sampling_rate() < 0 || req->sampling_rate() > 1)
+    if (Status st = check_auth(ctx, kSubscribe); !st.ok()) return st;
+    if (!(req->sampling_rate() >= 0 && req->sampling_rate() <= 1))  // NaN too
       return Status(StatusCode::INVALID_ARGUMENT, "sampling_rate must be in (0, 1]");
     if (nats_) return subscribe_nats(ctx, req, writer);
     const size_t capacity = req->queue_packets() == 0
@@ -268,7 +325,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
 
   Status ApplyPolicy(ServerContext* ctx, const mcp::v1::Policy* req,
                      mcp::v1::ApplyPolicyReply* reply) override {
-    if (Status st = check_auth(ctx); !st.ok()) return st;
+    if (Status st = check_auth(ctx, kPolicy); !st.ok()) return st;
     if (nats_) {
       try {
         uint32_t pushed = 0;
@@ -306,7 +363,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
 
   Status ListPolicies(ServerContext* ctx, const mcp::v1::ListPoliciesRequest*,
                       mcp::v1::PolicyList* reply) override {
-    if (Status st = check_auth(ctx); !st.ok()) return st;
+    if (Status st = check_auth(ctx, 0); !st.ok()) return st;
     if (nats_) {
       for (const auto& p : nats_->policies()) *reply->add_policies() = p;
       return Status::OK;
@@ -318,7 +375,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
 
   Status Stats(ServerContext* ctx, const mcp::v1::StatsRequest*,
                mcp::v1::StatsReply* reply) override {
-    if (Status st = check_auth(ctx); !st.ok()) return st;
+    if (Status st = check_auth(ctx, 0); !st.ok()) return st;
     std::lock_guard lock(mu_);
     for (const auto& [key, count] : probe_counts_) {
       auto* p = reply->add_probes();
@@ -358,19 +415,42 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
     grpc::ServerBuilder builder;
     builder.AddListeningPort(options_.listen, creds, &port_);
     builder.RegisterService(this);
-    builder.SetMaxReceiveMessageSize(64 << 20);
+    builder.SetMaxReceiveMessageSize(static_cast<int>(options_.limits.max_message_bytes));
     server_ = builder.BuildAndStart();
     if (!server_ || port_ == 0) throw runtime_error("cannot listen on " + options_.listen);
   }
 
-  Status check_auth(ServerContext* ctx) const {
-    if (options_.token.empty()) return Status::OK;
+  // `role` 0: any valid credential. *identity: what a Publish binds its agent id to (access.h).
+  Status check_auth(ServerContext* ctx, uint8_t role, std::string* identity = nullptr) const {
+    std::string_view header;
     const auto& md = ctx->client_metadata();
-    const auto it = md.find("authorization");
-    if (it != md.end() && std::string_view(it->second.data(), it->second.size()) ==
-                              "Bearer " + options_.token)
-      return Status::OK;
-    return Status(StatusCode::UNAUTHENTICATED, "missing or wrong bearer token");
+    if (const auto it = md.find("authorization"); it != md.end())
+      header = std::string_view(it->second.data(), it->second.size());
+    if (!options_.tokens.empty()) {
+      const uint8_t roles = roles_for_header(options_.tokens, header);
+      if (roles == 0) return Status(StatusCode::UNAUTHENTICATED, "missing or wrong bearer token");
+      if (role != 0 && (roles & role) == 0)
+        return Status(StatusCode::PERMISSION_DENIED,
+                      "this token has the roles '" + role_names(roles) + "', not '" + role_names(role) + "'");
+    }
+    if (identity == nullptr) return Status::OK;
+    const auto auth = ctx->auth_context();
+    if (auth && auth->IsPeerAuthenticated()) {
+      *identity = "x509:";
+      for (const auto& id : auth->GetPeerIdentity()) *identity += std::string(id.data(), id.size());
+    } else if (!options_.tokens.empty()) {
+      *identity = token_identity(header.substr(std::string_view("Bearer ").size()));
+    }
+    return Status::OK;
+  }
+
+  // Every message after the first: a hello may only repeat the stream's agent id; a batch must
+  // pass check_batch().
+  Status check_message(const std::string& agent_id, const mcp::v1::AgentMessage& msg) const {
+    if (msg.has_hello() && !msg.hello().agent_id().empty() && msg.hello().agent_id() != agent_id)
+      return Status(StatusCode::INVALID_ARGUMENT, "a Publish stream carries one agent id");
+    if (msg.has_batch()) return to_status(check_batch(msg.batch(), options_.limits));
+    return Status::OK;
   }
 
   // The broker's hybrid logical clock (packed, as the agents'): it merges every
@@ -384,32 +464,52 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
     if (newest) hlc_.merge(newest, unix_ns());
   }
 
-  // Returns false for a duplicate. Runs under mu_ so journal order is delivery order.
-  bool ingest(const std::string& agent_id, mcp::v1::Batch* batch) {
+  // *duplicate for a replay (acked, not stored again); a refused batch is neither stored nor
+  // counted. Runs under mu_ so journal order is delivery order.
+  Status ingest(const std::string& agent_id, const std::string& credential, mcp::v1::Batch* batch,
+                bool* duplicate) {
     merge_batch_hlc(*batch);
-    if (nats_) return ingest_nats(agent_id, batch);
+    if (nats_) {
+      *duplicate = !ingest_nats(agent_id, batch);
+      return Status::OK;
+    }
     const uint64_t seq = batch->sequence();
     std::lock_guard lock(mu_);
-    if (!dedup_.accept(agent_id, seq)) {
-      ++duplicates_;
-      return false;
+    switch (dedup_.check(agent_id, credential, seq, unix_ns() / 1000)) {
+      case Admission::kDuplicate:
+        ++duplicates_;
+        *duplicate = true;
+        return Status::OK;
+      case Admission::kForeignCredential:
+        return Status(StatusCode::PERMISSION_DENIED,
+                      "agent id '" + agent_id + "' is bound to another credential");
+      case Admission::kBeyondWindow:
+        return Status(StatusCode::INVALID_ARGUMENT,
+                      "sequence " + std::to_string(seq) + " jumps too far past the last stored " +
+                          std::to_string(dedup_.high_water(agent_id)) + " (see 'Broker limits')");
+      case Admission::kNew:
+        break;
     }
+    *duplicate = false;
     auto packet = std::make_shared<mcp::v1::SamplePacket>();
     packet->set_agent_id(agent_id);
     packet->set_sequence(seq);
     packet->mutable_samples()->Swap(batch->mutable_samples());
     uint32_t index = 0;
     for (auto& s : *packet->mutable_samples()) {
-      if (s.agent_id().empty()) s.set_agent_id(agent_id);
+      s.set_agent_id(agent_id);  // a sample cannot claim another agent
       if (s.event_id() == 0) s.set_event_id(event_id_for(agent_id, seq, index));
       ++index;
+    }
+    const uint64_t offset =
+        journal_.append(packet->SerializeAsString(), static_cast<uint32_t>(packet->samples_size()));
+    dedup_.record(agent_id, credential, seq);
+    dedup_.persist();
+    for (const auto& s : packet->samples()) {  // counted once stored
       ProbeCount& c = probe_counts_[{s.service(), s.probe()}];
       ++c.events;
       c.adjusted += weight_of(s);
     }
-    const uint64_t offset =
-        journal_.append(packet->SerializeAsString(), static_cast<uint32_t>(packet->samples_size()));
-    dedup_.persist();
     packet->set_offset(offset);
     packet->set_broker_hlc(hlc_now());
     ++batches_;
@@ -422,7 +522,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
       auto filtered = std::make_shared<mcp::v1::SamplePacket>();
       if (filter_packet(*shared, sub->filter, filtered.get())) sub->queue.push(std::move(filtered));
     }
-    return true;
+    return Status::OK;
   }
 
   // JetStream: no lock while publishing, so agents publish in parallel; JetStream orders them.
@@ -446,13 +546,14 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
   // JetStream, pipelined: batches are published as they arrive and acked back in sequence order
   // as JetStream confirms them, so the agent's in-flight window overlaps the replication round
   // trips. A batch JetStream will not take ends the stream; the agent replays from its last ack.
-  Status publish_pipelined(
-      ServerContext* ctx,
-      grpc::ServerReaderWriter<mcp::v1::BrokerMessage, mcp::v1::AgentMessage>* stream,
-      const std::shared_ptr<AgentConn>& conn, const std::string& agent_id,
-      mcp::v1::AgentMessage* msg) {
+  // At most limits.max_stream_bytes_in_flight of wire bytes wait for JetStream per stream: past
+  // that the stream stops reading (HTTP/2 flow control then holds the agent back).
+  Status publish_pipelined(ServerContext* ctx, RawStream* stream,
+                           const std::shared_ptr<AgentConn>& conn, const std::string& agent_id,
+                           mcp::v1::AgentMessage* msg, size_t wire_bytes) {
     struct Entry {
       uint64_t sequence = 0;
+      size_t bytes = 0;
       bool done = false;
       bool duplicate = false;
     };
@@ -460,6 +561,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
       std::mutex mu;
       std::condition_variable cv;
       std::deque<std::shared_ptr<Entry>> entries;
+      uint64_t bytes = 0;
       std::string error;
       bool reading = true;
     };
@@ -477,8 +579,10 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
         std::vector<std::shared_ptr<Entry>> ready;
         while (!window->entries.empty() && window->entries.front()->done) {
           ready.push_back(window->entries.front());
+          window->bytes -= window->entries.front()->bytes;
           window->entries.pop_front();
         }
+        window->cv.notify_all();  // the reader may be waiting for room
         if (ready.empty()) continue;
         lock.unlock();
         bool written = true;
@@ -497,10 +601,14 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
       if (failed) ctx->TryCancel();  // ends the Read below; the agent replays what is unacked
     });
 
+    const PublishLimits& limits = options_.limits;
+    Status refused = Status::OK;
     do {
+      if (!(refused = check_message(agent_id, *msg)).ok()) break;
       if (!msg->has_batch()) continue;
       auto entry = std::make_shared<Entry>();
       entry->sequence = msg->batch().sequence();
+      entry->bytes = wire_bytes;
       mcp::v1::SamplePacket packet = make_packet(agent_id, msg->mutable_batch());
       std::map<std::pair<std::string, std::string>, ProbeCount> counts;
       for (const auto& s : packet.samples()) {
@@ -509,9 +617,14 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
         c.adjusted += weight_of(s);
       }
       {
-        std::lock_guard lock(window->mu);
+        std::unique_lock lock(window->mu);
+        window->cv.wait(lock, [&] {
+          return !window->error.empty() || window->entries.empty() ||
+                 window->bytes + entry->bytes <= limits.max_stream_bytes_in_flight;
+        });
         if (!window->error.empty()) break;
         window->entries.push_back(entry);
+        window->bytes += entry->bytes;
       }
       nats_->publish_async(packet, [this, window, entry, counts = std::move(counts)](
                                        const PublishOutcome& outcome, const std::string& error) {
@@ -536,7 +649,8 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
         if (!error.empty() && window->error.empty()) window->error = error;
         window->cv.notify_all();
       });
-    } while (stream->Read(msg));
+      msg->Clear();
+    } while (read_agent_message(stream, limits, msg, &refused, &wire_bytes) && refused.ok());
     {
       std::lock_guard lock(window->mu);
       window->reading = false;
@@ -544,8 +658,8 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
     }
     acker.join();
     std::lock_guard lock(window->mu);
-    return window->error.empty() ? Status::OK
-                                 : Status(StatusCode::UNAVAILABLE, "JetStream: " + window->error);
+    if (!window->error.empty()) return Status(StatusCode::UNAVAILABLE, "JetStream: " + window->error);
+    return refused;
   }
 
   mcp::v1::SamplePacket make_packet(const std::string& agent_id, mcp::v1::Batch* batch) {
@@ -557,7 +671,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
     packet.mutable_samples()->Swap(batch->mutable_samples());
     uint32_t index = 0;
     for (auto& s : *packet.mutable_samples()) {
-      if (s.agent_id().empty()) s.set_agent_id(agent_id);
+      s.set_agent_id(agent_id);  // a sample cannot claim another agent
       if (s.event_id() == 0) s.set_event_id(event_id_for(agent_id, seq, index));
       ++index;
     }

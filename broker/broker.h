@@ -9,8 +9,15 @@
 // resuming with resume_after = its last packet offset first gets the journal's later packets,
 // then live ones, so a consumer that reconnects across a broker restart sees no gap or repeat.
 // Policies (state_dir/policies.json) are pushed to every connected agent on connect and on apply.
-// Every RPC requires "authorization: Bearer <token>" when a token is configured; with TLS and a
-// CA, clients must present a certificate signed by it (mTLS).
+// Access (access.h): Publish needs the publish role, Subscribe the subscribe role, ApplyPolicy
+// the policy role, Stats and ListPolicies any valid token; with TLS and a CA, clients must also
+// present a certificate signed by it (mTLS). A broker on a non-loopback address with neither
+// tokens nor a client CA refuses to start unless `insecure` is set.
+// Publish checks (publish_check.h, dedup_table.h): a message over the size or sample bounds is
+// refused with RESOURCE_EXHAUSTED before it is parsed, a malformed one (no agent id, bad fields,
+// bytes that do not parse) with INVALID_ARGUMENT, an agent id bound to another credential with
+// PERMISSION_DENIED, a sequence jump beyond the window with INVALID_ARGUMENT; nothing refused is
+// stored, counted in Stats or acked, and the stream ends with that status.
 //
 // Backends: by default (options.nats.servers empty) all of the above lives in this process
 // (the embedded backend). With NATS servers set, the broker is a stateless front end over a
@@ -26,7 +33,11 @@
 #include <memory>
 #include <string>
 
+#include <vector>
+
+#include "broker/access.h"
 #include "broker/nats_options.h"
+#include "broker/publish_check.h"
 
 namespace mcp::broker {
 
@@ -35,7 +46,9 @@ struct BrokerOptions {
   std::string tls_ca;                     // with tls_cert/tls_key: require client certificates
   std::string tls_cert;
   std::string tls_key;
-  std::string token;                      // empty: no authentication
+  std::vector<TokenGrant> tokens;         // empty: no token authentication
+  bool insecure = false;                  // allow a non-loopback listen without authentication
+  PublishLimits limits;
   std::filesystem::path state_dir;        // empty: nothing survives a restart
   size_t subscriber_queue = 1024;         // packets per subscriber before its oldest are dropped
                                           // (a subscriber may ask for fewer)

@@ -56,8 +56,19 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   app.add_option("--tls-cert", options.tls_cert, "server certificate (PEM)")->check(CLI::ExistingFile);
   app.add_option("--tls-key", options.tls_key, "server private key (PEM)")->check(CLI::ExistingFile);
-  app.add_option("--token-file", token_file, "require this bearer token (first line of the file)")
+  app.add_option("--token-file", token_file,
+                 "bearer tokens, one per line: 'ROLE[,ROLE] TOKEN' (ROLE: publish, subscribe, "
+                 "policy, all) or a bare TOKEN for every role")
       ->check(CLI::ExistingFile);
+  std::string publish_tokens, subscribe_tokens, policy_tokens;
+  app.add_option("--publish-token-file", publish_tokens, "tokens (one per line) that may publish")
+      ->check(CLI::ExistingFile);
+  app.add_option("--subscribe-token-file", subscribe_tokens, "tokens (one per line) that may subscribe")
+      ->check(CLI::ExistingFile);
+  app.add_option("--policy-token-file", policy_tokens, "tokens (one per line) that may apply policies")
+      ->check(CLI::ExistingFile);
+  app.add_flag("--insecure", options.insecure,
+               "allow listening on a non-loopback address without tokens or client certificates");
   app.add_option("--state-dir", options.state_dir,
                  "keep the journal, dedup marks and policies here across restarts");
   app.add_option("--subscriber-queue", options.subscriber_queue,
@@ -107,7 +118,14 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::from_str(log_level));
 
   try {
-    options.token = mcp::read_token_file(token_file);
+    for (const auto& [file, only] : {std::pair{token_file, uint8_t{0}},
+                                     {publish_tokens, uint8_t{mcp::broker::kPublish}},
+                                     {subscribe_tokens, uint8_t{mcp::broker::kSubscribe}},
+                                     {policy_tokens, uint8_t{mcp::broker::kPolicy}}}) {
+      if (file.empty()) continue;
+      for (auto& g : mcp::broker::parse_token_grants(mcp::read_text_file(file, "token file"), file, only))
+        options.tokens.push_back(std::move(g));
+    }
     if (!backend.empty()) {
       nats.servers = mcp::broker::parse_nats_urls(backend);
       nats.max_age = mcp::parse_duration(max_age);

@@ -473,14 +473,21 @@ class NatsBackend::Impl {
     uint32_t pushed = 0;
     if (kvEntry_Operation(entry) == kvOp_Put) {
       mcp::v1::Policy p;
-      if (p.ParseFromArray(kvEntry_Value(entry), kvEntry_ValueLen(entry))) {
+      bool valid = p.ParseFromArray(kvEntry_Value(entry), kvEntry_ValueLen(entry));
+      try {
+        if (valid) validate_policy(p);  // written by an older broker, or by hand
+      } catch (const Error& e) {
+        spdlog::warn("nats: policy {} quarantined (not applied): {}", kvEntry_Key(entry), e.what());
+        valid = false;
+      }
+      if (valid) {
         {
           std::lock_guard lock(mu_);
           policies_[{p.service(), p.probe()}] = p;
         }
         if (on_policy_) pushed = on_policy_(p);
       } else {
-        spdlog::warn("nats: unreadable policy {} ignored", kvEntry_Key(entry));
+        spdlog::warn("nats: unreadable or invalid policy {} ignored", kvEntry_Key(entry));
       }
     } else {
       std::lock_guard lock(mu_);

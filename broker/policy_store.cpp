@@ -1,9 +1,11 @@
 #include "broker/policy_store.h"
 
 #include <chrono>
+#include <cmath>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "common/error.h"
 
@@ -11,30 +13,62 @@ namespace mcp::broker {
 
 void write_file_atomically(const std::filesystem::path& file, const std::string& text);
 
+void validate_policy(const mcp::v1::Policy& policy) {
+  const double rate = policy.sampling_rate();
+  const double qps = policy.target_qps();
+  if (!std::isfinite(rate) || (rate != 0 && (rate < kMinSamplingRate || rate > 1)))
+    throw usage_error("sampling_rate must be in [1e-6, 1] (0: unset)");
+  if (!std::isfinite(qps) || (qps != 0 && (qps < kMinTargetQps || qps > kMaxTargetQps)))
+    throw usage_error("target_qps must be in [0.01, 1e7] events/s (0: unset)");
+  if (rate == 0 && qps == 0) throw usage_error("a policy needs sampling_rate or target_qps");
+  if (policy.service().size() > 1024 || policy.probe().size() > 1024)
+    throw usage_error("service and probe must be at most 1024 bytes");
+}
+
 PolicyStore::PolicyStore(std::filesystem::path file) : file_(std::move(file)) {
   if (file_.empty() || !std::filesystem::exists(file_)) return;
-  std::ifstream in(file_);
+  const std::filesystem::path quarantine = file_.string() + ".quarantine";
+  nlohmann::json records;
   try {
-    for (const auto& j : nlohmann::json::parse(in)) {
+    std::ifstream in(file_);
+    records = nlohmann::json::parse(in);
+    if (!records.is_array()) throw std::runtime_error("not a JSON array");
+  } catch (const std::exception& e) {
+    std::error_code ec;
+    std::filesystem::rename(file_, quarantine, ec);
+    spdlog::error("broker: {} unreadable ({}); moved to {}, starting without policies",
+                  file_.string(), e.what(), quarantine.string());
+    return;
+  }
+  nlohmann::json bad = nlohmann::json::array();
+  for (const auto& j : records) {
+    try {
       mcp::v1::Policy p;
       p.set_service(j.value("service", ""));
       p.set_probe(j.value("probe", ""));
-      p.set_sampling_rate(j.value("sampling_rate", 0.0));
+      p.set_sampling_rate(j.value("sampling_rate", 0.0));  // NaN was stored as null: throws
       p.set_target_qps(j.value("target_qps", 0.0));
       p.set_updated_unix_ns(j.value("updated_unix_ns", uint64_t{0}));
+      validate_policy(p);
       policies_[{p.service(), p.probe()}] = p;
+    } catch (const std::exception& e) {
+      spdlog::warn("broker: policy {} in {} quarantined to {}: {}", j.dump(), file_.string(),
+                   quarantine.string(), e.what());
+      bad.push_back(j);
     }
-  } catch (const std::exception& e) {
-    throw runtime_error("broker: bad " + file_.string() + ": " + e.what());
+  }
+  if (!bad.empty()) {
+    try {
+      write_file_atomically(quarantine, bad.dump(2));
+      persist();  // the file now holds only what loaded, so the next start is quiet
+    } catch (const std::exception& e) {
+      spdlog::warn("broker: {}", e.what());
+    }
   }
 }
 
 mcp::v1::Policy PolicyStore::apply(const mcp::v1::Policy& policy) {
-  if (policy.sampling_rate() < 0 || policy.sampling_rate() > 1)
-    throw usage_error("sampling_rate must be in (0, 1]");
-  if (policy.target_qps() < 0) throw usage_error("target_qps must not be negative");
-  if (policy.sampling_rate() == 0 && policy.target_qps() == 0)
-    throw usage_error("a policy needs sampling_rate or target_qps");
+  validate_policy(policy);
   mcp::v1::Policy stored = policy;
   stored.set_updated_unix_ns(static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(

@@ -1,6 +1,9 @@
 // PolicyStore: sampling policies keyed by (service, probe), the latest write wins. Persisted as
 // a JSON array in the state dir (write-to-temp + rename) and reloaded on start; an empty path
 // keeps them in memory. Not thread-safe: the broker serialises access.
+// A stored record that fails validate_policy() (or a file that is not JSON at all) never stops
+// the broker: on load the record is skipped, copied to FILE.quarantine (the whole file is
+// renamed there when unreadable) and named in one warning.
 #pragma once
 #include <filesystem>
 #include <map>
@@ -12,12 +15,20 @@
 
 namespace mcp::broker {
 
+// Policy bounds (README "Broker limits"): sampling_rate 0 (unset) or in [1e-6, 1]; target_qps
+// 0 (unset) or in [0.01, 1e7] events/s; at least one set; both finite; service and probe at most
+// 1024 bytes. Throws mcp::Error (usage) naming the field.
+inline constexpr double kMinSamplingRate = 1e-6;
+inline constexpr double kMinTargetQps = 0.01;
+inline constexpr double kMaxTargetQps = 1e7;
+void validate_policy(const mcp::v1::Policy& policy);
+
 class PolicyStore {
  public:
-  // Throws mcp::Error (runtime) when the file exists but is not valid.
+  // Loads the file when it exists, quarantining what does not validate (see above).
   explicit PolicyStore(std::filesystem::path file = {});
 
-  // Validates (usage error: rate outside (0,1], negative qps, neither set), stamps and stores.
+  // validate_policy(), then stamps and stores.
   mcp::v1::Policy apply(const mcp::v1::Policy& policy);
   std::vector<mcp::v1::Policy> list() const;
 
