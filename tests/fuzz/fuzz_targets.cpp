@@ -3,7 +3,11 @@
 #include <cstring>
 #include <string_view>
 
+#include "broker/dedup_table.h"
+#include "broker/publish_check.h"
 #include "config/loader.h"
+#include "forward/segment_log.h"
+#include "mcp/v1/sampling.pb.h"
 #include "rules/ruleset.h"
 
 namespace mcp::fuzz {
@@ -46,6 +50,51 @@ int config_one_input(const uint8_t* data, size_t size) {
     for (const auto& s : cfg.services) (void)cfg.version_targets(s.service);
   } catch (const config::ConfigError&) {
   }
+  return 0;
+}
+
+namespace {
+const mcp::broker::PublishLimits kFuzzLimits{.max_batch_samples = 64, .max_message_bytes = 64 << 10};
+}  // namespace
+
+bool publish_input_valid(const uint8_t* data, size_t size) {
+  using namespace mcp::broker;
+  const std::string_view wire(reinterpret_cast<const char*>(data), size);
+  mcp::v1::AgentMessage msg;
+  return scan_agent_message(wire, kFuzzLimits).ok() && msg.ParseFromArray(data, static_cast<int>(size)) &&
+         (!msg.has_hello() || check_agent_id(msg.hello().agent_id()).ok()) &&
+         (!msg.has_batch() || check_batch(msg.batch(), kFuzzLimits).ok());
+}
+
+int publish_one_input(const uint8_t* data, size_t size) {
+  using namespace mcp::broker;
+  const PublishLimits& limits = kFuzzLimits;
+  static DedupTable dedup;  // state carries over between inputs, as in a running broker
+  static SegmentLog journal(SegmentLogOptions{{}, 64 << 10, 256 << 10});
+  const std::string_view wire(reinterpret_cast<const char*>(data), size);
+  if (!scan_agent_message(wire, limits).ok()) return 0;
+  mcp::v1::AgentMessage msg;
+  if (!msg.ParseFromArray(data, static_cast<int>(size))) return 0;
+  if (msg.has_batch() && msg.batch().samples_size() > static_cast<int>(limits.max_batch_samples))
+    __builtin_trap();  // the scan let through more samples than the bound
+  if (msg.has_hello()) (void)check_agent_id(msg.hello().agent_id());
+  if (!msg.has_batch() || !check_batch(msg.batch(), limits).ok()) return 0;
+  // Two credentials, picked by the input, so bindings are exercised too.
+  const std::string credential = size % 2 ? "token:a" : "token:b";
+  const uint64_t now_us = 1'700'000'000'000'000;
+  if (dedup.check("fuzz-agent", credential, msg.batch().sequence(), now_us) != Admission::kNew) return 0;
+  mcp::v1::SamplePacket packet;
+  packet.set_agent_id("fuzz-agent");
+  packet.set_sequence(msg.batch().sequence());
+  *packet.mutable_samples() = msg.batch().samples();
+  const std::string payload = packet.SerializeAsString();
+  const uint64_t offset = journal.append(payload, static_cast<uint32_t>(packet.samples_size()));
+  dedup.record("fuzz-agent", credential, msg.batch().sequence());
+  const auto back = journal.read_from(offset, 1);
+  mcp::v1::SamplePacket read;
+  if (back.empty() || back[0].offset != offset || !read.ParseFromString(back[0].payload) ||
+      read.SerializeAsString() != payload)
+    __builtin_trap();  // what was stored does not read back
   return 0;
 }
 

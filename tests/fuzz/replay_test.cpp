@@ -109,8 +109,19 @@ TEST(FuzzReplay, SeedsAreValidUnlessNamedBad) {
   }
 }
 
+TEST(FuzzReplay, PublishSeedsAreAcceptedUnlessNamedBad) {
+  std::vector<std::string> names;
+  const auto seeds = corpus("publish", &names);
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i].starts_with("crash-")) continue;
+    const bool valid = publish_input_valid(reinterpret_cast<const uint8_t*>(seeds[i].data()), seeds[i].size());
+    EXPECT_EQ(valid, !names[i].starts_with("bad_")) << names[i];
+  }
+}
+
 TEST(FuzzReplay, RulesTargetSurvivesCorpusAndMutations) { run("rules", rules_one_input); }
 TEST(FuzzReplay, ConfigTargetSurvivesCorpusAndMutations) { run("config", config_one_input); }
+TEST(FuzzReplay, PublishTargetSurvivesCorpusAndMutations) { run("publish", publish_one_input); }
 
 }  // namespace
 }  // namespace mcp::fuzz

@@ -3,13 +3,13 @@
 # coverage) in build-fuzz/ and runs each for SECONDS (default 60). New interesting inputs go
 # to build-fuzz/fuzz/work-<target>/; a crash leaves crash-* there and makes this script fail:
 # copy it into tests/fuzz/corpus/<name>/ as a regression seed once fixed.
-#   tests/fuzz/run.sh [SECONDS] [rules|config ...]
+#   tests/fuzz/run.sh [SECONDS] [rules|config|publish ...]
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 SECONDS_EACH="${1:-60}"
 shift || true
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(rules config)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(rules config publish)
 BUILD="${MCP_FUZZ_BUILD:-$ROOT/build-fuzz}"
 FLAGS="-fsanitize=address -fsanitize=fuzzer-no-link -fno-omit-frame-pointer -g"
 

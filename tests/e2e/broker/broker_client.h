@@ -51,6 +51,68 @@ inline mcp::v1::StatsReply broker_stats(const std::string& address, const std::s
   return reply;
 }
 
+// One hand-made Publish stream, as an agent (or someone pretending to be one) would send it.
+inline mcp::v1::AgentMessage hello_message(const std::string& agent) {
+  mcp::v1::AgentMessage m;
+  m.mutable_hello()->set_agent_id(agent);
+  return m;
+}
+// `samples` samples of service "checkout", args[0] = first_arg + i, keep-all threshold.
+inline mcp::v1::AgentMessage batch_message(uint64_t sequence, int samples, uint64_t first_arg = 0) {
+  mcp::v1::AgentMessage m;
+  m.mutable_batch()->set_sequence(sequence);
+  for (int i = 0; i < samples; ++i) {
+    auto* s = m.mutable_batch()->add_samples();
+    s->set_service("checkout");
+    s->set_threshold(UINT64_MAX);
+    s->add_args(first_arg + static_cast<uint64_t>(i));
+  }
+  return m;
+}
+
+struct PublishResult {
+  std::vector<mcp::v1::Ack> acks;
+  grpc::Status status;  // how the broker ended the stream
+};
+
+// Writes every message (raw bytes, so tests can send what no protobuf serialiser would: huge
+// floods, invalid UTF-8), half-closes, and reads every reply until the broker ends the stream.
+inline PublishResult publish_wire(const std::string& address, const std::vector<std::string>& messages,
+                                  const std::string& token = "",
+                                  std::chrono::seconds limit = std::chrono::seconds(15)) {
+  auto channel = make_channel(address, {}, false);
+  grpc::ClientContext ctx;
+  add_token(ctx, token);
+  ctx.set_deadline(std::chrono::system_clock::now() + limit);
+  // The generated stub's own call with a ByteBuffer request type.
+  const grpc::internal::RpcMethod method("/mcp.v1.Sampling/Publish",
+                                         grpc::internal::RpcMethod::BIDI_STREAMING);
+  std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, mcp::v1::BrokerMessage>> stream(
+      grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, mcp::v1::BrokerMessage>::Create(
+          channel.get(), method, &ctx));
+  for (const auto& m : messages) {
+    grpc::Slice slice(m);
+    grpc::ByteBuffer buffer(&slice, 1);
+    if (!stream->Write(buffer)) break;  // the broker ended the stream: Finish() says why
+  }
+  stream->WritesDone();
+  PublishResult result;
+  mcp::v1::BrokerMessage reply;
+  while (stream->Read(&reply))
+    if (reply.has_ack()) result.acks.push_back(reply.ack());
+  result.status = stream->Finish();
+  return result;
+}
+
+inline PublishResult publish_messages(const std::string& address,
+                                      const std::vector<mcp::v1::AgentMessage>& messages,
+                                      const std::string& token = "",
+                                      std::chrono::seconds limit = std::chrono::seconds(15)) {
+  std::vector<std::string> wire;
+  for (const auto& m : messages) wire.push_back(m.SerializeAsString());
+  return publish_wire(address, wire, token, limit);
+}
+
 // A subscriber on its own thread that keeps every sample; `gate`, when given,
 // holds each packet until it is set (a stalled consumer).
 class Collector {

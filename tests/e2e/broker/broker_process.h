@@ -1,11 +1,13 @@
 // BrokerProcess: runs build/bin/mcp-broker as a child on 127.0.0.1 (port 0 unless a port is
 // given, to restart on the same one), reads the bound port from its stderr line
-// "mcp-broker: listening on 127.0.0.1:PORT", and kills it (SIGKILL or SIGTERM) on demand.
+// "mcp-broker: listening on HOST:PORT", and kills it (SIGKILL or SIGTERM) on demand. Args with
+// their own --listen replace the loopback default. run_broker() runs one to its exit instead.
 #pragma once
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -30,8 +32,9 @@ class BrokerProcess {
  public:
   BrokerProcess(std::vector<std::string> args, std::filesystem::path log, int port = 0)
       : log_(std::move(log)) {
-    args.insert(args.begin(), {std::string(MCP_BIN_DIR) + "/mcp-broker", "--listen",
-                               "127.0.0.1:" + std::to_string(port)});
+    if (std::find(args.begin(), args.end(), "--listen") == args.end())
+      args.insert(args.begin(), {"--listen", "127.0.0.1:" + std::to_string(port)});
+    args.insert(args.begin(), std::string(MCP_BIN_DIR) + "/mcp-broker");
     pid_ = fork();
     if (pid_ == 0) {
       FILE* f = std::fopen(log_.c_str(), "w");
@@ -43,7 +46,7 @@ class BrokerProcess {
       _exit(127);
     }
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
-    const std::regex re("listening on 127\\.0\\.0\\.1:([0-9]+)");
+    const std::regex re("listening on [0-9.]+:([0-9]+)");
     while (std::chrono::steady_clock::now() < deadline) {
       std::smatch m;
       const std::string text = log_text();
@@ -63,6 +66,7 @@ class BrokerProcess {
   ~BrokerProcess() { stop(SIGKILL); }
 
   int port() const { return port_; }
+  pid_t pid() const { return pid_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   std::string log_text() const {
     std::ifstream in(log_);
@@ -85,5 +89,30 @@ class BrokerProcess {
   pid_t pid_ = -1;
   int port_ = 0;
 };
+
+// Runs mcp-broker with `args` until it exits (it must exit by itself, e.g. refusing to start);
+// returns the exit code and sets *stderr_text.
+inline int run_broker(const std::vector<std::string>& args, const std::filesystem::path& log,
+                      std::string* stderr_text) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    FILE* f = std::fopen(log.c_str(), "w");
+    if (f) dup2(fileno(f), 2);
+    std::vector<std::string> all{std::string(MCP_BIN_DIR) + "/mcp-broker"};
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  std::ifstream in(log);
+  std::ostringstream s;
+  s << in.rdbuf();
+  *stderr_text = s.str();
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
 
 }  // namespace mcp::test

@@ -205,6 +205,7 @@ mcp::v1::Ack publish_batch(const std::string& address, const std::string& agent,
   for (int i = 0; i < samples; ++i) {
     auto* s = m.mutable_batch()->add_samples();
     s->set_service("checkout");
+    s->set_threshold(UINT64_MAX);  // 0 is refused: its weight would be infinite
     s->add_args(first_arg + static_cast<uint64_t>(i));
   }
   stream->Write(m);

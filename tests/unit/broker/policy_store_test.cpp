@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <limits>
 #include <random>
+#include <sstream>
 
 #include "common/error.h"
 
@@ -44,6 +47,51 @@ TEST(PolicyStore, RejectsARateOutsideZeroToOne) {
   p.set_sampling_rate(0);
   EXPECT_THROW(store.apply(p), Error);  // neither rate nor qps
   EXPECT_TRUE(store.list().empty());
+}
+
+TEST(PolicyStore, RejectsNonFiniteTinyAndHugeNumbers) {
+  PolicyStore store;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  for (const auto& [rate, qps] : std::vector<std::pair<double, double>>{
+           {nan, 0}, {0, nan}, {inf, 0}, {0, inf}, {-inf, 0}, {5e-324, 0}, {kMinSamplingRate / 2, 0},
+           {0, kMaxTargetQps * 2}, {0, kMinTargetQps / 2}, {0, -1}, {0.5, nan}}) {
+    mcp::v1::Policy p;
+    p.set_sampling_rate(rate);
+    p.set_target_qps(qps);
+    EXPECT_THROW(store.apply(p), Error) << "rate " << rate << " qps " << qps;
+  }
+  EXPECT_TRUE(store.list().empty());
+  mcp::v1::Policy edge;
+  edge.set_sampling_rate(kMinSamplingRate);
+  edge.set_target_qps(kMaxTargetQps);
+  EXPECT_NO_THROW(store.apply(edge));
+}
+
+TEST(PolicyStore, ABadStoredRecordIsQuarantinedNotFatal) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("mcp-policies-q-" + std::to_string(std::random_device{}()));
+  std::filesystem::create_directories(dir);
+  const auto file = dir / "policies.json";
+  std::ofstream(file) << R"([{"service":"nan","sampling_rate":null},)"
+                      << R"({"service":"tiny","sampling_rate":5e-324},)"
+                      << R"({"service":"ok","sampling_rate":0.5}])";
+  {
+    PolicyStore store(file);
+    ASSERT_EQ(store.list().size(), 1u);
+    EXPECT_EQ(store.list()[0].service(), "ok");
+  }
+  std::ifstream q(dir / "policies.json.quarantine");
+  std::stringstream text;
+  text << q.rdbuf();
+  EXPECT_NE(text.str().find("nan"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("tiny"), std::string::npos) << text.str();
+  EXPECT_EQ(PolicyStore(file).list().size(), 1u);  // rewritten: the next start is clean
+
+  std::ofstream(file) << "[{ broken";
+  EXPECT_TRUE(PolicyStore(file).list().empty());
+  EXPECT_FALSE(std::filesystem::exists(file)) << "the unreadable file was not moved aside";
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

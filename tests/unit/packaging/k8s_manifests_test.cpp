@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 
@@ -311,6 +313,96 @@ TEST(K8sBroker, ServiceSelectsTheDeploymentOnPort9090) {
   auto listen = std::find(cmd.begin(), cmd.end(), "--listen");
   ASSERT_NE(listen, cmd.end());
   EXPECT_EQ(metrics::parse_listen_address(*(listen + 1)).port, 9090);
+}
+
+// Where a container sees key `key` of Secret `secret`: "" when it does not mount it.
+std::string secret_key_path(const YAML::Node& pod, const YAML::Node& container, const std::string& secret,
+                            const std::string& key) {
+  for (const auto& v : pod["volumes"]) {
+    if (!v["secret"] || v["secret"]["secretName"].as<std::string>("") != secret) continue;
+    for (const auto& vm : container["volumeMounts"]) {
+      if (vm["name"].as<std::string>() != v["name"].as<std::string>()) continue;
+      for (const auto& item : v["secret"]["items"])
+        if (item["key"].as<std::string>() == key)
+          return vm["mountPath"].as<std::string>() + "/" + item["path"].as<std::string>();
+    }
+  }
+  return "";
+}
+
+TEST(K8sSecret, KustomizeGeneratesOneTokenPerRoleFromUncommittedFiles) {
+  auto k = manifests().find("Kustomization", "");
+  ASSERT_TRUE(k);
+  std::set<std::string> keys;
+  for (const auto& g : k["secretGenerator"]) {
+    if (g["name"].as<std::string>("") != "mcp-broker-tokens") continue;
+    EXPECT_EQ(g["namespace"].as<std::string>(""), "mcp-system");
+    for (const auto& f : g["files"]) {
+      const std::string entry = f.as<std::string>();
+      keys.insert(entry.substr(0, entry.find('=')));
+      EXPECT_EQ(entry.substr(entry.find('=') + 1).rfind("tokens/", 0), 0u) << entry;
+    }
+  }
+  EXPECT_EQ(keys, (std::set<std::string>{"publish", "subscribe", "policy"}));
+  // The generated token files must never be committed.
+  std::ifstream ignore(kK8sDir / "tokens/.gitignore");
+  std::string text((std::istreambuf_iterator<char>(ignore)), {});
+  EXPECT_NE(text.find("*"), std::string::npos) << "tokens/.gitignore must ignore the tokens";
+}
+
+TEST(K8sBroker, RequiresATokenPerRoleFromTheSecretAndIsNeverInsecure) {
+  auto dep = manifests().find("Deployment", "mcp-broker");
+  ASSERT_TRUE(dep);
+  auto pod = dep["spec"]["template"]["spec"];
+  auto c = pod["containers"][0];
+  auto cmd = c["command"].as<std::vector<std::string>>();
+  EXPECT_EQ(std::find(cmd.begin(), cmd.end(), "--insecure"), cmd.end());
+  for (const std::string role : {"publish", "subscribe", "policy"}) {
+    auto flag = std::find(cmd.begin(), cmd.end(), "--" + role + "-token-file");
+    ASSERT_NE(flag, cmd.end()) << role;
+    ASSERT_NE(flag + 1, cmd.end());
+    EXPECT_EQ(*(flag + 1), secret_key_path(pod, c, "mcp-broker-tokens", role)) << role;
+  }
+}
+
+TEST(K8sAgentDaemonSet, MountsOnlyThePublishTokenWhereItsConfigReadsIt) {
+  auto pod = agent_daemonset()["spec"]["template"]["spec"];
+  auto c = agent_container();
+  const std::string path = secret_key_path(pod, c, "mcp-broker-tokens", "publish");
+  ASSERT_FALSE(path.empty()) << "the agent does not mount the publish token";
+  EXPECT_EQ(secret_key_path(pod, c, "mcp-broker-tokens", "subscribe"), "");
+  EXPECT_EQ(secret_key_path(pod, c, "mcp-broker-tokens", "policy"), "");
+  auto cm = manifests().find("ConfigMap", "mcp-agent-config");
+  YAML::Node config = YAML::Load(cm["data"]["agent.yaml"].as<std::string>());
+  EXPECT_EQ(config["broker"]["token_file"].as<std::string>(""), path);
+}
+
+TEST(K8sNetworkPolicy, OnlyAgentsAndLabelledConsumersReachTheBrokerPort) {
+  auto np = manifests().find("NetworkPolicy", "mcp-broker");
+  ASSERT_TRUE(np) << "no NetworkPolicy for the broker";
+  auto broker_labels = manifests().find("Deployment", "mcp-broker")["spec"]["template"]["metadata"]["labels"];
+  for (const auto& kv : np["spec"]["podSelector"]["matchLabels"])
+    EXPECT_EQ(broker_labels[kv.first.as<std::string>()].as<std::string>(""), kv.second.as<std::string>());
+  EXPECT_FALSE(np["spec"]["podSelector"]["matchLabels"].size() == 0) << "must select the broker only";
+  auto types = np["spec"]["policyTypes"].as<std::vector<std::string>>();
+  EXPECT_NE(std::find(types.begin(), types.end(), "Ingress"), types.end());
+  auto agent_labels = agent_daemonset()["spec"]["template"]["metadata"]["labels"];
+  bool agents_allowed = false;
+  ASSERT_EQ(np["spec"]["ingress"].size(), 1u);
+  auto rule = np["spec"]["ingress"][0];
+  for (const auto& from : rule["from"]) {
+    // Same namespace only: no namespaceSelector, no ipBlock.
+    EXPECT_FALSE(from["namespaceSelector"]);
+    EXPECT_FALSE(from["ipBlock"]);
+    ASSERT_TRUE(from["podSelector"]["matchLabels"]);
+    bool all = true;
+    for (const auto& kv : from["podSelector"]["matchLabels"])
+      all = all && agent_labels[kv.first.as<std::string>()].as<std::string>("") == kv.second.as<std::string>();
+    agents_allowed = agents_allowed || all;
+  }
+  EXPECT_TRUE(agents_allowed) << "the agents cannot reach the broker";
+  ASSERT_EQ(rule["ports"].size(), 1u);
+  EXPECT_EQ(rule["ports"][0]["port"].as<int>(), 9090);
 }
 
 }  // namespace
