@@ -10,6 +10,7 @@
 
 #include "broker_client.h"
 #include "broker_process.h"
+#include "common/error.h"
 #include "mcp/v1/sampling.grpc.pb.h"
 
 namespace mcp {

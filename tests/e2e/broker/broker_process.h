@@ -90,10 +90,11 @@ class BrokerProcess {
   int port_ = 0;
 };
 
-// Runs mcp-broker with `args` until it exits (it must exit by itself, e.g. refusing to start);
-// returns the exit code and sets *stderr_text.
+// Runs mcp-broker with `args` until it exits by itself (e.g. refusing to start); returns the
+// exit code and sets *stderr_text, or kills it and returns -1 when it still runs after `limit`.
 inline int run_broker(const std::vector<std::string>& args, const std::filesystem::path& log,
-                      std::string* stderr_text) {
+                      std::string* stderr_text,
+                      std::chrono::milliseconds limit = std::chrono::seconds(15)) {
   const pid_t pid = fork();
   if (pid == 0) {
     FILE* f = std::fopen(log.c_str(), "w");
@@ -107,12 +108,19 @@ inline int run_broker(const std::vector<std::string>& args, const std::filesyste
     _exit(127);
   }
   int status = 0;
-  waitpid(pid, &status, 0);
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  bool exited = false;
+  while (!(exited = waitpid(pid, &status, WNOHANG) == pid) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (!exited) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
   std::ifstream in(log);
   std::ostringstream s;
   s << in.rdbuf();
   *stderr_text = s.str();
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return exited && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 }  // namespace mcp::test
