@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstring>
 #include <iostream>
+#include <limits>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -220,6 +221,35 @@ mcp::v1::Ack publish_batch(const std::string& address, const std::string& agent,
   ctx.TryCancel();
   stream->Finish();
   return ack;
+}
+
+// The JetStream backend refuses what the embedded one refuses (issue 14, items 8-10), and
+// nothing refused reaches the stream or Stats.
+TEST_F(NatsE2E, BadBatchesAndPoliciesAreRefusedBeforeJetStream) {
+  auto zero_threshold = test::batch_message(3, 2);
+  zero_threshold.mutable_batch()->mutable_samples(0)->set_threshold(0);
+  auto refused = test::publish_messages(a_->address(), {test::hello_message("bad"), zero_threshold});
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(refused.acks.empty());
+  mcp::v1::AgentMessage flood;
+  flood.mutable_batch()->set_sequence(4);
+  for (int i = 0; i < 20000; ++i) flood.mutable_batch()->add_samples()->set_threshold(UINT64_MAX);
+  refused = test::publish_messages(a_->address(), {test::hello_message("bad"), flood});
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_TRUE(refused.acks.empty());
+  EXPECT_EQ(broker_stats(a_->address()).batches(), 0u);
+
+  mcp::v1::Policy nan;
+  nan.set_sampling_rate(std::numeric_limits<double>::quiet_NaN());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 5s);
+  mcp::v1::ApplyPolicyReply reply;
+  EXPECT_EQ(stub_for(a_->address())->ApplyPolicy(&ctx, nan, &reply).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+
+  const auto ok = test::publish_messages(a_->address(), {test::hello_message("good"), test::batch_message(5, 3)});
+  ASSERT_EQ(ok.acks.size(), 1u) << ok.status.error_message();
+  EXPECT_EQ(broker_stats(a_->address()).batches(), 1u);
 }
 
 TEST_F(NatsE2E, BatchReplayedThroughTheOtherBrokerIsAckedAsDuplicateAndDeliveredOnce) {
