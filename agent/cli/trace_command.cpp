@@ -19,6 +19,7 @@
 #include "clock/timestamper.h"
 #include "cuda/cuda_targets.h"
 #include "cuda/kernel_symbolizer.h"
+#include "forward/agent_id.h"
 #include "forward/forwarder.h"
 #include "cli/trace_options.h"
 #include "common/error.h"
@@ -35,9 +36,10 @@
 namespace mcp::cli {
 namespace {
 
-std::atomic<bool> g_stop{false};
+// SIGINT/SIGTERM received: the first ends tracing, a later one ends the wait for the broker.
+std::atomic<int> g_signals{0};
 
-void on_signal(int) { g_stop.store(true); }
+void on_signal(int) { g_signals.fetch_add(1); }
 
 void install_signal_handlers() {
   struct sigaction sa {};
@@ -143,6 +145,19 @@ void print_summary(const loader::BpfSession& session, const std::vector<ProbeTal
     fprintf(stderr, "mcp-agent: warning: %llu malformed records skipped\n", (unsigned long long)consumer.malformed());
 }
 
+// Waits (bounded by the forwarder's flush timeout) for the broker to acknowledge what was
+// kept; a further SIGINT/SIGTERM ends the wait at once.
+bool drain_forwarder(Forwarder& forwarder) {
+  const int signals = g_signals.load();
+  auto give_up = [signals] { return g_signals.load() > signals; };
+  if (forwarder.drain(std::chrono::milliseconds(200), give_up)) return true;
+  if (give_up()) return false;
+  const auto s = forwarder.stats();
+  fprintf(stderr, "mcp-agent: waiting up to 10 s for the broker to acknowledge %llu events (Ctrl-C again to stop)\n",
+          (unsigned long long)(s.queued + s.unacked));
+  return forwarder.drain(std::chrono::milliseconds(9800), give_up);
+}
+
 int run_trace(TraceOptions& o) {
   validate(o);
   spdlog::set_level(o.verbose ? spdlog::level::debug : spdlog::level::warn);
@@ -177,6 +192,10 @@ int run_trace(TraceOptions& o) {
   for (const auto& spec : o.uprobes) {
     // A child has not exec'd yet: its maps are ours, so resolve through the linker cache.
     const auto t = loader::resolve_uprobe(spec, child ? 0 : o.pid);
+    if (!child) {
+      if (const auto w = loader::mapping_warning(o.pid, t.binary, t.name()); !w.empty())
+        fprintf(stderr, "mcp-agent: warning: %s\n", w.c_str());
+    }
     session->add_uprobe(t, o.latency, target, config);
   }
   for (const auto& name : o.syscalls) session->add_syscall(name, config);
@@ -201,7 +220,9 @@ int run_trace(TraceOptions& o) {
   if (!o.brokers.empty()) {
     ForwarderOptions fo;
     fo.brokers = parse_broker_list(o.brokers);
-    fo.agent_id = o.agent_id;
+    // A run of its own id: two traces on one host must not dedup each other's batches. With a
+    // spool directory the id is kept there, so a later run's replays are deduplicated.
+    fo.agent_id = !o.agent_id.empty() ? o.agent_id : !o.spool_dir.empty() ? stable_agent_id(o.spool_dir) : "";
     fo.spool_dir = o.spool_dir;
     fo.tls = {o.tls_ca, o.tls_cert, o.tls_key};
     fo.token_file = o.token_file;
@@ -249,7 +270,7 @@ int run_trace(TraceOptions& o) {
   if (child) child->start();
   spdlog::info("tracing {} probe(s)", session->probes().size());
   const auto start = std::chrono::steady_clock::now();
-  while (!g_stop.load()) {
+  while (g_signals.load() == 0) {
     consumer.poll(pipeline::kPollTimeoutMs);
     if (printer) printer->flush();
     if (o.max_events && printed >= o.max_events) break;
@@ -260,7 +281,8 @@ int run_trace(TraceOptions& o) {
   control->stop();
   consumer.drain();
   if (printer) printer->flush();
-  if (forwarder) forwarder->flush();  // waits (bounded) for the broker's acks
+  bool delivered = true;
+  if (forwarder) delivered = drain_forwarder(*forwarder);
   if (out_fd != STDOUT_FILENO) close(out_fd);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!o.quiet_summary) {
@@ -269,10 +291,19 @@ int run_trace(TraceOptions& o) {
     print_kernels(kernels);
     if (forwarder) {
       const auto s = forwarder->stats();
-      fprintf(stderr, "forwarder: broker %s, sent %llu, acked %llu, spooled %llu bytes, dropped %llu, errors %llu\n",
+      fprintf(stderr,
+              "forwarder: broker %s, sent %llu, acked %llu, spooled %llu bytes, dropped %llu, unreadable %llu, "
+              "errors %llu\n",
               s.broker.c_str(), (unsigned long long)s.sent, (unsigned long long)s.acked,
               (unsigned long long)s.spooled_bytes, (unsigned long long)s.dropped_oldest,
-              (unsigned long long)s.forward_errors);
+              (unsigned long long)s.unreadable_events, (unsigned long long)s.forward_errors);
+    }
+  }
+  if (forwarder) {
+    const Undelivered u = undelivered_of(forwarder->stats());
+    if (u.any() || !delivered) {
+      fprintf(stderr, "mcp-agent: %s\n", u.any() ? u.describe().c_str() : "broker did not acknowledge in time");
+      return 1;
     }
   }
   return 0;

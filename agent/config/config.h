@@ -146,7 +146,7 @@ inline constexpr const char* kDefaultMetricsListen = "127.0.0.1:9464";
 
 struct Config {
   std::string path;          // file it was read from (for messages)
-  std::string node_name;     // empty: the daemon uses $NODE_NAME, then the host name
+  std::string node_name;     // agent id; empty: $NODE_NAME, then $STATE_DIRECTORY/agent-id, then a per-run id
   BrokerConfig broker;
   std::vector<ProbeSpec> probes;  // uprobes, then syscalls, then CUDA libraries (when enabled)
   CudaConfig cuda;

@@ -4,6 +4,8 @@
 // not thrown one by one, so an operator sees all of them in one run.
 #include "config/loader.h"
 
+#include "config/file_trust.h"
+
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
@@ -795,6 +797,8 @@ Config parse_config(std::string_view yaml, const std::string& file, const std::f
 }
 
 Config load_config(const std::filesystem::path& path) {
+  if (std::string why = untrusted_reason(path); !why.empty())
+    throw ConfigError({Diagnostic{path.string(), 0, 0, why}});
   std::string err;
   const std::string text = read_file(path, err);
   if (!err.empty()) throw ConfigError({Diagnostic{path.string(), 0, 0, err}});

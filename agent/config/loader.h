@@ -39,7 +39,8 @@ Config parse_config(std::string_view yaml, const std::string& file,
                     const std::filesystem::path& base_dir = {});
 
 // Reads `path` (following symlinks, as a kubelet-mounted ConfigMap needs) and parses it;
-// relative rule files resolve against the config file's directory.
+// relative rule files resolve against the config file's directory. A file others can change
+// is refused first (file_trust.h), as a ConfigError.
 Config load_config(const std::filesystem::path& path);
 
 }  // namespace mcp::config

@@ -16,6 +16,7 @@
 #include "control/tenant_quota.h"
 #include "cuda/kernel_symbolizer.h"
 #include "daemon/probe_set.h"
+#include "forward/agent_id.h"
 #include "forward/forwarder.h"
 #include "loader/bpf_session.h"
 #include "metrics/names.h"
@@ -32,8 +33,18 @@
 namespace mcp::daemon {
 namespace {
 
-std::atomic<bool> g_stop{false};
-void on_stop(int) { g_stop.store(true); }
+// SIGTERM/SIGINT received: the first stops the agent, a later one ends the wait for the broker.
+std::atomic<int> g_signals{0};
+void on_stop(int) { g_signals.fetch_add(1); }
+
+// The agent id: node_name or $NODE_NAME when given (unique per cluster), else the id kept in the
+// state directory (stable across restarts, so the broker dedups spool replays), else one per run.
+std::string agent_id_for(const config::Config& cfg, const char* state_dir) {
+  if (!cfg.node_name.empty()) return cfg.node_name;
+  if (const char* node = getenv("NODE_NAME"); node && *node) return node;
+  if (state_dir && *state_dir) return stable_agent_id(state_dir);
+  return unique_agent_id();
+}
 
 struct RunFlags {
   std::string config;
@@ -123,6 +134,8 @@ void register_metrics(metrics::Registry& reg, loader::BpfSession& session, cli::
   reg.add_callback(metrics::kQueueDepth, [forwarder] { return forwarder ? static_cast<double>(forwarder->stats().queued) : 0.0; });
   reg.add_callback(metrics::kSpoolBytes, [forwarder] { return forwarder ? static_cast<double>(forwarder->stats().spooled_bytes) : 0.0; });
   reg.add_callback(metrics::kForwardErrors, [forwarder] { return forwarder ? static_cast<double>(forwarder->stats().forward_errors) : 0.0; });
+  reg.add_callback(metrics::kForwardDropped, [forwarder] { return forwarder ? static_cast<double>(forwarder->stats().dropped_oldest) : 0.0; });
+  reg.add_callback(metrics::kForwardUnreadable, [forwarder] { return forwarder ? static_cast<double>(forwarder->stats().unreadable_batches) : 0.0; });
   reg.add_callback(metrics::kReloads, [&reloader] { return static_cast<double>(reloader.stats().successes); });
   reg.add_callback(metrics::kReloadFailures, [&reloader] { return static_cast<double>(reloader.stats().failures); });
   reg.add_callback(metrics::kClockDrift, [&clock] { return clock.stats().calibrator.drift_ppm; });
@@ -174,20 +187,23 @@ int run_daemon(const RunFlags& flags) {
   clock::Timestamper timestamper;
   timestamper.start();
   std::unique_ptr<Forwarder> forwarder;
+  std::string forwarder_id;
   std::unique_ptr<output::StreamSink> printer;
   if (!cfg0->broker.addresses.empty()) {
     ForwarderOptions fo;
     fo.brokers = cfg0->broker.addresses;
-    fo.agent_id = cfg0->node_name.empty() ? (getenv("NODE_NAME") ? getenv("NODE_NAME") : "") : cfg0->node_name;
+    const char* state_dir = getenv("STATE_DIRECTORY");
+    fo.agent_id = agent_id_for(*cfg0, state_dir);
     fo.token_file = cfg0->broker.token_file;
     if (cfg0->broker.tls) fo.tls = {cfg0->broker.tls->ca, cfg0->broker.tls->cert, cfg0->broker.tls->key};
-    fo.spool_dir = getenv("STATE_DIRECTORY") ? std::string(getenv("STATE_DIRECTORY")) + "/spool" : "";
+    fo.spool_dir = state_dir && *state_dir ? std::string(state_dir) + "/spool" : "";
     fo.on_policy = [&](const PolicyUpdate& p) {
       const int n = control.apply_policy(p.probe, p.sampling_rate, p.target_qps);
       spdlog::info("broker policy service '{}' probe '{}' (rate {}, target {}): {} probe(s)", p.service, p.probe,
                    p.sampling_rate, p.target_qps, n);
     };
     fo.on_broker_hlc = [&timestamper](uint64_t hlc) { timestamper.merge_remote(hlc); };
+    forwarder_id = fo.agent_id;
     forwarder = make_forwarder(std::move(fo));
   } else {
     printer = std::make_unique<output::StreamSink>(output::make_formatter("json"), STDOUT_FILENO);
@@ -214,7 +230,8 @@ int run_daemon(const RunFlags& flags) {
   signal(SIGPIPE, SIG_IGN);
   spdlog::info("mcp-agent running: {} probes, metrics on {}:{}, {}", probes.size(),
                cfg0->metrics_listen.substr(0, cfg0->metrics_listen.rfind(':')), server.port(),
-               forwarder ? "forwarding to " + cfg0->broker.addresses.front() : std::string("events to stdout"));
+               forwarder ? "forwarding to " + cfg0->broker.addresses.front() + " as agent " + forwarder_id
+                         : std::string("events to stdout"));
 
   rules::Decision scratch;
   reload::ConfigSnapshot cfg = store.current();
@@ -236,7 +253,7 @@ int run_daemon(const RunFlags& flags) {
         if (forwarder) forwarder->consume(e);
         else printer->consume(e);
       });
-  while (!g_stop.load()) {
+  while (g_signals.load() == 0) {
     cfg = store.current();  // one snapshot per batch: a reload never splits an event
     consumer.poll(pipeline::kPollTimeoutMs);
     if (printer) printer->flush();
@@ -247,10 +264,18 @@ int run_daemon(const RunFlags& flags) {
   control.stop();
   consumer.drain();
   if (printer) printer->flush();
-  if (forwarder && !forwarder->flush_for(std::chrono::seconds(10)))
-    spdlog::warn("broker did not acknowledge everything in time; the rest stays in the spool");
+  int rc = 0;
+  if (forwarder) {
+    // The documented 10 s, once (the destructor does not wait again); a second signal ends it.
+    const int signals = g_signals.load();
+    forwarder->drain(std::chrono::seconds(10), [signals] { return g_signals.load() > signals; });
+    const Undelivered u = undelivered_of(forwarder->stats());
+    if (u.any()) spdlog::warn("{}", u.describe());
+    // Events in the on-disk spool are sent after a restart; events gone are a failure.
+    if (u.lost || (u.pending && u.spool_dir.empty())) rc = 1;
+  }
   server.stop();
-  return 0;
+  return rc;
 }
 
 }  // namespace

@@ -14,6 +14,8 @@
 #include <spdlog/spdlog.h>
 
 #include "common/error.h"
+#include "common/utf8.h"
+#include "forward/agent_id.h"
 #include "forward/channel.h"
 #include "forward/sample_convert.h"
 #include "forward/segment_log.h"
@@ -26,12 +28,6 @@ uint64_t unix_ns() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                    std::chrono::system_clock::now().time_since_epoch())
                                    .count());
-}
-
-std::string default_agent_id() {
-  char host[256] = {};
-  if (gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') return "agent";
-  return host;
 }
 
 }  // namespace
@@ -59,7 +55,8 @@ class Forwarder::Impl {
     if (options_.brokers.empty()) throw usage_error("forwarder: no broker address");
     if (options_.batch_count == 0) throw usage_error("forwarder: batch count must be > 0");
     if (options_.queue_capacity == 0) throw usage_error("forwarder: queue capacity must be > 0");
-    if (options_.agent_id.empty()) options_.agent_id = default_agent_id();
+    if (options_.agent_id.empty()) options_.agent_id = unique_agent_id();
+    options_.agent_id = valid_utf8(options_.agent_id);
     token_ = read_token_file(options_.token_file);
     batcher_ = std::thread([this] { batch_loop(); });
     sender_ = std::thread([this] { send_loop(); });
@@ -79,6 +76,7 @@ class Forwarder::Impl {
   }
 
   void consume(const Event& event) {
+    flush_failed_.store(false, std::memory_order_relaxed);
     mcp::v1::Sample sample;
     to_sample(event, &sample);
     sample.set_agent_id(options_.agent_id);
@@ -99,6 +97,14 @@ class Forwarder::Impl {
   }
 
   bool flush_for(std::chrono::milliseconds timeout) {
+    const bool done = wait_flushed(timeout);
+    flush_failed_.store(!done, std::memory_order_relaxed);
+    return done;
+  }
+
+  bool flush_failed() const { return flush_failed_.load(std::memory_order_relaxed); }
+
+  bool wait_flushed(std::chrono::milliseconds timeout) {
     if (timeout.count() < 0) timeout = options_.flush_timeout;
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     {
@@ -124,12 +130,16 @@ class Forwarder::Impl {
     s.dropped_oldest += log.dropped_items;
     s.spooled_bytes = log.bytes;
     s.spooled_batches = log.records;
+    s.unacked = log.items;
     s.corrupt_batches = log.corrupt_records;
+    s.spool_dir = options_.spool_dir.string();
     std::lock_guard lock(mu_);
     s.sent = sent_;
     s.acked = acked_;
     s.forward_errors = errors_;
     s.reconnects = reconnects_;
+    s.unreadable_batches = unreadable_batches_;
+    s.unreadable_events = unreadable_events_;
     s.connected = connected_;
     s.broker = broker_;
     return s;
@@ -249,6 +259,7 @@ class Forwarder::Impl {
     std::deque<InFlight> in_flight;  // guarded by mu_
     bool broken = false;             // guarded by mu_
     bool progressed = false;         // guarded by mu_
+    uint64_t skipped_through = 0;    // guarded by mu_: last unreadable batch sent past
 
     mcp::v1::AgentMessage hello;
     hello.mutable_hello()->set_agent_id(options_.agent_id);
@@ -269,6 +280,7 @@ class Forwarder::Impl {
             acked_ += in_flight.front().events;
             in_flight.pop_front();
           }
+          if (in_flight.empty() && skipped_through > seq) log_.release_through(skipped_through);
           if (in_flight.empty() && !wire_idle_.exchange(true)) {
             // The batcher may be waiting out batch_age: let it close the batch now.
             { std::lock_guard qlock(qmu_); }
@@ -307,7 +319,22 @@ class Forwarder::Impl {
       for (auto& record : log_.read_from(cursor, room)) {
         auto* batch = msg.mutable_batch();
         if (!batch->ParseFromString(record.payload)) {
-          spdlog::warn("forward: unparseable spooled batch {} skipped", record.offset);
+          // Counted once per batch (a replay meets it again), never silent.
+          std::lock_guard lock(mu_);
+          if (record.offset > unreadable_through_) {
+            unreadable_through_ = record.offset;
+            ++unreadable_batches_;
+            unreadable_events_ += record.items;
+            spdlog::error("forward: spooled batch {} cannot be read back; its {} events are lost", record.offset,
+                          record.items);
+          }
+          // Release it once everything before it is acknowledged, so it never holds a flush.
+          if (in_flight.empty()) {
+            log_.release_through(record.offset);
+            scv_.notify_all();
+          } else {
+            skipped_through = record.offset;
+          }
           cursor = record.offset + 1;
           continue;
         }
@@ -364,6 +391,10 @@ class Forwarder::Impl {
   uint64_t acked_ = 0;
   uint64_t errors_ = 0;
   uint64_t reconnects_ = 0;
+  uint64_t unreadable_batches_ = 0;
+  uint64_t unreadable_events_ = 0;
+  uint64_t unreadable_through_ = 0;  // highest unreadable offset counted
+  std::atomic<bool> flush_failed_{false};  // the last flush timed out, nothing consumed since
   bool connected_ = false;
   std::string broker_;
 
@@ -374,7 +405,7 @@ class Forwarder::Impl {
 Forwarder::Forwarder(ForwarderOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
 
 Forwarder::~Forwarder() {
-  flush();
+  if (!impl_->flush_failed()) flush();
   impl_.reset();
 }
 
@@ -385,6 +416,38 @@ void Forwarder::flush() {
 }
 
 bool Forwarder::flush_for(std::chrono::milliseconds timeout) { return impl_->flush_for(timeout); }
+
+bool Forwarder::drain(std::chrono::milliseconds limit, const std::function<bool()>& give_up) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (flush_for(std::clamp(left, std::chrono::milliseconds(0), std::chrono::milliseconds(50)))) return true;
+    if (left.count() <= 0 || (give_up && give_up())) return false;
+  }
+}
+
+Undelivered undelivered_of(const ForwarderStats& s) {
+  Undelivered u;
+  u.pending = s.queued + s.unacked;
+  u.lost = s.dropped_oldest + s.unreadable_events;
+  u.spool_dir = s.spool_dir;
+  return u;
+}
+
+std::string Undelivered::describe() const {
+  if (!any()) return {};
+  std::string text = std::to_string(pending + lost) + " events undelivered: ";
+  if (pending && !spool_dir.empty()) {
+    text += std::to_string(pending) + " kept in the spool " + spool_dir + " (a later run with it sends them)";
+  } else if (pending) {
+    text += std::to_string(pending) + " lost with the in-memory spool (no spool directory)";
+  }
+  if (lost) {
+    if (pending) text += ", ";
+    text += std::to_string(lost) + " lost during the run (full queue or spool, or unreadable batches)";
+  }
+  return text;
+}
 
 ForwarderStats Forwarder::stats() const { return impl_->stats(); }
 

@@ -11,6 +11,8 @@
 // its oldest batches are dropped and counted in `dropped_oldest`, never silently.
 // flush() waits (up to flush_timeout) until every accepted event is acknowledged; with a spool
 // directory anything not yet acknowledged stays on disk and is replayed by the next run.
+// A spooled batch that cannot be parsed back is skipped, counted (unreadable_*) and logged.
+// Every string of an event is repaired to valid UTF-8 before it is spooled (sample_convert.h).
 // No gRPC or protobuf types appear here: the generated headers stay inside forward/*.cpp.
 #pragma once
 #include <chrono>
@@ -43,7 +45,7 @@ struct PolicyUpdate {
 
 struct ForwarderOptions {
   std::vector<std::string> brokers;             // host:port, first preferred; fail over in order
-  std::string agent_id;                         // empty: hostname
+  std::string agent_id;                         // empty: unique_agent_id() (agent_id.h)
   size_t batch_count = 512;
   std::chrono::nanoseconds batch_age = std::chrono::milliseconds(20);
   // While the broker has acknowledged everything sent, a batch closes after only
@@ -73,12 +75,29 @@ struct ForwarderStats {
   uint64_t sent = 0;            // events written to a stream (replays count again)
   uint64_t acked = 0;           // events acknowledged by a broker
   uint64_t dropped_oldest = 0;  // events lost to a full queue or a full spool
+  uint64_t unacked = 0;         // events in stored batches not yet acknowledged
   uint64_t corrupt_batches = 0; // spool records failing their checksum
+  uint64_t unreadable_batches = 0;  // spooled batches that did not parse back: skipped
+  uint64_t unreadable_events = 0;   // the events in them (lost)
   uint64_t forward_errors = 0;  // broken streams and failed connects
   uint64_t reconnects = 0;      // streams opened after the first
   bool connected = false;
   std::string broker;           // address of the current or last stream
+  std::string spool_dir;        // empty: the spool is in memory
 };
+
+// What a run's end leaves behind. pending: accepted, not acknowledged (queued or spooled);
+// kept on disk when spool_dir is set, lost otherwise. lost: dropped or unreadable during the run.
+struct Undelivered {
+  uint64_t pending = 0;
+  uint64_t lost = 0;
+  std::string spool_dir;
+  bool any() const { return pending || lost; }
+  // One sentence for the operator, e.g. "120 events undelivered: 120 kept in the spool /x
+  // (a later run with the same spool sends them)"; empty when everything was delivered.
+  std::string describe() const;
+};
+Undelivered undelivered_of(const ForwarderStats& stats);
 
 // Splits "a:1,b:2" into addresses; throws mcp::Error (usage) on an empty list.
 std::vector<std::string> parse_broker_list(const std::string& text);
@@ -87,7 +106,7 @@ class Forwarder : public EventSink {
  public:
   // Validates options (usage error), opens the spool (runtime error) and starts its threads.
   explicit Forwarder(ForwarderOptions options);
-  ~Forwarder() override;  // flushes, then stops
+  ~Forwarder() override;  // flushes (see drain), then stops
   Forwarder(const Forwarder&) = delete;
   Forwarder& operator=(const Forwarder&) = delete;
 
@@ -95,6 +114,10 @@ class Forwarder : public EventSink {
   void flush() override;
   // Like flush() with an explicit limit; true when everything accepted is acknowledged.
   bool flush_for(std::chrono::milliseconds timeout);
+  // Waits up to `limit` like flush_for, in short slices, and returns early (false) as soon as
+  // give_up() is true: a second SIGINT ends the wait at once. After a drain or flush that did
+  // not complete, the destructor does not wait again unless new events arrived.
+  bool drain(std::chrono::milliseconds limit, const std::function<bool()>& give_up);
 
   ForwarderStats stats() const;
 

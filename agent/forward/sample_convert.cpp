@@ -1,33 +1,37 @@
 #include "forward/sample_convert.h"
 
+#include "common/utf8.h"
+
 namespace mcp {
 
+// Every string goes through valid_utf8: a traced process picks its comm, paths and symbol
+// names, and one invalid byte in a proto3 string makes the whole batch unparseable.
 void to_sample(const Event& e, mcp::v1::Sample* s) {
   s->set_ts_ns(e.ts_ns);
   s->set_ktime_ns(e.ktime_ns);
   s->set_hlc(e.hlc);
   s->set_kind(std::string(to_string(e.kind)));
-  s->set_probe(std::string(e.probe));
+  s->set_probe(valid_utf8(e.probe));
   s->set_probe_id(e.probe_id);
   s->set_pid(e.pid);
   s->set_tid(e.tid);
   s->set_cpu(e.cpu);
   s->set_cgroup_id(e.cgroup_id);
-  s->set_comm(std::string(e.comm_view()));
-  s->set_container_id(e.container_id);
-  s->set_service(e.service);
-  for (const auto& [k, v] : e.tags) (*s->mutable_tags())[k] = v;
+  s->set_comm(valid_utf8(e.comm_view()));
+  s->set_container_id(valid_utf8(e.container_id));
+  s->set_service(valid_utf8(e.service));
+  for (const auto& [k, v] : e.tags) (*s->mutable_tags())[valid_utf8(k)] = valid_utf8(v);
   for (uint8_t i = 0; i < e.nargs && i < e.args.size(); ++i) s->add_args(e.args[i]);
   s->set_has_ret(e.has_ret);
   s->set_ret(e.ret);
   s->set_has_duration(e.has_duration);
   s->set_duration_ns(e.duration_ns);
   s->set_threshold(e.threshold);
-  for (const auto& [k, v] : e.attributes) (*s->mutable_attributes())[k] = v;
+  for (const auto& [k, v] : e.attributes) (*s->mutable_attributes())[valid_utf8(k)] = valid_utf8(v);
   if (e.kind == EventKind::kCuda) {
     auto* c = s->mutable_cuda();
-    c->set_api(e.cuda.api);
-    c->set_kernel(e.cuda.kernel);
+    c->set_api(valid_utf8(e.cuda.api));
+    c->set_kernel(valid_utf8(e.cuda.kernel));
     for (uint32_t g : e.cuda.grid) c->add_grid(g);
     for (uint32_t b : e.cuda.block) c->add_block(b);
     c->set_shared_mem(e.cuda.shared_mem);

@@ -1,4 +1,6 @@
 // Conversion of a decoded mcp::Event into the wire Sample (every field of the JSON event).
+// This is the one place events become protobuf strings: each is repaired to valid UTF-8
+// (common/utf8.h), as the JSON encoder does, so no traced process can poison a batch.
 // Only gRPC-facing libraries include this; it pulls in the generated protobuf header.
 #pragma once
 #include "common/event.h"

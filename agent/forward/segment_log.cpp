@@ -1,6 +1,7 @@
 #include "forward/segment_log.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -74,9 +75,11 @@ struct SegmentLog::Segment {
 
 SegmentLog::SegmentLog(SegmentLogOptions options) : options_(std::move(options)) {
   if (!options_.dir.empty()) {
+    // Spooled events hold other users' arguments and command names: owner only.
     std::error_code ec;
-    std::filesystem::create_directories(options_.dir, ec);
+    const bool created = std::filesystem::create_directories(options_.dir, ec);
     if (ec) throw runtime_error("spool: cannot create " + options_.dir.string() + ": " + ec.message());
+    if (created) std::filesystem::permissions(options_.dir, std::filesystem::perms::owner_all, ec);
     open_existing();
   }
   next_offset_ = std::max(next_offset_, now_us());
@@ -131,6 +134,7 @@ void SegmentLog::open_existing() {
 
     seg->fd = ::open(path.c_str(), O_RDWR | O_APPEND | O_CLOEXEC);
     if (seg->fd < 0) fail("cannot open", path);
+    ::fchmod(seg->fd, 0600);  // segments written by an older version were 0644
     bytes_ += seg->bytes;
     segments_.push_back(std::move(seg));
   }
@@ -141,7 +145,7 @@ void SegmentLog::start_segment(uint64_t first_offset) {
   seg->first_offset = first_offset;
   if (!options_.dir.empty()) {
     seg->path = options_.dir / segment_name(first_offset);
-    seg->fd = ::open(seg->path.c_str(), O_RDWR | O_APPEND | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    seg->fd = ::open(seg->path.c_str(), O_RDWR | O_APPEND | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (seg->fd < 0) fail("cannot create", seg->path);
   }
   segments_.push_back(std::move(seg));
@@ -271,6 +275,7 @@ SegmentLogStats SegmentLog::stats() const {
       if (e.offset <= released_through_) continue;
       if (s.first_offset == 0) s.first_offset = e.offset;
       ++s.records;
+      s.items += e.items;
     }
   }
   return s;

@@ -26,7 +26,7 @@
 namespace mcp {
 
 struct SegmentLogOptions {
-  std::filesystem::path dir;            // empty: keep segments in memory
+  std::filesystem::path dir;            // empty: keep segments in memory; created 0700, files 0600
   uint64_t segment_bytes = 4 << 20;     // start a new segment past this size
   uint64_t max_bytes = 256ull << 20;    // drop oldest segments past this total
 };
@@ -34,6 +34,7 @@ struct SegmentLogOptions {
 struct SegmentLogStats {
   uint64_t bytes = 0;            // on disk (or in memory), released segments excluded
   uint64_t records = 0;          // stored and not yet released
+  uint64_t items = 0;            // the items in those records
   uint64_t segments = 0;
   uint64_t dropped_records = 0;  // lost to max_bytes
   uint64_t dropped_items = 0;    // the items in those records

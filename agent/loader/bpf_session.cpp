@@ -189,7 +189,7 @@ std::vector<bpf_link*> BpfSession::attach_uprobes(uint32_t id, const UprobeTarge
     if (!link) {
       const int err = errno;
       for (auto* l : links) bpf_link__destroy(l);
-      throw runtime_error("cannot attach uprobe to " + target.binary + ":" + target.symbol + ": " + errno_text(err));
+      throw runtime_error("cannot attach uprobe to " + target.name() + ":" + target.symbol + ": " + errno_text(err));
     }
     links.push_back(link);
   }
@@ -200,7 +200,7 @@ uint32_t BpfSession::add_uprobe(const UprobeTarget& target, bool latency, pid_t 
   const uint32_t id = reserve_id(config);
   auto links = latency ? attach_uprobes(id, target, pid, skel_->progs.mcp_uprobe_latency_entry, skel_->progs.mcp_uretprobe)
                        : attach_uprobes(id, target, pid, skel_->progs.mcp_uprobe_entry, nullptr);
-  ProbeInfo info{id, target.binary + ":" + target.symbol, ProbeFamily::kUprobe, latency};
+  ProbeInfo info{id, target.name() + ":" + target.symbol, ProbeFamily::kUprobe, latency};
   info.symbol = target.symbol;
   return register_probe(std::move(info), std::move(links));
 }
@@ -208,7 +208,7 @@ uint32_t BpfSession::add_uprobe(const UprobeTarget& target, bool latency, pid_t 
 uint32_t BpfSession::add_cuda_probe(const UprobeTarget& target, pid_t pid, const ProbeConfig& config, bool internal) {
   const uint32_t id = reserve_id(config);
   auto links = attach_uprobes(id, target, pid, skel_->progs.mcp_cuda_entry, skel_->progs.mcp_cuda_return);
-  ProbeInfo info{id, target.binary + ":" + target.symbol, ProbeFamily::kCuda, true};
+  ProbeInfo info{id, target.name() + ":" + target.symbol, ProbeFamily::kCuda, true};
   info.internal = internal;
   info.symbol = target.symbol;
   return register_probe(std::move(info), std::move(links));

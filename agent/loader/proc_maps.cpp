@@ -1,5 +1,7 @@
 #include "loader/proc_maps.h"
 
+#include <sys/sysmacros.h>
+
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -11,17 +13,18 @@ std::vector<Mapping> parse_proc_maps(const std::string& text) {
   std::istringstream in(text);
   std::string line;
   while (std::getline(in, line)) {
-    unsigned long long start, end, offset;
+    unsigned long long start, end, offset, inode = 0;
+    unsigned major = 0, minor = 0;
     char perms[8] = {};
     int path_pos = -1;
-    // start-end perms offset dev inode path
-    if (std::sscanf(line.c_str(), "%llx-%llx %7s %llx %*s %*s %n", &start, &end, perms, &offset,
-                    &path_pos) < 4 || path_pos < 0)
+    // start-end perms offset major:minor inode path
+    if (std::sscanf(line.c_str(), "%llx-%llx %7s %llx %x:%x %llu %n", &start, &end, perms, &offset, &major, &minor,
+                    &inode, &path_pos) < 7 || path_pos < 0)
       continue;
     std::string path = line.substr(static_cast<size_t>(path_pos));
     if (path.empty() || path[0] != '/') continue;
     if (auto d = path.find(" (deleted)"); d != std::string::npos) path.resize(d);
-    out.push_back({start, end, offset, perms[2] == 'x', std::move(path)});
+    out.push_back({start, end, offset, perms[2] == 'x', std::move(path), makedev(major, minor), inode});
   }
   return out;
 }

@@ -13,7 +13,9 @@ namespace mcp::loader {
 struct Mapping {
   uint64_t start = 0, end = 0, offset = 0;
   bool executable = false;
-  std::string path;
+  std::string path;        // as the process names it (its mount namespace), " (deleted)" cut
+  uint64_t dev = 0;        // makedev(major, minor) of the mapped file
+  uint64_t inode = 0;
 };
 
 // Parses maps text (the format of /proc/PID/maps); lines that do not parse are skipped.

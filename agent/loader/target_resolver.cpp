@@ -45,7 +45,84 @@ std::string run_ldconfig() {
   return {};
 }
 
+std::string proc_root(pid_t pid) { return "/proc/" + std::to_string(pid) + "/root"; }
+
+bool same_file(const std::string& a, const std::string& b) {
+  struct stat x, y;
+  if (stat(a.c_str(), &x) != 0 || stat(b.c_str(), &y) != 0) return true;  // cannot tell: as before
+  return x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+// Whether pid sees the agent's file tree: same mount namespace (a copy of it shares the root
+// inode but not the mounts) and same root directory (no chroot).
+bool same_root(pid_t pid) {
+  const std::string proc = "/proc/" + std::to_string(pid);
+  return same_file("/proc/self/ns/mnt", proc + "/ns/mnt") && same_file("/", proc + "/root");
+}
+
+// Resolves `path` component by component under `root`, following symlinks as the process would
+// (absolute targets restart at its root, not the agent's). Empty when it does not exist.
+std::string resolve_in_root(const std::string& root, const std::string& path) {
+  std::vector<std::string> todo;  // components left, last first
+  auto push_path = [&todo](const std::string& p) {
+    std::vector<std::string> parts;
+    std::istringstream in(p);
+    std::string c;
+    while (std::getline(in, c, '/'))
+      if (!c.empty() && c != ".") parts.push_back(c);
+    todo.insert(todo.end(), parts.rbegin(), parts.rend());
+  };
+  push_path(path);
+  std::vector<std::string> done;
+  for (int links = 0; !todo.empty();) {
+    const std::string c = todo.back();
+    todo.pop_back();
+    if (c == "..") {
+      if (!done.empty()) done.pop_back();
+      continue;
+    }
+    std::string here = root;
+    for (const auto& d : done) here += "/" + d;
+    here += "/" + c;
+    struct stat st;
+    if (lstat(here.c_str(), &st) != 0) return {};
+    if (!S_ISLNK(st.st_mode)) {
+      done.push_back(c);
+      continue;
+    }
+    if (++links > 40) return {};  // ELOOP
+    char buf[PATH_MAX];
+    const ssize_t n = readlink(here.c_str(), buf, sizeof buf - 1);
+    if (n <= 0) return {};
+    const std::string target(buf, static_cast<size_t>(n));
+    if (target[0] == '/') done.clear();
+    push_path(target);
+  }
+  std::string out = root;
+  for (const auto& d : done) out += "/" + d;
+  return out;
+}
+
 }  // namespace
+
+std::string path_in_root_of(pid_t pid, const std::string& path) {
+  if (pid <= 0 || same_root(pid)) return is_regular_file(path) ? real_path(path) : std::string();
+  const std::string p = resolve_in_root(proc_root(pid), path);
+  return !p.empty() && is_regular_file(p) ? p : std::string();
+}
+
+std::string mapping_warning(pid_t pid, const std::string& file, const std::string& shown) {
+  struct stat st;
+  if (pid <= 0 || stat(file.c_str(), &st) != 0) return {};
+  const auto maps = read_proc_maps(pid);
+  if (maps.empty()) return {};  // gone or unreadable: nothing to compare
+  for (const auto& m : maps) {
+    // Overlay file systems report the lower file's device in maps: then the path decides.
+    if (m.inode == st.st_ino && (m.dev == st.st_dev || m.path == shown)) return {};
+  }
+  return "pid " + std::to_string(pid) + " maps no file with the device and inode of " + shown +
+         " as the agent opens it (" + file + "): the probe may never fire in that process";
+}
 
 std::pair<std::string, std::string> split_uprobe_spec(const std::string& spec) {
   // Scan from the right for a ':' that is not part of "::".
@@ -90,12 +167,19 @@ std::vector<std::pair<std::string, std::string>> parse_ldconfig(const std::strin
 
 std::string resolve_binary(const std::string& binary, pid_t pid) {
   if (binary.find('/') != std::string::npos) {
-    if (!is_regular_file(binary)) throw runtime_error("binary not found: " + binary);
-    return real_path(binary);
+    // A relative path names a file in the agent's working directory, not the target's.
+    const bool in_target = pid > 0 && binary[0] == '/';
+    const std::string file = in_target ? path_in_root_of(pid, binary) : is_regular_file(binary) ? real_path(binary) : "";
+    if (file.empty())
+      throw runtime_error("binary not found: " + binary + (in_target ? " (in the root of pid " + std::to_string(pid) + ")" : ""));
+    return file;
   }
   if (pid > 0) {
     for (const auto& m : read_proc_maps(pid))
-      if (library_name_matches(base_name(m.path), binary)) return m.path;
+      if (library_name_matches(base_name(m.path), binary)) {
+        const std::string file = path_in_root_of(pid, m.path);  // maps name files in its namespace
+        if (!file.empty()) return file;
+      }
   }
   for (const auto& [soname, path] : parse_ldconfig(run_ldconfig()))
     if (library_name_matches(soname, binary) && is_regular_file(path)) return real_path(path);
@@ -116,6 +200,7 @@ UprobeTarget resolve_uprobe(const std::string& spec, pid_t pid) {
   auto [binary, symbol] = split_uprobe_spec(spec);
   UprobeTarget t;
   t.binary = resolve_binary(binary, pid);
+  if (pid > 0 && t.binary.rfind(proc_root(pid) + "/", 0) == 0) t.shown = t.binary.substr(proc_root(pid).size());
   t.symbol = symbol;
   const auto symbols = ElfSymbols::load(t.binary);
   auto offset = symbols.file_offset_of(symbol);

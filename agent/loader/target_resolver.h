@@ -14,9 +14,11 @@
 namespace mcp::loader {
 
 struct UprobeTarget {
-  std::string binary;  // absolute path of the file
+  std::string binary;  // absolute path of the file as the agent opens it (maybe /proc/PID/root/...)
   std::string symbol;  // as given
   uint64_t offset = 0; // file offset of the function
+  std::string shown;   // the path as the user and the target name it; empty: binary
+  const std::string& name() const { return shown.empty() ? binary : shown; }
 };
 
 // Splits "BINARY:SYMBOL" at the last ':' that is not part of "::" (C++ names).
@@ -30,9 +32,21 @@ bool library_name_matches(const std::string& file_name, const std::string& name)
 std::vector<std::pair<std::string, std::string>> parse_ldconfig(const std::string& text);
 
 // Resolves BINARY. pid (when > 0) is searched first. Throws when not found.
+// For a pid whose root differs from the agent's (another mount namespace or chroot), a path, or
+// a library from its maps, is resolved inside /proc/PID/root, symlinks included, and the result
+// starts with /proc/PID/root: the agent probes the file the process sees at that path.
 std::string resolve_binary(const std::string& binary, pid_t pid);
 
+// `path` resolved within the root of `pid` ("/proc/PID/root/..." with no symlink left), or
+// realpath(path) when pid's root is the agent's own. Empty when it does not exist there.
+std::string path_in_root_of(pid_t pid, const std::string& path);
+
+// Empty when process `pid` maps `file` (same inode, and device or path as it names it); else a
+// warning that the probe on `file` may never fire in that process.
+std::string mapping_warning(pid_t pid, const std::string& file, const std::string& shown);
+
 // Resolves a whole spec: binary and symbol offset. Throws "symbol S not found in B".
+// With a pid in another mount namespace, `binary` is under /proc/PID/root and `shown` is the path.
 UprobeTarget resolve_uprobe(const std::string& spec, pid_t pid);
 
 }  // namespace mcp::loader

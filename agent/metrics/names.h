@@ -53,6 +53,14 @@ inline constexpr MetricSpec kSpoolBytes{
 inline constexpr MetricSpec kForwardErrors{
     "mcp_forward_errors_total", "Failed sends or stream breaks towards the broker.",
     MetricType::kCounter, ""};
+inline constexpr MetricSpec kForwardDropped{
+    "mcp_forward_dropped_events_total",
+    "Events dropped before reaching the broker because the forwarder queue or spool was full.",
+    MetricType::kCounter, ""};
+inline constexpr MetricSpec kForwardUnreadable{
+    "mcp_forward_unreadable_batches_total",
+    "Spooled batches that could not be read back and were skipped; their events are lost.",
+    MetricType::kCounter, ""};
 
 // Configuration.
 inline constexpr MetricSpec kReloads{
@@ -75,7 +83,7 @@ inline constexpr MetricSpec kClockResidual{
 inline constexpr std::array kAgentMetrics{
     kEventsSeen,  kEventsKept,  kEventsLost,          kQuotaDrops,     kRingbufOccupancy,
     kRingbufCapacity, kProbeRate, kSamplingProbability, kQueueDepth,  kSpoolBytes,
-    kForwardErrors, kReloads,   kReloadFailures,      kClockDrift,     kClockResidual};
+    kForwardErrors, kForwardDropped, kForwardUnreadable, kReloads,   kReloadFailures,      kClockDrift,     kClockResidual};
 
 // A Markdown table of kAgentMetrics (name, type, labels, help) for the docs.
 std::string metrics_markdown_table();

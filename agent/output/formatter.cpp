@@ -6,29 +6,17 @@
 #include <ctime>
 
 #include "common/error.h"
+#include "common/utf8.h"
 
 namespace mcp::output {
-
-namespace {
-
-// Length of the valid UTF-8 sequence starting at s[i], or 0 when it is invalid.
-size_t utf8_sequence_length(std::string_view s, size_t i) {
-  const auto c = static_cast<unsigned char>(s[i]);
-  size_t n = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
-  if (n == 0 || i + n > s.size()) return 0;
-  for (size_t k = 1; k < n; k++)
-    if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return 0;
-  return n;
-}
-
-}  // namespace
 
 void append_json_string(std::string& out, std::string_view s) {
   out.push_back('"');
   for (size_t i = 0; i < s.size(); i++) {
     const auto c = static_cast<unsigned char>(s[i]);
     if (c >= 0x80) {
-      // comm is cut at 15 bytes, maybe mid-character: never emit invalid JSON.
+      // comm is cut at 15 bytes, maybe mid-character, and a traced process picks its
+      // own bytes: never emit invalid JSON (the same repair as the protobuf path).
       const size_t n = utf8_sequence_length(s, i);
       if (n == 0) {
         out += "\ufffd";
@@ -172,13 +160,13 @@ class TableFormatter final : public Formatter {
     std::string_view probe = e.probe;
     if (probe.size() > 40) probe = probe.substr(probe.size() - 40);
     fmt::format_to(it, "{}.{:06} {:<9} {:>7} {:>7} {:<16} {:<40} ", ts, (e.ts_ns / 1000) % 1000000,
-                   to_string(e.kind), e.pid, e.tid, e.comm_view(), probe);
+                   to_string(e.kind), e.pid, e.tid, valid_utf8(e.comm_view()), valid_utf8(probe));
     if (e.has_ret) fmt::format_to(it, "{:>14} ", e.ret);
     else fmt::format_to(it, "{:>14} ", "-");
     if (e.has_duration) fmt::format_to(it, "{:>12.3f}  ", static_cast<double>(e.duration_ns) / 1000.0);
     else fmt::format_to(it, "{:>12}  ", "-");
     if (e.kind == EventKind::kCuda && !e.cuda.kernel.empty()) {
-      fmt::format_to(it, "{} <<<({},{},{}),({},{},{})>>>", e.cuda.kernel, e.cuda.grid[0], e.cuda.grid[1],
+      fmt::format_to(it, "{} <<<({},{},{}),({},{},{})>>>", valid_utf8(e.cuda.kernel), e.cuda.grid[0], e.cuda.grid[1],
                      e.cuda.grid[2], e.cuda.block[0], e.cuda.block[1], e.cuda.block[2]);
     } else {
       for (unsigned i = 0; i < e.nargs; i++) fmt::format_to(it, "{}{:#x}", i ? " " : "", e.args[i]);

@@ -9,6 +9,8 @@
  *                      splitmix64 outputs of SEED (tests recompute them)
  *   realtime N FILE    mcp_work N times, writing "before after" CLOCK_REALTIME ns per call
  *   demo SECONDS       a small mixed service: requests with latency, syscalls
+ *   badcomm N          two threads make N getppid() calls each at the same time; the second
+ *                      first names itself "\xff\xfe" (invalid UTF-8) with prctl(PR_SET_NAME)
  */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -16,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <pthread.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #define NOINLINE __attribute__((noinline, used))
@@ -37,6 +41,14 @@ NOINLINE int mcp_handle(const char *trace_id, long index)
 {
 	__asm__ volatile("" ::: "memory");
 	return trace_id[0] + (int)index;
+}
+
+static void *badcomm_thread(void *arg)
+{
+	prctl(PR_SET_NAME, "\xff\xfe", 0, 0, 0);
+	for (long i = 0; i < (long)arg; i++)
+		getppid();
+	return NULL;
 }
 
 static uint64_t now_ns(clockid_t c)
@@ -111,6 +123,13 @@ int main(int argc, char **argv)
 			nanosleep(&ts, NULL);
 		}
 		fclose(f);
+	} else if (!strcmp(mode, "badcomm")) {
+		pthread_t t;
+		if (pthread_create(&t, NULL, badcomm_thread, (void *)n) != 0)
+			return 1;
+		for (long i = 0; i < n; i++)
+			sum += getppid();
+		pthread_join(t, NULL);
 	} else if (!strcmp(mode, "demo")) {
 		/* a toy request handler: latency varies, each request makes syscalls */
 		uint64_t seed = 7, end = now_ns(CLOCK_MONOTONIC) + (uint64_t)(atof(argv[2]) * 1e9);

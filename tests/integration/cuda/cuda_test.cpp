@@ -3,6 +3,7 @@
 // error (reported in ret) but the probes fire all the same.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "../../support/run_command.h"
 
@@ -17,6 +18,20 @@ std::string fixture(const std::string& variant) {
   return std::string(MCP_TEST_DIR) + "/cuda_launch_" + variant;
 }
 
+// Events go to a file of their own: the fixture prints on stdout too, and two writers of
+// one file (`--output /dev/stdout` reopens it at offset 0) overwrite each other's bytes.
+struct EventFile {
+  std::string path;
+  EventFile() {
+    char tmpl[] = "/tmp/mcp-cuda-events-XXXXXX";
+    const int fd = mkstemp(tmpl);
+    if (fd >= 0) close(fd);
+    path = tmpl;
+  }
+  ~EventFile() { unlink(path.c_str()); }
+  std::vector<nlohmann::json> events() const { return parse_json_lines(mcp::test::slurp(path)); }
+};
+
 #define MCP_REQUIRE_FIXTURE(path)                                                            \
   do {                                                                                      \
     struct stat st;                                                                         \
@@ -29,16 +44,11 @@ TEST_P(CudaLaunch, FiveNamedLaunchesWithTheirGeometryAndDriverError) {
   MCP_REQUIRE_BPF();
   const std::string bin = fixture(GetParam());
   MCP_REQUIRE_FIXTURE(bin);
-  auto r = run_command({kAgent, "trace", "--cuda", "--output", "/dev/stdout", "--", bin});
+  const EventFile out;
+  auto r = run_command({kAgent, "trace", "--cuda", "--output", out.path, "--", bin});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::vector<nlohmann::json> launches, mallocs;
-  for (const auto& line : mcp::test::parse_json_lines([&] {
-         std::string json;  // the fixture's own printf lines share stdout
-         std::istringstream in(r.out);
-         for (std::string l; std::getline(in, l);)
-           if (!l.empty() && l[0] == '{') json += l + "\n";
-         return json;
-       }())) {
+  for (const auto& line : out.events()) {
     ASSERT_EQ(line["kind"], "cuda");
     if (line["cuda"].contains("kernel")) launches.push_back(line);
     if (line["cuda"]["api"] == "cudaMalloc") mallocs.push_back(line);
@@ -67,13 +77,12 @@ TEST(CudaSlowLaunch, SlowLaunchesSwitchTheProcessToRateOneWithUserStacks) {
   const std::string bin = fixture("shared");
   MCP_REQUIRE_FIXTURE(bin);
   // Every launch is "slow" at 1 ns; the base rate is tiny, so only slow mode keeps launches 2..5.
-  auto r = run_command({kAgent, "trace", "--cuda", "--slow-launch", "1ns", "--sample-rate", "0.000001", "--", bin});
+  const EventFile out;
+  auto r = run_command(
+      {kAgent, "trace", "--cuda", "--slow-launch", "1ns", "--sample-rate", "0.000001", "--output", out.path, "--", bin});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   int slow = 0;
-  std::istringstream in(r.out);
-  for (std::string l; std::getline(in, l);) {
-    if (l.empty() || l[0] != '{') continue;
-    auto e = nlohmann::json::parse(l);
+  for (const auto& e : out.events()) {
     if (!e["cuda"].contains("kernel")) continue;
     EXPECT_TRUE(e["cuda"].value("slow_mode", false));
     EXPECT_FALSE(e["cuda"]["user_stack"].empty());

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -184,6 +185,25 @@ TEST_F(DaemonTest, BadConfigAtStartupIsOneLineAndExitCodeTwo) {
   auto r = mcp::test::run_command({kAgent, "run", "--config", (dir_ / "bad.yaml").string()});
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("bad.yaml:3:1"), std::string::npos) << r.err;
+}
+
+// Issue 14 item 12: another user could rewrite a world-writable file (and the agent reloads
+// files live), so it is refused at start with one line and exit code 2, and check-config agrees.
+TEST_F(DaemonTest, ConfigWritableByOthersIsRefusedAtStartup) {
+  cm_->publish(config_text(1.0));
+  const fs::path real = fs::canonical(cm_->file());
+  fs::permissions(real, fs::perms::others_write, fs::perm_options::add);
+  for (const char* command : {"run", "check-config"}) {
+    auto r = std::string(command) == "run"
+                 ? mcp::test::run_command({kAgent, "run", "--config", cm_->file().string()})
+                 : mcp::test::run_command({kAgent, "check-config", cm_->file().string()});
+    EXPECT_EQ(r.exit_code, 2) << command << ": " << r.err;
+    EXPECT_NE(r.err.find("refusing to load a configuration others can change: file " + real.string() +
+                         " is writable by group or others (mode 0646; chmod go-w)"),
+              std::string::npos)
+        << command << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << command << ": one line\n" << r.err;
+  }
 }
 
 }  // namespace

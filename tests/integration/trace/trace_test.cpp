@@ -3,7 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <thread>
 
+#include "../../support/process.h"
 #include "../../support/run_command.h"
 
 namespace {
@@ -155,6 +159,70 @@ TEST(TraceErrors, EachFailureIsOneLineWithTheRightExitCode) {
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     EXPECT_TRUE(r.out.empty());
   }
+}
+
+// Item 6 of issue 14: a process in its own mount namespace sees another file at the path the
+// agent is given (a bind mount over it). The agent must probe the file the process sees, through
+// /proc/PID/root, and say so when the process maps no file with the probed inode.
+class MountNamespaceTarget : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    MCP_REQUIRE_BPF();
+    namespace fs = std::filesystem;
+    char tmpl[] = "/tmp/mcp-mntns-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    // Two copies: same symbols, different inodes. The agent's /dir/app is one, the process's
+    // /dir/app is the other, bind-mounted over it inside its private mount namespace.
+    fs::copy_file(kWorkload, dir_ / "app");
+    fs::copy_file(kWorkload, dir_ / "inner");
+    target_ = std::make_unique<mcp::test::Process>(
+        std::vector<std::string>{"/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
+                                 "mount --bind " + (dir_ / "inner").string() + " " + (dir_ / "app").string() +
+                                     " && exec " + (dir_ / "app").string() + " rate 2000 60"},
+        dir_, "target");
+    const std::string comm_file = "/proc/" + std::to_string(target_->pid()) + "/comm";
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (mcp::test::slurp(comm_file) != "app\n" && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ASSERT_EQ(mcp::test::slurp(comm_file), "app\n") << "target did not start: " << target_->err();
+  }
+  void TearDown() override {
+    target_.reset();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  std::filesystem::path dir_;
+  std::unique_ptr<mcp::test::Process> target_;
+};
+
+TEST_F(MountNamespaceTarget, PathIsResolvedInTheTargetsMountNamespace) {
+  const std::string pid = std::to_string(target_->pid());
+  auto r = run_command({kAgent, "trace", "--pid", pid, "-u", (dir_ / "app").string() + ":mcp_work", "-d", "1s"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto events = parse_json_lines(r.out);
+  EXPECT_GT(events.size(), 100u) << "the probe must sit on the file the process runs\n" << r.err;
+  if (!events.empty()) EXPECT_EQ(events[0]["probe"], (dir_ / "app").string() + ":mcp_work") << "the path as given";
+  EXPECT_EQ(r.err.find("warning"), std::string::npos) << r.err;
+}
+
+TEST_F(MountNamespaceTarget, AbsoluteSymlinksResolveInTheTargetsRootNotTheAgents) {
+  // Through /proc/PID/root the kernel would resolve an absolute link target against the
+  // agent's root, and land on the agent's /dir/app again.
+  std::filesystem::create_symlink(dir_ / "app", dir_ / "link");
+  const std::string pid = std::to_string(target_->pid());
+  auto r = run_command({kAgent, "trace", "--pid", pid, "-u", (dir_ / "link").string() + ":mcp_work", "-d", "1s"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_GT(parse_json_lines(r.out).size(), 100u) << r.err;
+}
+
+TEST_F(MountNamespaceTarget, WarnsWhenTheProcessMapsNoFileWithTheProbedInode) {
+  const std::string pid = std::to_string(target_->pid());
+  auto r = run_command({kAgent, "trace", "--pid", pid, "-u", kWorkload + ":mcp_work", "-d", "200ms"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("mcp-agent: warning: pid " + pid + " maps no file with the device and inode of"),
+            std::string::npos)
+      << r.err;
 }
 
 }  // namespace

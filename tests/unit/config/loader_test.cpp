@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <unistd.h>
 
 #include "config/loader.h"
 
@@ -118,6 +119,74 @@ TEST(ConfigLoader, RulesFileErrorsNameTheRulesFile) {
     EXPECT_EQ(e.diagnostics()[0].line, 3);
     EXPECT_EQ(e.diagnostics()[0].column, 1);
   }
+}
+
+// The agent runs as root and applies its configuration live: a file or directory another
+// user can write is refused as a whole, with one line naming it and the fix.
+TEST(ConfigTrust, WorldWritableFileIsRefusedWithExitCodeTwo) {
+  TempDir dir;
+  const auto path = dir.write("agent.yaml", "node_name: x\n");
+  fs::permissions(path, fs::perms::others_write, fs::perm_options::add);
+  try {
+    load_config(path);
+    FAIL() << "a world-writable configuration was loaded";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.code(), ExitCode::kUsage);
+    EXPECT_EQ(std::string(e.what()), path.string() + ": refusing to load a configuration others can change: file " +
+                                         path.string() + " is writable by group or others (mode 0646; chmod go-w)");
+  }
+}
+
+TEST(ConfigTrust, GroupWritableDirectoryIsRefused) {
+  TempDir dir;
+  const auto path = dir.write("agent.yaml", "node_name: x\n");
+  fs::permissions(dir.path(), fs::perms::group_write, fs::perm_options::add);
+  try {
+    load_config(path);
+    FAIL() << "a configuration in a group-writable directory was loaded";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("directory " + dir.path().string() + " is writable by group or others"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(ConfigTrust, WritableTargetDirectoryBehindASymlinkIsRefused) {
+  // agent.yaml -> ..data/agent.yaml as in a ConfigMap: the directory of the real file counts too.
+  TempDir dir;
+  fs::create_directory(dir.path() / "real");
+  std::ofstream(dir.path() / "real" / "agent.yaml") << "node_name: x\n";
+  fs::permissions(dir.path() / "real", fs::perms::others_write, fs::perm_options::add);
+  fs::create_symlink("real/agent.yaml", dir.path() / "agent.yaml");
+  EXPECT_THROW(load_config(dir.path() / "agent.yaml"), ConfigError);
+}
+
+TEST(ConfigTrust, StickyWorldWritableDirectoryLikeTmpIsAllowed) {
+  // In a sticky directory nobody else can replace or remove the file.
+  TempDir dir;
+  const auto path = dir.write("agent.yaml", "node_name: x\n");
+  fs::permissions(dir.path(), fs::perms::all | fs::perms::sticky_bit);
+  EXPECT_EQ(load_config(path).node_name, "x");
+}
+
+TEST(ConfigTrust, FileOwnedByAnotherUserIsRefused) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to chown";
+  TempDir dir;
+  const auto path = dir.write("agent.yaml", "node_name: x\n");
+  ASSERT_EQ(chown(path.c_str(), 65534, 65534), 0);
+  try {
+    load_config(path);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("is owned by uid 65534"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ConfigTrust, OwnerOnlyFileLoads) {
+  TempDir dir;
+  const auto path = dir.write("agent.yaml", "node_name: x\n");
+  fs::permissions(path, fs::perms::owner_read | fs::perms::owner_write);
+  EXPECT_EQ(load_config(path).node_name, "x");
 }
 
 TEST(ConfigLoader, MissingFileIsAnErrorNamingIt) {

@@ -2,6 +2,7 @@
 #include "forward/segment_log.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <fstream>
 #include <random>
@@ -51,6 +52,27 @@ TEST_F(SegmentLogTest, ReplaysRecordsInAppendOrderAfterReopen) {
   }
   // New appends continue above everything on disk, so sequences never repeat after a restart.
   EXPECT_GT(log.append("after"), offsets.back());
+}
+
+TEST_F(SegmentLogTest, SpoolIsReadableByItsOwnerOnly) {
+  // Spooled events carry other users' arguments and command names.
+  {
+    SegmentLog log({dir_, 64, 1 << 20});
+    log.append("secret");
+  }
+  struct stat st;
+  ASSERT_EQ(stat(dir_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  const auto files = segment_files();
+  ASSERT_EQ(files.size(), 1u);
+  ASSERT_EQ(stat(files[0].c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  // A segment left 0644 by an older version is tightened when the log reopens it.
+  ASSERT_EQ(chmod(files[0].c_str(), 0644), 0);
+  SegmentLog reopened({dir_, 64, 1 << 20});
+  ASSERT_EQ(stat(files[0].c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(reopened.stats().items, 1u);
 }
 
 TEST_F(SegmentLogTest, RollsToANewSegmentPastSegmentBytes) {

@@ -74,6 +74,21 @@ TEST(Reloader, InvalidFileIsRejectedCountedAndThePreviousConfigStays) {
   EXPECT_EQ(s.last_error, "");
 }
 
+TEST(Reloader, FileMadeWritableByOthersIsRejectedAndThePreviousConfigStays) {
+  TempDir dir;
+  const auto path = dir.path() / "agent.yaml";
+  write_file(path, config_text("good"));
+  ConfigStore store;
+  Reloader r(path, store);
+  const ConfigSnapshot good = r.load_initial();
+  write_file(path, config_text("planted"));
+  std::filesystem::permissions(path, std::filesystem::perms::others_write, std::filesystem::perm_options::add);
+  EXPECT_EQ(r.reload(), ReloadOutcome::kRejected);
+  EXPECT_EQ(store.current(), good);
+  EXPECT_EQ(r.stats().failures, 1u);
+  EXPECT_NE(r.stats().last_error.find("is writable by group or others"), std::string::npos) << r.stats().last_error;
+}
+
 TEST(Reloader, DeletedFileIsAFailureNotACrash) {
   TempDir dir;
   const auto path = dir.path() / "agent.yaml";

@@ -10,6 +10,7 @@
 #include "common/duration.h"
 #include "common/error.h"
 #include "common/event.h"
+#include "common/utf8.h"
 
 namespace mcp {
 namespace {
@@ -122,6 +123,34 @@ TEST(ParseDuration, RejectsNonFiniteAndOverflowingValues) {
     }
     EXPECT_TRUE(threw) << "parse_duration('" << bad << "') must be a usage error";
   }
+}
+
+// The one UTF-8 check behind the JSON encoder and the protobuf conversion: it must accept
+// exactly what protobuf's parser accepts (RFC 3629), or a batch becomes unreadable.
+TEST(Utf8, AcceptsEveryWellFormedSequenceLength) {
+  EXPECT_TRUE(is_valid_utf8(""));
+  EXPECT_TRUE(is_valid_utf8("plain ascii"));
+  EXPECT_TRUE(is_valid_utf8("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"));
+  EXPECT_TRUE(is_valid_utf8("\xed\x9f\xbf"));       // U+D7FF, just below the surrogates
+  EXPECT_TRUE(is_valid_utf8("\xf4\x8f\xbf\xbf"));  // U+10FFFF, the last code point
+  EXPECT_TRUE(is_valid_utf8(std::string_view("a\0b", 3)));
+}
+
+TEST(Utf8, RejectsWhatProtobufRejects) {
+  for (const char* bad : {"\xff\xfe", "\x80", "\xc0\xaf", "\xc1\xbf", "\xe0\x80\x80", "\xed\xa0\x80",
+                          "\xf0\x80\x80\x80", "\xf4\x90\x80\x80", "\xf5\x80\x80\x80", "\xff\x80\x80", "\xe2\x82",
+                          "\xd0"}) {
+    EXPECT_FALSE(is_valid_utf8(bad)) << ::testing::PrintToString(std::string(bad));
+  }
+}
+
+TEST(Utf8, RepairReplacesEachInvalidByteAndKeepsTheRest) {
+  EXPECT_EQ(valid_utf8("\xff\xfe"), "\xef\xbf\xbd\xef\xbf\xbd");
+  EXPECT_EQ(valid_utf8("ok\xffok"), "ok\xef\xbf\xbdok");
+  EXPECT_EQ(valid_utf8("\xc3\xa9\xc3"), "\xc3\xa9\xef\xbf\xbd");  // a cut last character
+  EXPECT_EQ(valid_utf8("caf\xc3\xa9"), "caf\xc3\xa9");
+  for (const char* bad : {"\xe0\x80\x80", "\xed\xa0\x80", "\xf4\x90\x80\x80"})
+    EXPECT_TRUE(is_valid_utf8(valid_utf8(bad)));
 }
 
 }  // namespace

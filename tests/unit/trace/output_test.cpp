@@ -130,6 +130,26 @@ TEST(JsonFormatter, CommCutMidUtf8CharacterStaysValidJson) {
       << "the cut character becomes U+FFFD";
 }
 
+TEST(JsonFormatter, CommWithBytesNoDecoderAcceptsBecomesReplacementCharacters) {
+  // A process picks its own comm with prctl(PR_SET_NAME): lone bytes, a lead byte above F4,
+  // overlong forms, UTF-16 surrogates and code points above U+10FFFF are all invalid UTF-8.
+  for (const std::string comm : {"\xff\xfe", "\xff\x80\x80", "\xe0\x80\x80", "\xed\xa0\x80", "\xf4\x90\x80\x80",
+                                 "\xc0\xaf"}) {
+    auto e = make_event(EventKind::kUprobe);
+    e.comm.fill(0);
+    std::copy(comm.begin(), comm.end(), e.comm.begin());
+    const std::string line = format_with("json", e);
+    json j;
+    ASSERT_NO_THROW(j = json::parse(line)) << "invalid JSON for comm bytes of length " << comm.size();
+    const std::string got = j.at("comm");
+    EXPECT_EQ(got, [&] {
+      std::string r;
+      for (size_t i = 0; i < comm.size(); i++) r += "\xef\xbf\xbd";
+      return r;
+    }()) << "each invalid byte is one U+FFFD";
+  }
+}
+
 TEST(JsonFormatter, ValidUtf8PassesThrough) {
   auto e = make_event(EventKind::kUprobe);
   const std::string comm = "caf\xc3\xa9";

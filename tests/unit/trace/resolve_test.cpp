@@ -1,6 +1,7 @@
 // Target resolution against real files: the test binary itself, /bin/true, the
 // real libc found through the linker cache and through this process's maps.
 #include <gtest/gtest.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <climits>
@@ -152,6 +153,29 @@ TEST(ParseProcMaps, KeepsFileMappingsWithPermsAndOffsets) {
   // Paths may hold spaces; the kernel's " (deleted)" suffix is not part of the name.
   EXPECT_EQ(maps[3].path, "/tmp/my lib.so");
   EXPECT_TRUE(maps[3].executable);
+}
+
+TEST(ParseProcMaps, KeepsDeviceAndInodeOfTheMappedFile) {
+  const auto maps = parse_proc_maps("55d0c0a00000-55d0c0a02000 r-xp 00000000 fe:01 10952945   /tmp/app\n");
+  ASSERT_EQ(maps.size(), 1u);
+  EXPECT_EQ(maps[0].dev, makedev(0xfe, 0x01));
+  EXPECT_EQ(maps[0].inode, 10952945u);
+}
+
+TEST(MappingWarning, NoneForAFileTheProcessMaps) {
+  EXPECT_EQ(mapping_warning(getpid(), self_exe(), self_exe()), "");
+}
+
+TEST(MappingWarning, NamesTheFileAProcessDoesNotMap) {
+  const std::string w = mapping_warning(getpid(), "/bin/sh", "/bin/sh");
+  EXPECT_NE(w.find("pid " + std::to_string(getpid()) + " maps no file with the device and inode of /bin/sh"),
+            std::string::npos)
+      << w;
+}
+
+TEST(PathInRoot, OwnRootIsTheRealPath) {
+  EXPECT_EQ(path_in_root_of(getpid(), self_exe()), self_exe());
+  EXPECT_EQ(path_in_root_of(getpid(), "/nonexistent/file"), "");
 }
 
 TEST(ParseProcMaps, EmptyTextGivesNoMappings) { EXPECT_TRUE(parse_proc_maps("").empty()); }
