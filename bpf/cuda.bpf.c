@@ -56,7 +56,8 @@ SEC("uprobe")
 int BPF_KPROBE(mcp_cuda_entry)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	struct mcp_call_key key = { .tid = (__u32)id, .probe_id = bpf_get_attach_cookie(ctx) };
+	struct mcp_call_key key = { .tid = (__u32)id, .probe_id = bpf_get_attach_cookie(ctx),
+				    .sp = PT_REGS_SP(ctx) };
 	struct mcp_probe_config *cfg;
 	struct mcp_cuda_entry entry = {};
 	__u64 sp;
@@ -80,18 +81,20 @@ int BPF_KPROBE(mcp_cuda_entry)
 		bpf_map_update_elem(&cuda_launch_owner, &tid, &me, BPF_ANY);
 	}
 
-	if (is_launch(cfg->cuda_api) && in_slow_mode(id >> 32, entry.ktime_ns)) {
-		/* slow mode: rate 1 for this process until the hold ends */
-		mcp_count(key.probe_id, MCP_CTR_SEEN);
-		mcp_count(key.probe_id, MCP_CTR_KEPT);
-		entry.threshold = ~0ULL;
-		entry.flags = MCP_EV_SLOW_MODE;
-	} else if (!mcp_sample(key.probe_id, entry.regs, entry.ktime_ns, &entry.threshold, &entry.flags)) {
-		/* a launch the sampler dropped is still timed: if it turns out slow,
-		 * the return keeps it and switches the process to slow mode */
-		if (!cuda_slow_ns || !is_launch(cfg->cuda_api))
+	{
+		/* slow mode: rate 1 for this process until the hold ends; it replaces
+		 * only the probability step, the probe's scope and quota still hold */
+		bool slow = is_launch(cfg->cuda_api) && in_slow_mode(id >> 32, entry.ktime_ns);
+		enum mcp_decision d = mcp_sample(key.probe_id, entry.regs, entry.ktime_ns, slow,
+						 &entry.threshold, &entry.flags);
+
+		if (d == MCP_SAMPLED_OUT && cuda_slow_ns && is_launch(cfg->cuda_api)) {
+			/* a launch the sampler dropped is still timed: if it turns out slow,
+			 * the return keeps it and switches the process to slow mode */
+			entry.flags |= MCP_ENTRY_SAMPLED_OUT;
+		} else if (d != MCP_KEEP) {
 			return 0;
-		entry.flags |= MCP_ENTRY_SAMPLED_OUT;
+		}
 	}
 
 	/* the return address sits at sp; stack arguments follow it */
@@ -115,7 +118,8 @@ SEC("uretprobe")
 int BPF_KRETPROBE(mcp_cuda_return)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	struct mcp_call_key key = { .tid = (__u32)id, .probe_id = bpf_get_attach_cookie(ctx) };
+	struct mcp_call_key key = { .tid = (__u32)id, .probe_id = bpf_get_attach_cookie(ctx),
+				    .sp = PT_REGS_SP(ctx) - MCP_RET_SP_ADJUST };
 	struct mcp_cuda_entry *entry = bpf_map_lookup_elem(&cuda_entries, &key);
 	struct mcp_probe_config *cfg = bpf_map_lookup_elem(&probe_configs, &key.probe_id);
 	struct mcp_cuda_event *e;
@@ -140,9 +144,13 @@ int BPF_KRETPROBE(mcp_cuda_return)
 		bpf_map_update_elem(&cuda_slow_until, &tgid, &until, BPF_ANY);
 		flags |= MCP_EV_SLOW_MODE;
 		if (flags & MCP_ENTRY_SAMPLED_OUT) {
-			/* kept for being slow, not by the draw: weight 1 */
-			mcp_count(key.probe_id, MCP_CTR_KEPT);
-			threshold = ~0ULL;
+			/* kept for being slow, not by the draw: weight 1, within the quota */
+			if (mcp_admit(mcp_counters_of(key.probe_id),
+				      quotas_enabled ? bpf_get_current_cgroup_id() : 0, now) != MCP_KEEP) {
+				bpf_map_delete_elem(&cuda_entries, &key);
+				return 0;
+			}
+			threshold = MCP_KEEP_ALL;
 		}
 	} else if (flags & MCP_ENTRY_SAMPLED_OUT) {
 		bpf_map_delete_elem(&cuda_entries, &key);
@@ -152,7 +160,7 @@ int BPF_KRETPROBE(mcp_cuda_return)
 
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
-		mcp_count(key.probe_id, MCP_CTR_LOST);
+		mcp_count(key.probe_id, lost);
 		bpf_map_delete_elem(&cuda_entries, &key);
 		return 0;
 	}

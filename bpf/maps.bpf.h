@@ -12,7 +12,8 @@
 #include "mcp_abi.h"
 
 /* Load-time settings (rodata): the verifier prunes what they switch off. */
-const volatile __u32 targ_tgid __weak = 0;      /* trace only this process; 0 = all */
+const volatile __u32 targ_tgid __weak = 0;      /* trace only this process tree; 0 = all */
+const volatile bool follow_children __weak = false; /* the tree: targ_tgid and its descendants */
 const volatile __u32 self_tgid __weak = 0;      /* the agent itself, never traced */
 const volatile __u64 wakeup_bytes __weak = 65536; /* wake the consumer past this backlog */
 const volatile bool quotas_enabled __weak = false;
@@ -31,13 +32,23 @@ struct {
 	__type(value, struct mcp_probe_config);
 } probe_configs SEC(".maps") __weak;
 
-/* MCP_COUNTER_INDEX(probe, counter) -> count, summed over CPUs by the agent. */
+/* probe id -> struct mcp_counters (per CPU, atomic adds; see mcp_abi.h). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, MCP_COUNTER_SLOTS);
+	__uint(max_entries, MCP_MAX_PROBES);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct mcp_counters);
 } counters SEC(".maps") __weak;
+
+/* Processes being traced when targ_tgid is set: tgid -> 1. The agent seeds the
+ * root (and, following children, its live descendants); fork adds children,
+ * exit removes a process, so an empty map means the traced tree is gone. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u8);
+} traced_tgids SEC(".maps") __weak;
 
 /* Tenant quota per bucket, config and state both per CPU: the hot path reads and
  * writes only its own CPU's slot. */
@@ -55,20 +66,23 @@ struct {
 	__type(value, struct mcp_quota_state);
 } quota_states SEC(".maps") __weak;
 
-/* Per tenant bucket: [bucket * MCP_CTR_NR + counter], same counter meanings. */
+/* tenant bucket -> struct mcp_counters, same meanings as per probe. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, MCP_TENANT_BUCKETS * MCP_CTR_NR);
+	__uint(max_entries, MCP_TENANT_BUCKETS);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct mcp_counters);
 } tenant_counters SEC(".maps") __weak;
 
-/* Function entries waiting for their return (uretprobe): (tid, probe) -> entry. */
-struct mcp_call_key {
-	__u32 tid;
-	__u32 probe_id;
-};
-
+/*
+ * Calls waiting for their return (uretprobe), keyed by the entry's stack
+ * pointer: recursion gives each frame its own entry, and a return pairs only
+ * with its own call (x86-64: at return sp == entry sp + 8, the return address
+ * popped). A plain hash, not LRU: an entry is removed by its return, counted
+ * orphaned when a new call at the same frame finds it (the old one was
+ * longjmp'd over), or swept and counted by the agent after detaching.
+ */
+/* struct mcp_call_key is in mcp_abi.h: the agent sweeps this map. */
 struct mcp_call_entry {
 	__u64 ktime_ns;
 	__u64 threshold;
@@ -78,7 +92,7 @@ struct mcp_call_entry {
 };
 
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
 	__type(key, struct mcp_call_key);
 	__type(value, struct mcp_call_entry);

@@ -25,26 +25,52 @@
 enum mcp_kind {
 	MCP_KIND_UPROBE = 0,    /* function entry: args */
 	MCP_KIND_URETPROBE = 1, /* function return: args, ret, duration */
-	MCP_KIND_SYSCALL = 2,   /* syscall exit: args (from entry), ret, duration */
+	MCP_KIND_SYSCALL = 2,   /* syscall exit: args, ret; duration with --latency */
 	MCP_KIND_CUDA = 3,      /* CUDA API call: struct mcp_cuda_event */
 };
 
-/* Per-probe counters, one slot per (probe, counter) in a per-CPU array. */
-enum mcp_counter {
-	MCP_CTR_SEEN = 0,          /* calls that reached the sampling decision */
-	MCP_CTR_KEPT = 1,          /* calls the decision kept (records reserved or attempted) */
-	MCP_CTR_LOST = 2,          /* kept, but bpf_ringbuf_reserve failed: ring buffer full */
-	MCP_CTR_QUOTA_DROPPED = 3, /* sampled in, then dropped by the tenant quota */
-	MCP_CTR_NR = 4,
+/*
+ * Per-probe counters: one struct per probe (and per tenant bucket) in a per-CPU
+ * array, every field bumped with an atomic add (uprobe programs run with only
+ * migration disabled, so a plain read-modify-write on this CPU's slot can be
+ * interleaved by another program and lose an update). The agent sums the CPUs.
+ * Invariants once the probe is detached and the ring drained:
+ *   seen >= kept + quota_dropped
+ *   kept == delivered + lost + orphaned   (delivered counted by the agent)
+ */
+struct mcp_counters {
+	__u64 seen;          /* calls in scope that reached the probability step */
+	__u64 kept;          /* calls kept (sampled in and within quota) */
+	__u64 lost;          /* kept, but bpf_ringbuf_reserve failed: ring buffer full */
+	__u64 quota_dropped; /* sampled in, then dropped by the tenant quota */
+	__u64 orphaned;      /* kept at entry, the return never paired (longjmp, exit, no room) */
 };
-#define MCP_COUNTER_SLOTS (MCP_MAX_PROBES * MCP_CTR_NR)
-#define MCP_COUNTER_INDEX(probe, ctr) ((probe) * MCP_CTR_NR + (ctr))
+MCP_STATIC_ASSERT(sizeof(struct mcp_counters) == 40, "mcp_counters layout");
+
+/* Key of a call waiting for its return (uretprobe and CUDA entry maps). */
+struct mcp_call_key {
+	__u32 tid;      /* kernel pid of the thread */
+	__u32 probe_id;
+	__u64 sp;       /* user stack pointer at entry (x86-64: the return address's slot) */
+};
+MCP_STATIC_ASSERT(sizeof(struct mcp_call_key) == 16, "mcp_call_key layout");
 
 /* Record flags. */
 #define MCP_EV_HAS_RET (1u << 0)
 #define MCP_EV_HAS_DURATION (1u << 1)
 #define MCP_EV_CONSISTENT (1u << 2) /* decided on the trace id, not a random draw */
 #define MCP_EV_SLOW_MODE (1u << 3)  /* CUDA: taken while the process was in slow-launch mode */
+
+/*
+ * Outcome of the sampling decision, shared by every program family. Slow-launch
+ * mode overrides only MCP_SAMPLED_OUT; scope and quota always hold.
+ */
+enum mcp_decision {
+	MCP_NOT_OURS = 0,    /* out of scope (pid tree, cgroup): not counted at all */
+	MCP_SAMPLED_OUT = 1, /* counted seen; the probability step dropped it */
+	MCP_QUOTA_DROP = 2,  /* counted seen and quota_dropped */
+	MCP_KEEP = 3,        /* counted seen and kept */
+};
 
 /* Common header of every ring-buffer record. */
 struct mcp_event_header {

@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * The sampling decision and record emission shared by every program family.
- * Order: static rules (rodata) -> probability (random draw or trace id against
- * the probe's threshold) -> tenant quota (per-CPU token bucket). The quota is
- * applied to sampled-in events so it caps what a tenant actually ships.
+ * Order: scope (pid tree, cgroup) -> probability (random draw or trace id
+ * against the probe's threshold, see sample_math.h) -> tenant quota (per-CPU
+ * token bucket). The quota is applied to sampled-in events so it caps what a
+ * tenant actually ships. The outcome is an enum mcp_decision.
  */
 #ifndef MCP_SAMPLE_BPF_H
 #define MCP_SAMPLE_BPF_H
 
 #include "maps.bpf.h"
+#include "sample_math.h"
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_tracing.h>
 
@@ -19,6 +21,18 @@
 #elif defined(__TARGET_ARCH_arm64)
 #define PT_REGS_PARM6(x) (((const struct user_pt_regs *)(x))->regs[5])
 #endif
+#endif
+
+#ifndef EEXIST
+#define EEXIST 17
+#endif
+
+/* Stack pointer at a uretprobe minus this = the entry's: x86-64's ret pops the
+ * return address; arm64 returns through the link register. */
+#if defined(__TARGET_ARCH_x86)
+#define MCP_RET_SP_ADJUST 8
+#else
+#define MCP_RET_SP_ADJUST 0
 #endif
 
 /* The six integer argument registers of a function entry (SysV ABI order). */
@@ -32,43 +46,54 @@ static __always_inline void mcp_read_args(struct pt_regs *ctx, __u64 *args)
 	args[5] = PT_REGS_PARM6(ctx);
 }
 
-static __always_inline void mcp_count(__u32 probe_id, __u32 ctr)
+/* A probe's (or tenant bucket's) counters on this CPU; NULL only for a bad id. */
+static __always_inline struct mcp_counters *mcp_counters_of(__u32 probe_id)
 {
-	__u32 idx = MCP_COUNTER_INDEX(probe_id, ctr);
-	__u64 *v = bpf_map_lookup_elem(&counters, &idx);
-	if (v)
-		*v += 1; /* per-CPU slot: no atomic needed */
+	return bpf_map_lookup_elem(&counters, &probe_id);
 }
 
-static __always_inline void mcp_count_tenant(__u32 bucket, __u32 ctr)
-{
-	__u32 idx = bucket * MCP_CTR_NR + ctr;
-	__u64 *v = bpf_map_lookup_elem(&tenant_counters, &idx);
-	if (v)
-		*v += 1;
-}
+/* Atomic: a preempted program on this CPU must not lose another's update. */
+#define mcp_bump(c, field)                                      \
+	do {                                                    \
+		if (c)                                          \
+			__sync_fetch_and_add(&(c)->field, 1);   \
+	} while (0)
 
-/* Static rules: false means the event is not ours at all (not even seen). */
+#define mcp_count(probe_id, field)                                             \
+	do {                                                                   \
+		struct mcp_counters *__c = mcp_counters_of(probe_id);         \
+		mcp_bump(__c, field);                                          \
+	} while (0)
+
+#define mcp_count_tenant(bucket, field)                                        \
+	do {                                                                   \
+		__u32 __b = (bucket);                                          \
+		struct mcp_counters *__c = bpf_map_lookup_elem(&tenant_counters, &__b); \
+		mcp_bump(__c, field);                                          \
+	} while (0)
+
+/* Scope by process: false means the event is not ours at all (not even seen). */
 static __always_inline bool mcp_wanted(__u32 tgid)
 {
-	if (targ_tgid && tgid != targ_tgid)
-		return false;
 	if (self_tgid && tgid == self_tgid)
 		return false;
-	return true;
+	if (!targ_tgid)
+		return true;
+	if (tgid == targ_tgid)
+		return true;
+	return follow_children && bpf_map_lookup_elem(&traced_tgids, &tgid);
 }
 
-
-static __always_inline int mcp_hex_digit(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
+/*
+ * Hex digit value + 1 by character (0: not hex). A table lookup, not branches:
+ * fourteen unrolled three-way branches multiply the verifier's states past its
+ * limit once the rest of the decision path is added.
+ */
+static const __u8 mcp_hex_plus1[256] = {
+	['0'] = 1, ['1'] = 2, ['2'] = 3, ['3'] = 4, ['4'] = 5, ['5'] = 6, ['6'] = 7, ['7'] = 8,
+	['8'] = 9, ['9'] = 10, ['a'] = 11, ['b'] = 12, ['c'] = 13, ['d'] = 14, ['e'] = 15,
+	['f'] = 16, ['A'] = 11, ['B'] = 12, ['C'] = 13, ['D'] = 14, ['E'] = 15, ['F'] = 16,
+};
 
 /*
  * W3C trace-context randomness: the trace id's last 7 bytes (56 bits), as
@@ -90,16 +115,18 @@ static __always_inline bool mcp_trace_randomness(const void *ptr, __u8 format, _
 		for (int i = 0; i < 7; i++)
 			r = (r << 8) | b[i];
 	} else {
-		char h[14];
+		__u8 h[14];
+		__u64 bad = 0;
 		if (bpf_probe_read_user(h, sizeof(h), (const char *)ptr + 18))
 			return false;
 #pragma unroll
 		for (int i = 0; i < 14; i++) {
-			int d = mcp_hex_digit(h[i]);
-			if (d < 0)
-				return false;
-			r = (r << 4) | (__u64)d;
+			__u64 d = (__u64)mcp_hex_plus1[h[i]] - 1; /* ~0 when not hex */
+			bad |= d;
+			r = (r << 4) | (d & 0xf);
 		}
+		if (bad > 0xf)
+			return false;
 	}
 	*out = r;
 	return true;
@@ -122,14 +149,14 @@ static __always_inline bool mcp_decide(const struct mcp_probe_config *cfg, const
 		if (n < MCP_MAX_ARGS &&
 		    mcp_trace_randomness((const void *)args[n], cfg->trace_id_format, &r)) {
 			*flags = MCP_EV_CONSISTENT;
-			return t == ~0ULL || r < (t >> 8);
+			return mcp_otel_keep(r, t);
 		}
 		/* unreadable trace id: fall back to a random draw, unflagged */
 	}
-	if (t == ~0ULL)
+	if (t == MCP_KEEP_ALL)
 		return true;
 	/* one 32-bit draw: p is exact to 2^-32, and the hot path halves its helper calls */
-	return ((__u64)bpf_get_prandom_u32() << 32) < t;
+	return mcp_draw_keep(bpf_get_prandom_u32(), t);
 }
 
 static __always_inline __u32 mcp_tenant_bucket(__u64 cgroup_id)
@@ -143,38 +170,47 @@ static __always_inline __u32 mcp_tenant_bucket(__u64 cgroup_id)
 	return h % MCP_TENANT_BUCKETS;
 }
 
-/* Tenant quota: this CPU's token bucket of the tenant's bucket. True = within quota. */
+/*
+ * Tenant quota: this CPU's token bucket of the tenant's bucket. True = within
+ * quota. Lock-free, because a program preempted on this CPU may be interleaved
+ * with another: the refill is claimed by a compare-and-swap on last_ns (one
+ * winner adds the elapsed time's tokens), a token is taken by an atomic
+ * subtract and given back when there was none. tokens_milli is read as signed:
+ * a racing taker may push it briefly below zero.
+ */
 static __always_inline bool mcp_quota_allows(__u32 bucket, __u64 now)
 {
 	struct mcp_quota_config *cfg = bpf_map_lookup_elem(&quota_configs, &bucket);
 	struct mcp_quota_state *st = bpf_map_lookup_elem(&quota_states, &bucket);
-	__u64 cap, elapsed, add;
+	__u64 cap, last, elapsed, add;
+	__s64 before;
 
 	if (!cfg || !st || cfg->burst_milli == 0)
 		return true;
 	cap = cfg->burst_milli;
-	if (st->last_ns == 0) {
-		st->tokens_milli = cap;
-		st->last_ns = now;
-	} else if (now > st->last_ns) {
-		elapsed = now - st->last_ns;
+	last = st->last_ns;
+	if (last == 0) {
+		if (__sync_val_compare_and_swap(&st->last_ns, 0, now) == 0)
+			__sync_fetch_and_add(&st->tokens_milli, cap);
+	} else if (now > last) {
+		elapsed = now - last;
 		/* the agent caps rate_milli at 1.8e9, so the product stays below 2^64 */
 		if (elapsed > 10000000000ULL)
 			elapsed = 10000000000ULL;
 		add = elapsed * cfg->rate_milli / 1000000000ULL;
 		/* frequent callers must not round their refills away: time accrues
 		 * until it is worth at least one thousandth of an event */
-		if (add) {
-			st->tokens_milli += add;
-			if (st->tokens_milli > cap)
-				st->tokens_milli = cap;
-			st->last_ns = now;
+		if (add && __sync_val_compare_and_swap(&st->last_ns, last, now) == last) {
+			__u64 cur = __sync_fetch_and_add(&st->tokens_milli, add) + add;
+			/* one attempt to clamp; a racing update leaves the next refill to do it */
+			if ((__s64)cur > (__s64)cap)
+				__sync_val_compare_and_swap(&st->tokens_milli, cur, cap);
 		}
 	}
-	if (st->tokens_milli >= 1000) {
-		st->tokens_milli -= 1000;
+	before = (__s64)__sync_fetch_and_sub(&st->tokens_milli, 1000);
+	if (before >= 1000)
 		return true;
-	}
+	__sync_fetch_and_add(&st->tokens_milli, 1000);
 	return false;
 }
 
@@ -219,7 +255,7 @@ static __always_inline void mcp_emit_call(__u32 probe_id, __u16 kind, __u64 ktim
 	struct mcp_call_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 
 	if (!e) {
-		mcp_count(probe_id, MCP_CTR_LOST);
+		mcp_count(probe_id, lost);
 		return;
 	}
 	mcp_fill_header(&e->hdr, probe_id, kind, ktime, threshold, flags, sizeof(*e));
@@ -232,40 +268,60 @@ static __always_inline void mcp_emit_call(__u32 probe_id, __u16 kind, __u64 ktim
 }
 
 /*
- * Entry-side decision for any probe: counts seen, decides, applies the quota,
- * counts kept. Returns true when the caller should emit (now or at return).
+ * Quota step for an event already sampled in (by the probability step, or by
+ * slow-launch mode): counts kept or quota-dropped for the probe and its tenant.
  */
-static __always_inline bool mcp_sample(__u32 probe_id, const __u64 *args, __u64 now,
-				       __u64 *threshold, __u32 *flags)
+static __always_inline enum mcp_decision mcp_admit(struct mcp_counters *c, __u64 cgroup_id, __u64 now)
 {
-	__u32 bucket = 0, key = probe_id;
+	if (quotas_enabled) {
+		__u32 bucket = mcp_tenant_bucket(cgroup_id);
+
+		if (!mcp_quota_allows(bucket, now)) {
+			mcp_count_tenant(bucket, quota_dropped);
+			mcp_bump(c, quota_dropped);
+			return MCP_QUOTA_DROP;
+		}
+		mcp_count_tenant(bucket, kept);
+	}
+	mcp_bump(c, kept);
+	return MCP_KEEP;
+}
+
+/*
+ * Entry-side decision for any probe: scope, then counts seen, decides, applies
+ * the quota, counts kept. force_in (slow-launch mode) replaces the probability
+ * step by a keep at weight 1 (*threshold = ~0, MCP_EV_SLOW_MODE): it overrides
+ * only "sampled out", never scope or quota. The caller emits on MCP_KEEP.
+ */
+static __always_inline enum mcp_decision mcp_sample(__u32 probe_id, const __u64 *args, __u64 now,
+						    bool force_in, __u64 *threshold, __u32 *flags)
+{
+	__u32 key = probe_id;
 	struct mcp_probe_config *cfg = bpf_map_lookup_elem(&probe_configs, &key);
+	struct mcp_counters *c;
 	__u64 cgroup_id = 0;
 
+	*flags = 0;
+	*threshold = 0;
 	if (!cfg)
-		return false;
+		return MCP_NOT_OURS;
+	/* a probe scoped to one cgroup (container selector) does not see the others */
 	if (cfg->cgroup_id || quotas_enabled)
 		cgroup_id = bpf_get_current_cgroup_id();
-	/* a probe scoped to one cgroup (container selector) does not see the others */
 	if (cfg->cgroup_id && cfg->cgroup_id != cgroup_id)
-		return false;
-	mcp_count(probe_id, MCP_CTR_SEEN);
-	if (quotas_enabled) {
-		bucket = mcp_tenant_bucket(cgroup_id);
-		mcp_count_tenant(bucket, MCP_CTR_SEEN);
+		return MCP_NOT_OURS;
+	c = mcp_counters_of(probe_id);
+	mcp_bump(c, seen);
+	if (quotas_enabled)
+		mcp_count_tenant(mcp_tenant_bucket(cgroup_id), seen);
+	if (force_in) {
+		/* every call is kept while forced, so each stands for itself: weight 1 */
+		*threshold = MCP_KEEP_ALL;
+		*flags = MCP_EV_SLOW_MODE;
+	} else if (!mcp_decide(cfg, args, threshold, flags)) {
+		return MCP_SAMPLED_OUT;
 	}
-	if (!mcp_decide(cfg, args, threshold, flags))
-		return false;
-	if (quotas_enabled) {
-		if (!mcp_quota_allows(bucket, now)) {
-			mcp_count_tenant(bucket, MCP_CTR_QUOTA_DROPPED);
-			mcp_count(probe_id, MCP_CTR_QUOTA_DROPPED);
-			return false;
-		}
-		mcp_count_tenant(bucket, MCP_CTR_KEPT);
-	}
-	mcp_count(probe_id, MCP_CTR_KEPT);
-	return true;
+	return mcp_admit(c, cgroup_id, now);
 }
 
 #endif /* MCP_SAMPLE_BPF_H */

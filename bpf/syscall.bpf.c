@@ -1,11 +1,52 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * Syscall probes on the per-syscall tracepoints (syscalls:sys_enter_NAME /
- * sys_exit_NAME), so untraced syscalls cost nothing. One enter and one exit
- * program serve every syscall; the probe id is the attach cookie. The decision
- * is made at entry; the exit emits one record with args, ret and duration.
+ * sys_exit_NAME), so untraced syscalls cost nothing; the probe id is the
+ * attach cookie. Without latency a syscall runs one program, at exit: it
+ * decides, and a kept call reads its arguments from the task's saved user
+ * registers. With latency the entry decides and stashes arguments and start
+ * time; the exit emits one record with args, ret and duration.
  */
 #include "sample.bpf.h"
+
+/* The syscall's arguments from the user registers saved at kernel entry. */
+static __always_inline void mcp_syscall_args(__u64 *args)
+{
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+
+#if defined(__TARGET_ARCH_x86)
+	args[0] = regs->di;
+	args[1] = regs->si;
+	args[2] = regs->dx;
+	args[3] = regs->r10;
+	args[4] = regs->r8;
+	args[5] = regs->r9;
+#elif defined(__TARGET_ARCH_arm64)
+	args[0] = regs->orig_x0;
+#pragma unroll
+	for (int i = 1; i < MCP_MAX_ARGS; i++)
+		args[i] = regs->regs[i];
+#endif
+}
+
+/* Without latency: the whole probe, at exit. */
+SEC("tracepoint")
+int mcp_sys_exit_only(struct trace_event_raw_sys_exit *ctx)
+{
+	__u32 probe_id = bpf_get_attach_cookie(ctx);
+	__u64 args[MCP_MAX_ARGS], threshold, now;
+	__u32 flags;
+
+	if (!mcp_wanted(bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	now = bpf_ktime_get_ns();
+	/* Syscall arguments carry no trace id, so the decision is always a random draw. */
+	if (mcp_sample(probe_id, NULL, now, false, &threshold, &flags) != MCP_KEEP)
+		return 0;
+	mcp_syscall_args(args);
+	mcp_emit_call(probe_id, MCP_KIND_SYSCALL, now, threshold, flags | MCP_EV_HAS_RET, args, ctx->ret, 0);
+	return 0;
+}
 
 SEC("tracepoint")
 int mcp_sys_enter(struct trace_event_raw_sys_enter *ctx)
@@ -18,19 +59,23 @@ int mcp_sys_enter(struct trace_event_raw_sys_enter *ctx)
 	if (!mcp_wanted(bpf_get_current_pid_tgid() >> 32))
 		return 0;
 	now = bpf_ktime_get_ns();
-	/* decide first: a dropped syscall costs no argument copy. Syscall arguments
-	 * carry no trace id, so the decision is always a random draw. */
-	if (!mcp_sample(probe_id, NULL, now, &threshold, &flags))
+	/* decide first: a dropped syscall costs no argument copy */
+	if (mcp_sample(probe_id, NULL, now, false, &threshold, &flags) != MCP_KEEP)
 		return 0;
+	entry = bpf_task_storage_get(&syscall_entries, bpf_get_current_task_btf(), 0,
+				     BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!entry) {
+		mcp_count(probe_id, orphaned);
+		return 0;
+	}
+	/* a kept syscall whose exit never came (a missed exit tracepoint) */
+	if (entry->probe_id)
+		mcp_count(entry->probe_id, orphaned);
 	/*
 	 * Not a direct ctx read: the kernel refuses to attach a program whose ctx
 	 * reads go past the tracepoint's record, and getppid's record has no args.
 	 * The agent knows each syscall's arity and ignores the rest.
 	 */
-	entry = bpf_task_storage_get(&syscall_entries, bpf_get_current_task_btf(), 0,
-				     BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!entry)
-		return 0;
 	if (bpf_probe_read_kernel(entry->call.args, sizeof(entry->call.args), &ctx->args[0]))
 		__builtin_memset(entry->call.args, 0, sizeof(entry->call.args));
 	entry->probe_id = probe_id;

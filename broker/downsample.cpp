@@ -64,6 +64,7 @@ bool filter_packet(const mcp::v1::SamplePacket& in, const SubscriptionFilter& f,
     if (p_rate < 1.0) {
       const uint64_t t = s.threshold() == 0 ? UINT64_MAX : s.threshold();
       kept->set_threshold(mcp::probability_to_threshold(mcp::threshold_to_probability(t) * p_rate));
+      kept->clear_th();  // the broker's draw is not OTel's: the agent's th no longer describes it
     }
   }
   return out->samples_size() > 0;

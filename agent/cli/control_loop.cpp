@@ -68,9 +68,10 @@ void ControlLoop::tick(uint64_t now_ns) {
   if (rates_) {
     std::lock_guard rates_lock(rates_mu_);
     std::vector<control::ProbeSample> samples;
+    const auto all = session_.all_counters();  // one batch lookup per tick
     for (const auto& p : session_.probes()) {
       if (!steered_.count(p.id)) continue;
-      const auto c = session_.counters(p.id);
+      const auto& c = all[p.id];
       samples.push_back({p.id, {c.seen, c.kept, c.lost, c.quota_dropped}});
     }
     rates_->tick(now_ns, samples);

@@ -22,6 +22,7 @@
 #include "forward/agent_id.h"
 #include "forward/forwarder.h"
 #include "cli/trace_options.h"
+#include "control/estimate_corrector.h"
 #include "common/error.h"
 #include "loader/bpf_session.h"
 #include "mcp_abi.h"
@@ -52,8 +53,13 @@ void install_signal_handlers() {
 
 struct ProbeTally {
   uint64_t delivered = 0;
-  double weight_sum = 0;
 };
+
+// Closes an estimate interval for every probe from one batch read of the kernel counters.
+void close_estimates(const loader::BpfSession& session, control::EstimateCorrector& estimates) {
+  const auto all = session.all_counters();
+  for (const auto& p : session.probes()) estimates.close_interval(p.id, all[p.id].kept, all[p.id].quota_dropped);
+}
 
 // Launch latencies per kernel, for the CUDA summary.
 using KernelLatencies = std::map<std::string, std::vector<uint64_t>>;
@@ -126,17 +132,19 @@ void print_tenants(const loader::BpfSession& session, const control::TenantQuota
 }
 
 void print_summary(const loader::BpfSession& session, const std::vector<ProbeTally>& tallies,
-                   const pipeline::RingConsumer& consumer, double seconds) {
+                   const control::EstimateCorrector& estimates, const pipeline::RingConsumer& consumer,
+                   double seconds) {
   fprintf(stderr, "\nmcp-agent: summary after %.1f s\n", seconds);
-  fprintf(stderr, "%-48s %12s %12s %10s %12s %12s %14s\n", "PROBE", "SEEN", "KEPT", "LOST", "QUOTA_DROP",
-          "DELIVERED", "EST_COUNT");
+  fprintf(stderr, "%-48s %12s %12s %10s %12s %10s %12s %14s\n", "PROBE", "SEEN", "KEPT", "LOST", "QUOTA_DROP",
+          "ORPHANED", "DELIVERED", "EST_COUNT");
   for (const auto& p : session.probes()) {
     if (p.internal) continue;
     const auto c = session.counters(p.id);
     const ProbeTally t = p.id < tallies.size() ? tallies[p.id] : ProbeTally{};
-    fprintf(stderr, "%-48s %12llu %12llu %10llu %12llu %12llu %14.0f\n", p.name.c_str(),
+    fprintf(stderr, "%-48s %12llu %12llu %10llu %12llu %10llu %12llu %14.0f\n", p.name.c_str(),
             (unsigned long long)c.seen, (unsigned long long)c.kept, (unsigned long long)c.lost,
-            (unsigned long long)c.quota_dropped, (unsigned long long)t.delivered, t.weight_sum);
+            (unsigned long long)c.quota_dropped, (unsigned long long)c.orphaned, (unsigned long long)t.delivered,
+            estimates.estimate(p.id));
     if (c.lost)
       fprintf(stderr, "mcp-agent: warning: %s lost %llu events (ring buffer full; raise --ringbuf-size)\n",
               p.name.c_str(), (unsigned long long)c.lost);
@@ -176,6 +184,7 @@ int run_trace(TraceOptions& o) {
 
   loader::SessionOptions so;
   so.target_tgid = target;
+  so.follow_children = !o.no_follow;
   so.quotas = quotas.has_value();
   so.cuda_slow_ns = static_cast<uint64_t>(o.slow_launch.count());
   so.cuda_hold_ns = static_cast<uint64_t>(o.slow_hold.count());
@@ -196,9 +205,10 @@ int run_trace(TraceOptions& o) {
       if (const auto w = loader::mapping_warning(o.pid, t.binary, t.name()); !w.empty())
         fprintf(stderr, "mcp-agent: warning: %s\n", w.c_str());
     }
-    session->add_uprobe(t, o.latency, target, config);
+    // Following children, the pid tree filter runs in the kernel: attach to every process.
+    session->add_uprobe(t, o.latency, o.no_follow ? target : -1, config);
   }
-  for (const auto& name : o.syscalls) session->add_syscall(name, config);
+  for (const auto& name : o.syscalls) session->add_syscall(name, config, o.latency);
   cuda::KernelSymbolizer symbolizer;
   std::map<uint32_t, std::string> cuda_apis;
   if (o.cuda) cuda_apis = attach_cuda(*session, o, target, config, symbolizer);
@@ -237,6 +247,7 @@ int run_trace(TraceOptions& o) {
     forwarder = make_forwarder(std::move(fo));
   }
   std::vector<ProbeTally> tallies(MCP_MAX_PROBES);  // indexed by probe id: no lookup per event
+  control::EstimateCorrector estimates;             // EST_COUNT, corrected every second
   uint64_t printed = 0;
   pipeline::RingConsumer consumer(
       session->ringbuf_fd(), [&](uint32_t id) { return pipeline::ProbeRef{session->probe_name(id), session->probe_nargs(id)}; },
@@ -247,9 +258,8 @@ int run_trace(TraceOptions& o) {
           if (!e.cuda.kernel.empty()) kernels[e.cuda.kernel].push_back(e.duration_ns);
         }
         timestamper.stamp(e);
-        auto& t = tallies[e.probe_id % MCP_MAX_PROBES];
-        t.delivered++;
-        t.weight_sum += e.weight();
+        tallies[e.probe_id % MCP_MAX_PROBES].delivered++;
+        estimates.on_delivered(e.probe_id, e.weight());
         if (o.max_events && printed >= o.max_events) return;
         if (!o.service.empty()) e.service = o.service;
         if (!o.tags.empty()) e.tags = o.tags;
@@ -267,26 +277,36 @@ int run_trace(TraceOptions& o) {
     control = std::make_unique<ControlLoop>(*session, std::move(cs));
     control->start();
   }
+  session->track_process_tree();
   if (child) child->start();
   spdlog::info("tracing {} probe(s)", session->probes().size());
   const auto start = std::chrono::steady_clock::now();
+  auto next_interval = start + std::chrono::seconds(1);
   while (g_signals.load() == 0) {
     consumer.poll(pipeline::kPollTimeoutMs);
+    if (const auto now = std::chrono::steady_clock::now(); now >= next_interval) {
+      close_estimates(*session, estimates);
+      next_interval = now + std::chrono::seconds(1);
+    }
     if (printer) printer->flush();
     if (o.max_events && printed >= o.max_events) break;
     if (o.duration.count() && std::chrono::steady_clock::now() - start >= o.duration) break;
-    if (child && child->poll_exit()) break;
+    // The traced tree is gone: the command and every descendant (like strace -f), or --pid's.
+    if (child ? child->poll_exit() && !session->tree_alive() : o.pid > 0 && !session->tree_alive()) break;
   }
-  // Whatever the kernel already kept is delivered before the summary.
+  // Detach first, so nothing is kept after the last drain: then every kept event
+  // is delivered, lost or orphaned, and the summary adds up.
   control->stop();
+  session->detach_all();
   consumer.drain();
+  close_estimates(*session, estimates);
   if (printer) printer->flush();
   bool delivered = true;
   if (forwarder) delivered = drain_forwarder(*forwarder);
   if (out_fd != STDOUT_FILENO) close(out_fd);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!o.quiet_summary) {
-    print_summary(*session, tallies, consumer, secs);
+    print_summary(*session, tallies, estimates, consumer, secs);
     if (quotas) print_tenants(*session, *quotas);
     print_kernels(kernels);
     if (forwarder) {

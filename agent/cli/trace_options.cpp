@@ -15,7 +15,8 @@ void add_trace_options(CLI::App& sub, TraceOptions& o) {
   sub.add_option("--uprobe,-u", o.uprobes, "Trace a user function: BINARY:SYMBOL (path, library name or program)");
   sub.add_option("--syscall,-s", o.syscalls, "Trace a syscall by name, e.g. getppid");
   sub.add_flag("--latency,-l", o.latency, "Also attach the uretprobe: one event per call with ret and duration");
-  sub.add_option("--pid,-p", o.pid, "Trace only this process");
+  sub.add_option("--pid,-p", o.pid, "Trace only this process and its descendants; exit when they are gone");
+  sub.add_flag("--no-follow", o.no_follow, "With --pid or a command: not its children (default: follow forks like strace -f)");
   sub.add_option("--sample-rate,-r", o.sample_rate, "Probability of keeping an event, 0 < R <= 1 (default 1)");
   sub.add_option("--duration,-d", o.duration_text, "Stop after this long, e.g. 10s, 500ms");
   sub.add_option("--max-events,-n", o.max_events, "Stop after printing this many events");
@@ -46,7 +47,7 @@ void add_trace_options(CLI::App& sub, TraceOptions& o) {
   sub.add_option("--slow-launch", o.slow_launch_text,
                  "Launches slower than this switch their process to rate 1 with stacks (0: off)");
   sub.add_option("--slow-hold", o.slow_hold_text, "How long a process stays in slow-launch mode");
-  sub.add_option("command", o.command, "-- COMMAND ARGS...: run it and trace only it until it exits");
+  sub.add_option("command", o.command, "-- COMMAND ARGS...: run it and trace it and its descendants until they exit");
   // Everything after the first positional (or `--`) belongs to the command, dashes included.
   sub.positionals_at_end();
 }

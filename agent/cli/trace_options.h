@@ -23,6 +23,7 @@ struct TraceOptions {
   std::vector<std::string> syscalls;  // names without sys_enter_
   bool latency = false;
   pid_t pid = 0;
+  bool no_follow = false;             // trace only the target process, not its descendants
   double sample_rate = 1.0;
   std::string duration_text;          // e.g. "10s"; empty: until the command exits / Ctrl-C
   std::chrono::nanoseconds duration{0};

@@ -1,7 +1,10 @@
 #include "common/event.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+
+#include "sample_math.h"
 
 namespace mcp {
 
@@ -26,6 +29,17 @@ uint64_t probability_to_threshold(double p) {
   const double t = std::ldexp(p, 64);
   if (t >= 18446744073709551615.0) return UINT64_MAX - 1;
   return static_cast<uint64_t>(t);
+}
+
+std::string otel_th(uint64_t threshold) {
+  const uint64_t t = mcp_otel_threshold(threshold);
+  if (t == 0) return "0";
+  if (t > MCP_RANDOMNESS_MASK) return "";  // keeps nothing: no OTel spelling, never on a kept event
+  char buf[15];
+  snprintf(buf, sizeof(buf), "%014llx", static_cast<unsigned long long>(t));
+  std::string out(buf);
+  while (out.size() > 1 && out.back() == '0') out.pop_back();
+  return out;
 }
 
 std::string_view Event::comm_view() const {

@@ -15,11 +15,14 @@ enum class EventKind : uint8_t { kUprobe, kUretprobe, kSyscall, kCuda };
 
 std::string_view to_string(EventKind kind);
 
-// Sampling threshold semantics (shared with bpf/mcp_abi.h): an event is kept when a 64-bit
-// random (or trace-id derived) value is below `threshold`; UINT64_MAX means "keep all".
-// The probability is threshold / 2^64 and the adjusted count (weight) its inverse.
+// Sampling threshold semantics (bpf/sample_math.h): `threshold` is the acceptance threshold
+// A, p = A / 2^64, UINT64_MAX keeps all; the adjusted count (weight) is 1/p. A random draw
+// keeps when draw < A; a trace-id decision is OpenTelemetry's: keep iff R >= 2^56 - (A >> 8).
 double threshold_to_probability(uint64_t threshold);
 uint64_t probability_to_threshold(double p);
+// OpenTelemetry's `th` (tracestate ot=th:) for acceptance threshold A: the rejection
+// threshold 2^56 - (A >> 8) as 14 hex digits with trailing zeros trimmed; "0" keeps all.
+std::string otel_th(uint64_t threshold);
 
 // CUDA launch / API details; present when kind == kCuda.
 struct CudaInfo {
@@ -60,6 +63,7 @@ struct Event {
   bool has_duration = false;
   uint64_t duration_ns = 0;
   uint64_t threshold = UINT64_MAX;
+  bool consistent = false;  // decided on the trace id (OTel consistent sampling): has a `th`
   // Enrichment, filled by later pipeline stages; empty by default.
   std::string service;
   std::string container_id;

@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "common/error.h"
+#include "sample_math.h"
 
 namespace mcp::control {
 
@@ -73,7 +74,7 @@ std::optional<uint64_t> trace_randomness56_hex(std::string_view hex32) {
 }
 
 bool consistent_keep(uint64_t randomness56, uint64_t threshold) {
-  return threshold == UINT64_MAX || (randomness56 & kRandomness56Mask) < (threshold >> 8);
+  return mcp_otel_keep(randomness56, threshold) != 0;
 }
 
 }  // namespace mcp::control

@@ -10,9 +10,11 @@
 //     hex32:   r = the last 14 hex digits (characters 18..31, either case) as a hex number;
 //              the first 18 characters are not read. A non-hex character among the 14 means
 //              "no trace id": the kernel then falls back to bpf_get_prandom_u32.
-// - Decision (same threshold semantics as mcp::Event::threshold, keep when value < threshold):
-//     keep  iff  threshold == UINT64_MAX  ||  r < (threshold >> 8)
-//   so p = threshold / 2^64 up to 2^-56, every hop with the same threshold keeps the same trace
+// - Decision: OpenTelemetry consistent probability sampling, the kernel's own code
+//   (bpf/sample_math.h, mcp_otel_keep): with A the acceptance threshold (p = A / 2^64),
+//     T = 2^56 - (A >> 8)   (OTel's rejection threshold; 0 when A == UINT64_MAX)
+//     keep  iff  r >= T
+//   so every hop with the same threshold, and an OTel SDK at the same p, keep the same trace
 //   ids, and a lower threshold keeps a subset of what a higher one keeps.
 #pragma once
 #include <cstdint>

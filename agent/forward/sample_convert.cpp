@@ -27,6 +27,7 @@ void to_sample(const Event& e, mcp::v1::Sample* s) {
   s->set_has_duration(e.has_duration);
   s->set_duration_ns(e.duration_ns);
   s->set_threshold(e.threshold);
+  if (e.consistent) s->set_th(otel_th(e.threshold));
   for (const auto& [k, v] : e.attributes) (*s->mutable_attributes())[valid_utf8(k)] = valid_utf8(v);
   if (e.kind == EventKind::kCuda) {
     auto* c = s->mutable_cuda();

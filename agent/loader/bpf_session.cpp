@@ -6,6 +6,8 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <dirent.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +16,7 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "common/error.h"
@@ -103,6 +106,9 @@ std::unique_ptr<BpfSession> BpfSession::open(const SessionOptions& options) {
   s->skel_ = mcp_bpf__open();
   if (!s->skel_) throw runtime_error("cannot open the BPF object: " + errno_text(errno));
   s->skel_->rodata->targ_tgid = static_cast<uint32_t>(options.target_tgid);
+  s->skel_->rodata->follow_children = options.follow_children;
+  s->target_tgid_ = options.target_tgid;
+  s->follow_children_ = options.follow_children;
   s->skel_->rodata->self_tgid = static_cast<uint32_t>(getpid());
   s->skel_->rodata->wakeup_bytes = options.wakeup_bytes;
   s->skel_->rodata->quotas_enabled = options.quotas;
@@ -140,29 +146,36 @@ BpfSession::~BpfSession() {
   if (producer_pos_) munmap(const_cast<uint64_t*>(producer_pos_), page);
   for (auto& [id, p] : probes_)
     for (auto* l : p->links) bpf_link__destroy(l);
+  for (auto* l : process_links_) bpf_link__destroy(l);
   if (skel_) mcp_bpf__destroy(skel_);
 }
 
 uint32_t BpfSession::allocate_id() {
-  for (uint32_t id = 1; id < MCP_MAX_PROBES; id++)
-    if (!probes_.count(id)) return id;
+  // A removed probe's records may still sit in the ring: its id waits until the
+  // consumer has read past the producer position of its detach.
+  const uint64_t consumed = consumer_pos_ ? *consumer_pos_ : UINT64_MAX;
+  for (uint32_t id = 1; id < MCP_MAX_PROBES; id++) {
+    if (probes_.count(id)) continue;
+    auto q = quarantine_.find(id);
+    if (q != quarantine_.end() && consumed < q->second) continue;
+    return id;
+  }
   throw runtime_error("too many probes (at most " + std::to_string(MCP_MAX_PROBES - 1) + ")");
 }
 
 uint32_t BpfSession::reserve_id(const ProbeConfig& config) {
   uint32_t id;
   {
-    std::shared_lock lock(mu_);
+    std::unique_lock lock(mu_);
     id = allocate_id();
+    quarantine_.erase(id);
+    retired_names_.erase(id);
+    swept_orphans_[id] = 0;
   }
   // Before attaching: a reused id starts from zero, and the first hit already sees
   // its threshold. Zeroing after attach would erase what the first hits counted.
-  const int fd = bpf_map__fd(skel_->maps.counters);
-  std::vector<uint64_t> zeros(ncpus_, 0);
-  for (uint32_t c = 0; c < MCP_CTR_NR; c++) {
-    uint32_t key = MCP_COUNTER_INDEX(id, c);
-    bpf_map_update_elem(fd, &key, zeros.data(), BPF_ANY);
-  }
+  std::vector<mcp_counters> zeros(ncpus_, mcp_counters{});
+  bpf_map_update_elem(bpf_map__fd(skel_->maps.counters), &id, zeros.data(), BPF_ANY);
   configure(id, config);
   return id;
 }
@@ -175,6 +188,7 @@ uint32_t BpfSession::register_probe(ProbeInfo info, std::vector<bpf_link*> links
   std::unique_lock lock(mu_);
   names_.insert(p->info.name);
   probes_[id] = std::move(p);
+  quarantine_.erase(id);
   return id;
 }
 
@@ -215,7 +229,7 @@ uint32_t BpfSession::add_cuda_probe(const UprobeTarget& target, pid_t pid, const
 }
 
 
-uint32_t BpfSession::add_syscall(const std::string& name, const ProbeConfig& config) {
+uint32_t BpfSession::add_syscall(const std::string& name, const ProbeConfig& config, bool latency) {
   ensure_tracefs();
   struct stat st;
   const std::string dir = "/sys/kernel/tracing/events/syscalls/sys_enter_" + name;
@@ -223,8 +237,10 @@ uint32_t BpfSession::add_syscall(const std::string& name, const ProbeConfig& con
     throw runtime_error("unknown syscall '" + name + "' (no tracepoint syscalls:sys_enter_" + name + ")");
   const uint32_t id = reserve_id(config);
   std::vector<bpf_link*> links;
-  for (auto [prog, tp] : {std::pair{skel_->progs.mcp_sys_enter, "sys_enter_"},
-                          std::pair{skel_->progs.mcp_sys_exit, "sys_exit_"}}) {
+  std::vector<std::pair<bpf_program*, const char*>> progs;
+  if (latency) progs = {{skel_->progs.mcp_sys_enter, "sys_enter_"}, {skel_->progs.mcp_sys_exit, "sys_exit_"}};
+  else progs = {{skel_->progs.mcp_sys_exit_only, "sys_exit_"}};
+  for (auto [prog, tp] : progs) {
     LIBBPF_OPTS(bpf_tracepoint_opts, opts, .bpf_cookie = id);
     bpf_link* link = bpf_program__attach_tracepoint_opts(prog, "syscalls", (tp + name).c_str(), &opts);
     if (!link) {
@@ -234,7 +250,7 @@ uint32_t BpfSession::add_syscall(const std::string& name, const ProbeConfig& con
     }
     links.push_back(link);
   }
-  ProbeInfo info{id, "syscall:" + name, ProbeFamily::kSyscall, true, syscall_arity(dir + "/format")};
+  ProbeInfo info{id, "syscall:" + name, ProbeFamily::kSyscall, latency, syscall_arity(dir + "/format")};
   return register_probe(std::move(info), std::move(links));
 }
 
@@ -248,6 +264,89 @@ void BpfSession::remove_probe(uint32_t id) {
     probes_.erase(it);
   }
   for (auto* l : p->links) bpf_link__destroy(l);
+  // After detaching, nothing new can be written for this id: quarantine it up to
+  // the current producer position, and drop its stale pending entries.
+  sweep_pending(id);
+  std::unique_lock lock(mu_);
+  quarantine_[id] = producer_pos_ ? *producer_pos_ : 0;
+  retired_names_[id] = p->info.name;
+}
+
+void BpfSession::detach_all() {
+  std::vector<bpf_link*> links;
+  {
+    std::unique_lock lock(mu_);
+    for (auto& [id, p] : probes_) {
+      links.insert(links.end(), p->links.begin(), p->links.end());
+      p->links.clear();
+    }
+  }
+  for (auto* l : links) bpf_link__destroy(l);
+  sweep_pending(0);
+}
+
+void BpfSession::sweep_pending(uint32_t id) {
+  // Latency entries still pending once their probe is detached never return.
+  const int fd = bpf_map__fd(skel_->maps.call_entries);
+  std::vector<mcp_call_key> doomed;
+  mcp_call_key key{}, next{};
+  const mcp_call_key* prev = nullptr;
+  while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+    if (id == 0 || next.probe_id == id) doomed.push_back(next);
+    key = next;
+    prev = &key;
+  }
+  std::unique_lock lock(mu_);
+  for (const auto& k : doomed) {
+    if (bpf_map_delete_elem(fd, &k) == 0 && k.probe_id < MCP_MAX_PROBES) swept_orphans_[k.probe_id]++;
+  }
+}
+
+void BpfSession::track_process_tree() {
+  if (target_tgid_ <= 0) return;
+  const int fd = bpf_map__fd(skel_->maps.traced_tgids);
+  const uint8_t one = 1;
+  // The root, and with children followed its live descendants (by /proc's children lists).
+  std::vector<pid_t> todo{target_tgid_};
+  std::set<pid_t> seen;
+  while (!todo.empty()) {
+    const pid_t pid = todo.back();
+    todo.pop_back();
+    if (!seen.insert(pid).second) continue;
+    uint32_t key = static_cast<uint32_t>(pid);
+    bpf_map_update_elem(fd, &key, &one, BPF_ANY);
+    if (!follow_children_) continue;
+    std::error_code ec;
+    const std::string task_dir = "/proc/" + std::to_string(pid) + "/task";
+    DIR* d = opendir(task_dir.c_str());
+    if (!d) continue;
+    while (dirent* t = readdir(d)) {
+      if (t->d_name[0] == '.') continue;
+      std::ifstream f(task_dir + "/" + t->d_name + "/children");
+      pid_t child;
+      while (f >> child) todo.push_back(child);
+    }
+    closedir(d);
+  }
+  std::vector<bpf_program*> progs{skel_->progs.mcp_process_exit};
+  if (follow_children_) progs.push_back(skel_->progs.mcp_process_fork);
+  for (auto* prog : progs) {
+    bpf_link* link = bpf_program__attach(prog);
+    if (!link) throw runtime_error(std::string("cannot attach ") + bpf_program__name(prog) + ": " + errno_text(errno));
+    process_links_.push_back(link);
+  }
+  // A process that exited between the /proc walk and the attach left no exit event.
+  for (pid_t pid : seen)
+    if (kill(pid, 0) != 0 && errno == ESRCH) {
+      uint32_t key = static_cast<uint32_t>(pid);
+      bpf_map_delete_elem(fd, &key);
+    }
+}
+
+bool BpfSession::tree_alive() const {
+  if (target_tgid_ <= 0) return true;
+  uint32_t key;
+  return bpf_map_get_next_key(bpf_map__fd(skel_->maps.traced_tgids), nullptr, &key) == 0;
 }
 
 void BpfSession::configure(uint32_t id, const ProbeConfig& config) {
@@ -282,25 +381,58 @@ uint64_t BpfSession::threshold(uint32_t id) const {
   return value.threshold;
 }
 
-std::array<uint64_t, 4> BpfSession::read_counter_block(int map_fd, uint32_t base) const {
-  std::array<uint64_t, 4> out{};
-  std::vector<uint64_t> values(ncpus_);
-  for (uint32_t c = 0; c < MCP_CTR_NR; c++) {
-    uint32_t key = base + c;
-    if (bpf_map_lookup_elem(map_fd, &key, values.data()) != 0) continue;
-    for (uint64_t v : values) out[c] += v;
+ProbeCounters BpfSession::read_counters(int map_fd, uint32_t key) const {
+  std::vector<mcp_counters> values(ncpus_);
+  ProbeCounters out;
+  if (bpf_map_lookup_elem(map_fd, &key, values.data()) != 0) return out;
+  for (const auto& v : values) {
+    out.seen += v.seen;
+    out.kept += v.kept;
+    out.lost += v.lost;
+    out.quota_dropped += v.quota_dropped;
+    out.orphaned += v.orphaned;
   }
   return out;
 }
 
 ProbeCounters BpfSession::counters(uint32_t id) const {
-  auto v = read_counter_block(bpf_map__fd(skel_->maps.counters), MCP_COUNTER_INDEX(id, 0));
-  return {v[MCP_CTR_SEEN], v[MCP_CTR_KEPT], v[MCP_CTR_LOST], v[MCP_CTR_QUOTA_DROPPED]};
+  ProbeCounters c = read_counters(bpf_map__fd(skel_->maps.counters), id);
+  std::shared_lock lock(mu_);
+  if (id < MCP_MAX_PROBES) c.orphaned += swept_orphans_[id];
+  return c;
+}
+
+std::vector<ProbeCounters> BpfSession::all_counters() const {
+  std::vector<ProbeCounters> out(MCP_MAX_PROBES);
+  std::vector<uint32_t> keys(MCP_MAX_PROBES);
+  std::vector<mcp_counters> values(static_cast<size_t>(MCP_MAX_PROBES) * ncpus_);
+  uint32_t count = MCP_MAX_PROBES, out_batch = 0;
+  LIBBPF_OPTS(bpf_map_batch_opts, opts);
+  const int err = bpf_map_lookup_batch(bpf_map__fd(skel_->maps.counters), nullptr, &out_batch, keys.data(),
+                                       values.data(), &count, &opts);
+  if (err && errno != ENOENT) {
+    for (uint32_t id = 0; id < MCP_MAX_PROBES; id++) out[id] = counters(id);  // no batch ops: one by one
+    return out;
+  }
+  for (uint32_t i = 0; i < count; i++) {
+    if (keys[i] >= MCP_MAX_PROBES) continue;
+    ProbeCounters& c = out[keys[i]];
+    for (int cpu = 0; cpu < ncpus_; cpu++) {
+      const auto& v = values[static_cast<size_t>(i) * ncpus_ + cpu];
+      c.seen += v.seen;
+      c.kept += v.kept;
+      c.lost += v.lost;
+      c.quota_dropped += v.quota_dropped;
+      c.orphaned += v.orphaned;
+    }
+  }
+  std::shared_lock lock(mu_);
+  for (uint32_t id = 0; id < MCP_MAX_PROBES; id++) out[id].orphaned += swept_orphans_[id];
+  return out;
 }
 
 ProbeCounters BpfSession::tenant_counters(uint32_t bucket) const {
-  auto v = read_counter_block(bpf_map__fd(skel_->maps.tenant_counters), bucket * MCP_CTR_NR);
-  return {v[MCP_CTR_SEEN], v[MCP_CTR_KEPT], v[MCP_CTR_LOST], v[MCP_CTR_QUOTA_DROPPED]};
+  return read_counters(bpf_map__fd(skel_->maps.tenant_counters), bucket);
 }
 
 void BpfSession::set_quota(uint32_t bucket, double rate_per_sec, uint64_t burst,
@@ -323,13 +455,10 @@ void BpfSession::set_quota(uint32_t bucket, double rate_per_sec, uint64_t burst,
 }
 
 std::vector<uint64_t> BpfSession::tenant_demand_per_cpu(uint32_t bucket) const {
-  std::vector<uint64_t> out(ncpus_, 0), values(ncpus_);
-  const int fd = bpf_map__fd(skel_->maps.tenant_counters);
-  for (uint32_t c : {MCP_CTR_KEPT, MCP_CTR_QUOTA_DROPPED}) {
-    uint32_t key = bucket * MCP_CTR_NR + c;
-    if (bpf_map_lookup_elem(fd, &key, values.data()) != 0) continue;
-    for (int i = 0; i < ncpus_; i++) out[i] += values[i];
-  }
+  std::vector<uint64_t> out(ncpus_, 0);
+  std::vector<mcp_counters> values(ncpus_);
+  if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.tenant_counters), &bucket, values.data()) != 0) return out;
+  for (int i = 0; i < ncpus_; i++) out[i] = values[i].kept + values[i].quota_dropped;
   return out;
 }
 
@@ -343,8 +472,11 @@ std::optional<ProbeInfo> BpfSession::probe(uint32_t id) const {
 std::string_view BpfSession::probe_name(uint32_t id) const {
   std::shared_lock lock(mu_);
   auto it = probes_.find(id);
-  if (it == probes_.end()) return "unknown";
-  return *names_.find(it->second->info.name);
+  if (it != probes_.end()) return *names_.find(it->second->info.name);
+  // A removed probe's records still in the ring keep their name (the id is quarantined).
+  auto r = retired_names_.find(id);
+  if (r != retired_names_.end()) return *names_.find(r->second);
+  return "unknown";
 }
 
 uint8_t BpfSession::probe_nargs(uint32_t id) const {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "loader/target_resolver.h"
+#include "mcp_abi.h"
 
 struct mcp_bpf;
 struct bpf_link;
@@ -26,7 +27,8 @@ struct bpf_program;
 namespace mcp::loader {
 
 struct SessionOptions {
-  pid_t target_tgid = 0;              // trace only this process (0: all)
+  pid_t target_tgid = 0;              // trace only this process tree (0: all)
+  bool follow_children = true;        // the tree: target_tgid and its descendants (strace -f)
   uint64_t ringbuf_bytes = 16u << 20; // rounded up to a power of two >= page size
   uint64_t wakeup_bytes = 64u << 10;  // consumer wake-up backlog
   bool quotas = false;                // compile in the tenant quota step
@@ -36,8 +38,10 @@ struct SessionOptions {
 
 enum class ProbeFamily { kUprobe, kSyscall, kCuda };
 
+// Summed over CPUs; meanings in bpf/mcp_abi.h (struct mcp_counters). orphaned
+// includes the entries the agent swept after detaching (calls never returned).
 struct ProbeCounters {
-  uint64_t seen = 0, kept = 0, lost = 0, quota_dropped = 0;
+  uint64_t seen = 0, kept = 0, lost = 0, quota_dropped = 0, orphaned = 0;
 };
 
 struct ProbeInfo {
@@ -75,15 +79,24 @@ class BpfSession {
 
   // Attach; return the new probe id. pid restricts a uprobe to one process (-1: all).
   uint32_t add_uprobe(const UprobeTarget& target, bool latency, pid_t pid, const ProbeConfig& config);
-  uint32_t add_syscall(const std::string& name, const ProbeConfig& config);
+  // Without latency one program runs, at exit; with latency an entry program too.
+  uint32_t add_syscall(const std::string& name, const ProbeConfig& config, bool latency = true);
   // CUDA API probe: entry and return programs on target, config.cuda_api set.
   uint32_t add_cuda_probe(const UprobeTarget& target, pid_t pid, const ProbeConfig& config, bool internal);
+  // Detaches; the id is quarantined (not reused, its name still resolves) until
+  // the consumer has read past every record the probe could have written.
   void remove_probe(uint32_t id);
+  // Detaches every probe, keeping their counters and names: call before the
+  // final drain so nothing is kept after it. Pending entries (calls whose return
+  // never came) are then counted orphaned.
+  void detach_all();
 
   void configure(uint32_t id, const ProbeConfig& config);
   void set_threshold(uint32_t id, uint64_t threshold);
   uint64_t threshold(uint32_t id) const;
   ProbeCounters counters(uint32_t id) const;
+  // Every probe id's counters with one batch lookup (index = probe id).
+  std::vector<ProbeCounters> all_counters() const;
   // Tenant quota bucket (0..63): rate per second for the whole node, split over
   // the CPUs' token buckets by `cpu_shares` (summing to 1; empty: evenly); each
   // CPU's bucket holds up to `burst`. burst == 0 removes the quota.
@@ -93,6 +106,12 @@ class BpfSession {
   // the demand the quota split follows.
   std::vector<uint64_t> tenant_demand_per_cpu(uint32_t bucket) const;
   int ncpus() const { return ncpus_; }
+
+  // The traced process tree (target_tgid set): seeds it with target_tgid and,
+  // following children, its live descendants, and attaches the fork/exit
+  // tracking. tree_alive() turns false once every traced process has exited.
+  void track_process_tree();
+  bool tree_alive() const;
 
   std::optional<ProbeInfo> probe(uint32_t id) const;
   // Stable for the life of the probe: events keep a string_view to it.
@@ -118,7 +137,9 @@ class BpfSession {
   // Picks a free id and readies its counters and configuration for attaching.
   uint32_t reserve_id(const ProbeConfig& config);
   uint32_t register_probe(ProbeInfo info, std::vector<bpf_link*> links);
-  std::array<uint64_t, 4> read_counter_block(int map_fd, uint32_t base) const;
+  ProbeCounters read_counters(int map_fd, uint32_t key) const;
+  // Deletes the pending latency entries of `id` (all ids: 0); counts them orphaned.
+  void sweep_pending(uint32_t id);
 
   struct mcp_bpf* skel_ = nullptr;
   uint64_t ringbuf_bytes_ = 0;
@@ -127,6 +148,13 @@ class BpfSession {
   int ncpus_ = 1;
   mutable std::shared_mutex mu_;
   std::map<uint32_t, std::unique_ptr<Probe>> probes_;
+  // Removed probes: id -> ring producer position at detach; reusable once consumed past it.
+  std::map<uint32_t, uint64_t> quarantine_;
+  std::map<uint32_t, std::string> retired_names_;
+  std::array<uint64_t, MCP_MAX_PROBES> swept_orphans_{};  // counted by sweep_pending
+  std::vector<bpf_link*> process_links_;
+  bool follow_children_ = true;
+  pid_t target_tgid_ = 0;
   // Interned probe names: never freed, so events may outlive their probe.
   std::set<std::string, std::less<>> names_;
 };

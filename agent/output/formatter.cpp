@@ -129,6 +129,11 @@ class JsonFormatter final : public Formatter {
     out += ",\"weight\":";
     if (e.threshold == UINT64_MAX) out.push_back('1');
     else fmt::format_to(std::back_inserter(out), FMT_COMPILE("{}"), e.weight());
+    if (e.consistent) {
+      out += ",\"th\":\"";
+      out += otel_th(e.threshold);
+      out.push_back('"');
+    }
     if (!e.service.empty()) {
       out += ",\"service\":";
       append_json_string(out, e.service);

@@ -97,6 +97,7 @@ bool decode_record(const void* data, size_t size, const ProbeNameLookup& names, 
   out.ktime_ns = h.ktime_ns;
   out.cgroup_id = h.cgroup_id;
   out.threshold = h.threshold;
+  out.consistent = h.flags & MCP_EV_CONSISTENT;
   out.pid = h.pid;
   out.tid = h.tid;
   out.probe_id = h.probe_id;

@@ -29,6 +29,7 @@ nlohmann::json sample_to_json(const mcp::v1::Sample& s) {
   if (s.has_duration()) j["duration_ns"] = s.duration_ns();
   j["weight"] = weight_of(s);
   j["threshold"] = s.threshold();
+  if (!s.th().empty()) j["th"] = s.th();
   j["service"] = s.service();
   nlohmann::json tags = nlohmann::json::object();
   for (const auto& [k, v] : s.tags()) tags[k] = v;

@@ -11,8 +11,19 @@
  *   demo SECONDS       a small mixed service: requests with latency, syscalls
  *   badcomm N          two threads make N getppid() calls each at the same time; the second
  *                      first names itself "\xff\xfe" (invalid UTF-8) with prctl(PR_SET_NAME)
+ *   recurse N DEPTH    mcp_recurse(DEPTH) N times; it recurses to depth DEPTH and
+ *                      returns DEPTH*(DEPTH+1)/2 (each frame n returns n(n+1)/2)
+ *   longjmp N          mcp_maybe_jump(i, i is even) N times: even calls longjmp out
+ *                      (never return), odd ones return i
+ *   fork N CALLS       N children (odd ones exec `calls CALLS`, even ones call
+ *                      mcp_work CALLS times), then the parent does CALLS; waits all
+ *   handoff CALLS      getppid every ms until SIGUSR1, then forks a child that calls
+ *                      mcp_work(i, 7, ...) CALLS times, and exits at once (the child
+ *                      outlives it); the child's pid goes to stdout
  */
 #define _GNU_SOURCE
+#include <setjmp.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +31,7 @@
 #include <time.h>
 #include <pthread.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define NOINLINE __attribute__((noinline, used))
@@ -51,6 +63,32 @@ static void *badcomm_thread(void *arg)
 	return NULL;
 }
 
+NOINLINE long mcp_recurse(long n)
+{
+	long inner = n > 1 ? mcp_recurse(n - 1) : 0;
+	/* opaque to the optimiser: the recursion must not become a loop */
+	__asm__ volatile("" : "+r"(inner) : : "memory");
+	return n + inner;
+}
+
+static jmp_buf jump_env;
+
+NOINLINE long mcp_maybe_jump(long i, long jump)
+{
+	__asm__ volatile("" ::: "memory");
+	if (jump)
+		longjmp(jump_env, 1);
+	return i;
+}
+
+static volatile sig_atomic_t released;
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	released = 1;
+}
+
 static uint64_t now_ns(clockid_t c)
 {
 	struct timespec ts;
@@ -69,7 +107,7 @@ static uint64_t splitmix(uint64_t *s)
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: %s calls|sleep|getppid|rate|traceid|realtime|demo ARGS\n", argv[0]);
+		fprintf(stderr, "usage: %s calls|sleep|getppid|rate|traceid|realtime|demo|recurse|longjmp|fork|handoff ARGS\n", argv[0]);
 		return 2;
 	}
 	const char *mode = argv[1];
@@ -138,6 +176,48 @@ int main(int argc, char **argv)
 			sum += mcp_sleep(1000 + splitmix(&seed) % 20000);
 			sum += getppid();
 		}
+	} else if (!strcmp(mode, "recurse") && argc > 3) {
+		for (long i = 0; i < n; i++)
+			sum += mcp_recurse(atol(argv[3]));
+	} else if (!strcmp(mode, "longjmp")) {
+		for (volatile long i = 0; i < n; i++)
+			if (!setjmp(jump_env))
+				sum += mcp_maybe_jump(i, i % 2 == 0);
+	} else if (!strcmp(mode, "fork") && argc > 3) {
+		long calls = atol(argv[3]);
+		for (long c = 0; c < n; c++) {
+			pid_t pid = fork();
+			if (pid == 0) {
+				if (c % 2) {
+					execl("/proc/self/exe", "mcp-workload", "calls", argv[3], (char *)NULL);
+					_exit(127);
+				}
+				for (long i = 0; i < calls; i++)
+					sum += mcp_work(i, 2, 3, 4, 5, 6);
+				_exit(sum == 0x7fffffff);
+			}
+		}
+		for (long i = 0; i < calls; i++)
+			sum += mcp_work(i, 2, 3, 4, 5, 6);
+		int st;
+		while (wait(&st) > 0)
+			if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+				return 1;
+	} else if (!strcmp(mode, "handoff")) {
+		signal(SIGUSR1, on_usr1);
+		while (!released) {
+			sum += getppid();
+			struct timespec ts = { 0, 1000000 };
+			nanosleep(&ts, NULL);
+		}
+		pid_t pid = fork();
+		if (pid == 0) {
+			for (long i = 0; i < n; i++)
+				sum += mcp_work(i, 7, 3, 4, 5, 6);
+			_exit(sum == 0x7fffffff);
+		}
+		printf("%d\n", (int)pid);
+		fflush(stdout);
 	} else {
 		fprintf(stderr, "%s: unknown mode or missing arguments\n", argv[0]);
 		return 2;

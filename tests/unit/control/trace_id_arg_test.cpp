@@ -51,18 +51,36 @@ TEST(TraceRandomness, InvalidOrShortInputHasNoRandomness) {
   EXPECT_FALSE(trace_randomness56(short_raw, TraceIdFormat::kBytes16).has_value());
 }
 
-TEST(ConsistentKeep, ComparesRandomnessWithThresholdTopBits) {
-  // threshold for p = 0.5 is 2^63: keep r < 2^55.
+TEST(ConsistentKeep, KeepsRandomnessAtOrAboveTheOtelRejectionThreshold) {
+  // p = 0.5: A = 2^63, T = 2^56 - 2^55 = 2^55; OTel keeps r >= T (the upper half).
   const uint64_t half = probability_to_threshold(0.5);
   EXPECT_EQ(half, uint64_t{1} << 63);
-  EXPECT_TRUE(consistent_keep((uint64_t{1} << 55) - 1, half));
-  EXPECT_FALSE(consistent_keep(uint64_t{1} << 55, half));
+  EXPECT_FALSE(consistent_keep((uint64_t{1} << 55) - 1, half));
+  EXPECT_TRUE(consistent_keep(uint64_t{1} << 55, half));
   EXPECT_TRUE(consistent_keep(0xce929d0e0e4736ULL, UINT64_MAX));  // keep all keeps everything
-  EXPECT_TRUE(consistent_keep(kRandomness56Mask, UINT64_MAX));
-  EXPECT_FALSE(consistent_keep(0, 0));                             // keep none keeps nothing
-  // W3C example: r / 2^56 = 0.8069..., kept at p = 0.81, dropped at p = 0.80.
-  EXPECT_TRUE(consistent_keep(0xce929d0e0e4736ULL, probability_to_threshold(0.81)));
-  EXPECT_FALSE(consistent_keep(0xce929d0e0e4736ULL, probability_to_threshold(0.80)));
+  EXPECT_TRUE(consistent_keep(0, UINT64_MAX));
+  EXPECT_FALSE(consistent_keep(kRandomness56Mask, 0));             // keep none keeps nothing
+  // W3C example: r / 2^56 = 0.8069..., so T = (1 - p) 2^56 <= r iff p >= 0.1931.
+  EXPECT_TRUE(consistent_keep(0xce929d0e0e4736ULL, probability_to_threshold(0.20)));
+  EXPECT_FALSE(consistent_keep(0xce929d0e0e4736ULL, probability_to_threshold(0.19)));
+}
+
+TEST(OtelTh, SpellsTheRejectionThresholdAsOpenTelemetryDoes) {
+  EXPECT_EQ(mcp::otel_th(UINT64_MAX), "0");  // p = 1
+  EXPECT_EQ(mcp::otel_th(probability_to_threshold(0.5)), "8");
+  EXPECT_EQ(mcp::otel_th(probability_to_threshold(0.25)), "c");
+  EXPECT_EQ(mcp::otel_th(probability_to_threshold(0.01)), "fd70a3d70a3d71");
+  // Against 128-bit arithmetic: T = 2^56 - floor(A / 256), 14 digits, zeros trimmed.
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 1000; i++) {
+    const uint64_t a = rng() | 1;
+    const unsigned __int128 t = (static_cast<unsigned __int128>(1) << 56) - (a >> 8);
+    char buf[32];
+    snprintf(buf, sizeof(buf), "%014llx", static_cast<unsigned long long>(t));
+    std::string want(buf);
+    while (want.size() > 1 && want.back() == '0') want.pop_back();
+    EXPECT_EQ(mcp::otel_th(a), want) << a;
+  }
 }
 
 // The property the feature exists for: a lower rate keeps a subset of a higher rate, the kept
