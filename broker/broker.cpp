@@ -119,7 +119,20 @@ struct Subscriber {
 struct ProbeCount {
   uint64_t events = 0;
   double adjusted = 0;
+  uint64_t seen = 0;       // from the agents' ProbeCounts
+  double corrected = 0;
 };
+
+// The agents' per-interval kernel counters in a packet, summed into per-probe totals.
+void add_interval_counts(const mcp::v1::SamplePacket& packet,
+                         std::map<std::pair<std::string, std::string>, ProbeCount>& totals) {
+  for (const auto& pc : packet.counts()) {
+    if (!std::isfinite(pc.estimate()) || pc.estimate() < 0) continue;  // not a count: ignored
+    ProbeCount& c = totals[{pc.service(), pc.probe()}];
+    c.seen += pc.seen();
+    c.corrected += pc.estimate();
+  }
+}
 
 }  // namespace
 
@@ -383,6 +396,8 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
       p->set_probe(key.second);
       p->set_events(count.events);
       p->set_adjusted_count(count.adjusted);
+      p->set_seen(count.seen);
+      p->set_corrected_count(count.corrected);
     }
     reply->set_batches(batches_);
     reply->set_duplicate_batches(duplicates_);
@@ -495,6 +510,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
     packet->set_agent_id(agent_id);
     packet->set_sequence(seq);
     packet->mutable_samples()->Swap(batch->mutable_samples());
+    packet->mutable_counts()->Swap(batch->mutable_counts());
     uint32_t index = 0;
     for (auto& s : *packet->mutable_samples()) {
       s.set_agent_id(agent_id);  // a sample cannot claim another agent
@@ -510,6 +526,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
       ++c.events;
       c.adjusted += weight_of(s);
     }
+    add_interval_counts(*packet, probe_counts_);
     packet->set_offset(offset);
     packet->set_broker_hlc(hlc_now());
     ++batches_;
@@ -540,6 +557,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
       ++c.events;
       c.adjusted += weight_of(s);
     }
+    add_interval_counts(packet, probe_counts_);
     return true;
   }
 
@@ -616,6 +634,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
         ++c.events;
         c.adjusted += weight_of(s);
       }
+      add_interval_counts(packet, counts);
       {
         std::unique_lock lock(window->mu);
         window->cv.wait(lock, [&] {
@@ -638,6 +657,8 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
               ProbeCount& total = probe_counts_[key];
               total.events += c.events;
               total.adjusted += c.adjusted;
+              total.seen += c.seen;
+              total.corrected += c.corrected;
             }
           }
         } else {
@@ -669,6 +690,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
     packet.set_sequence(seq);
     packet.set_broker_hlc(hlc_now());
     packet.mutable_samples()->Swap(batch->mutable_samples());
+    packet.mutable_counts()->Swap(batch->mutable_counts());
     uint32_t index = 0;
     for (auto& s : *packet.mutable_samples()) {
       s.set_agent_id(agent_id);  // a sample cannot claim another agent

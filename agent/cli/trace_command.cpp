@@ -55,10 +55,39 @@ struct ProbeTally {
   uint64_t delivered = 0;
 };
 
-// Closes an estimate interval for every probe from one batch read of the kernel counters.
-void close_estimates(const loader::BpfSession& session, control::EstimateCorrector& estimates) {
+// Where the previous interval ended, per probe id.
+struct IntervalMark {
+  loader::ProbeCounters counters;
+  uint64_t delivered = 0;
+  double estimate = 0;
+};
+
+// Closes an interval for every probe from one batch read of the kernel counters: the
+// estimate's correction, and (with a forwarder) the interval's counters on the wire.
+void close_interval(const loader::BpfSession& session, control::EstimateCorrector& estimates,
+                    const std::vector<ProbeTally>& tallies, std::vector<IntervalMark>& marks, Forwarder* forwarder,
+                    const std::string& service) {
   const auto all = session.all_counters();
-  for (const auto& p : session.probes()) estimates.close_interval(p.id, all[p.id].kept, all[p.id].quota_dropped);
+  std::vector<ProbeIntervalCounts> out;
+  for (const auto& p : session.probes()) {
+    const auto& c = all[p.id];
+    estimates.close_interval(p.id, c.kept, c.quota_dropped);
+    if (!forwarder || p.internal) continue;
+    IntervalMark& m = marks[p.id];
+    ProbeIntervalCounts ic;
+    ic.service = service;
+    ic.probe = p.name;
+    ic.seen = c.seen - m.counters.seen;
+    ic.kept = c.kept - m.counters.kept;
+    ic.lost = c.lost - m.counters.lost;
+    ic.quota_dropped = c.quota_dropped - m.counters.quota_dropped;
+    ic.orphaned = c.orphaned - m.counters.orphaned;
+    ic.delivered = tallies[p.id].delivered - m.delivered;
+    ic.estimate = estimates.estimate(p.id) - m.estimate;
+    m = {c, tallies[p.id].delivered, estimates.estimate(p.id)};
+    if (ic.seen || ic.delivered || ic.orphaned) out.push_back(std::move(ic));
+  }
+  if (!out.empty()) forwarder->consume_counts(out);
 }
 
 // Launch latencies per kernel, for the CUDA summary.
@@ -248,6 +277,7 @@ int run_trace(TraceOptions& o) {
   }
   std::vector<ProbeTally> tallies(MCP_MAX_PROBES);  // indexed by probe id: no lookup per event
   control::EstimateCorrector estimates;             // EST_COUNT, corrected every second
+  std::vector<IntervalMark> marks(MCP_MAX_PROBES);
   uint64_t printed = 0;
   pipeline::RingConsumer consumer(
       session->ringbuf_fd(), [&](uint32_t id) { return pipeline::ProbeRef{session->probe_name(id), session->probe_nargs(id)}; },
@@ -285,7 +315,7 @@ int run_trace(TraceOptions& o) {
   while (g_signals.load() == 0) {
     consumer.poll(pipeline::kPollTimeoutMs);
     if (const auto now = std::chrono::steady_clock::now(); now >= next_interval) {
-      close_estimates(*session, estimates);
+      close_interval(*session, estimates, tallies, marks, forwarder.get(), o.service);
       next_interval = now + std::chrono::seconds(1);
     }
     if (printer) printer->flush();
@@ -299,7 +329,7 @@ int run_trace(TraceOptions& o) {
   control->stop();
   session->detach_all();
   consumer.drain();
-  close_estimates(*session, estimates);
+  close_interval(*session, estimates, tallies, marks, forwarder.get(), o.service);
   if (printer) printer->flush();
   bool delivered = true;
   if (forwarder) delivered = drain_forwarder(*forwarder);

@@ -96,6 +96,25 @@ class Forwarder::Impl {
     qcv_.notify_one();
   }
 
+  void consume_counts(const std::vector<ProbeIntervalCounts>& counts) {
+    {
+      std::lock_guard lock(qmu_);
+      for (const auto& c : counts) {
+        auto& p = counts_.emplace_back();
+        p.set_service(c.service);
+        p.set_probe(c.probe);
+        p.set_seen(c.seen);
+        p.set_kept(c.kept);
+        p.set_lost(c.lost);
+        p.set_quota_dropped(c.quota_dropped);
+        p.set_orphaned(c.orphaned);
+        p.set_delivered(c.delivered);
+        p.set_estimate(c.estimate);
+      }
+    }
+    qcv_.notify_one();
+  }
+
   bool flush_for(std::chrono::milliseconds timeout) {
     const bool done = wait_flushed(timeout);
     flush_failed_.store(!done, std::memory_order_relaxed);
@@ -111,9 +130,9 @@ class Forwarder::Impl {
       std::unique_lock lock(qmu_);
       flushing_ = true;
       qcv_.notify_one();
-      qcv_.wait_until(lock, deadline, [&] { return queue_.empty() && !batching_; });
+      qcv_.wait_until(lock, deadline, [&] { return queue_.empty() && counts_.empty() && !batching_; });
       flushing_ = false;
-      if (!queue_.empty() || batching_) return false;
+      if (!queue_.empty() || !counts_.empty() || batching_) return false;
     }
     std::unique_lock lock(mu_);
     return scv_.wait_until(lock, deadline, [&] { return log_.last_offset() == 0; });
@@ -149,12 +168,14 @@ class Forwarder::Impl {
   // Closes batches by count or age and writes them ahead into the spool.
   void batch_loop() {
     std::vector<mcp::v1::Sample> taken;
+    std::vector<mcp::v1::ProbeCounts> counts;
     for (;;) {
       {
         std::unique_lock lock(qmu_);
         for (;;) {
           if (queue_.size() >= options_.batch_count || (!queue_.empty() && (stop_ || flushing_)))
             break;
+          if (!counts_.empty()) break;  // about one a second: ship the counters at once
           if (stop_ && queue_.empty()) return;
           if (queue_.empty()) {
             qcv_.wait(lock);
@@ -168,12 +189,15 @@ class Forwarder::Impl {
         taken.assign(std::make_move_iterator(queue_.begin()),
                      std::make_move_iterator(queue_.begin() + static_cast<ptrdiff_t>(n)));
         queue_.erase(queue_.begin(), queue_.begin() + static_cast<ptrdiff_t>(n));
+        counts.swap(counts_);
         oldest_ = std::chrono::steady_clock::now();
         batching_ = true;
       }
       mcp::v1::Batch batch;
       batch.mutable_samples()->Reserve(static_cast<int>(taken.size()));
       for (auto& s : taken) *batch.add_samples() = std::move(s);
+      for (auto& c : counts) *batch.add_counts() = std::move(c);
+      counts.clear();
       batch.set_created_unix_ns(unix_ns());
       try {
         log_.append(batch.SerializeAsString(), static_cast<uint32_t>(taken.size()));
@@ -375,6 +399,7 @@ class Forwarder::Impl {
   mutable std::mutex qmu_;
   std::condition_variable qcv_;
   std::deque<mcp::v1::Sample> queue_;
+  std::vector<mcp::v1::ProbeCounts> counts_;  // guarded by qmu_
   std::chrono::steady_clock::time_point oldest_{};
   uint64_t queue_dropped_ = 0;
   bool batching_ = false;
@@ -410,6 +435,8 @@ Forwarder::~Forwarder() {
 }
 
 void Forwarder::consume(const Event& event) { impl_->consume(event); }
+
+void Forwarder::consume_counts(const std::vector<ProbeIntervalCounts>& counts) { impl_->consume_counts(counts); }
 
 void Forwarder::flush() {
   flush_for(std::chrono::milliseconds(-1));

@@ -68,6 +68,15 @@ struct ForwarderOptions {
   std::function<void(uint64_t)> on_broker_hlc;
 };
 
+// One probe's kernel counters over one interval (deltas), for the broker's exact seen count
+// and corrected estimate (see ProbeCounts in proto/mcp/v1/sampling.proto).
+struct ProbeIntervalCounts {
+  std::string service;
+  std::string probe;
+  uint64_t seen = 0, kept = 0, lost = 0, quota_dropped = 0, orphaned = 0, delivered = 0;
+  double estimate = 0;
+};
+
 struct ForwarderStats {
   uint64_t queued = 0;          // events waiting in memory for a batch
   uint64_t spooled_bytes = 0;   // batches stored and not yet acknowledged
@@ -111,6 +120,8 @@ class Forwarder : public EventSink {
   Forwarder& operator=(const Forwarder&) = delete;
 
   void consume(const Event& event) override;
+  // Queues interval counters; they travel in the next batch (one closes at once for them).
+  void consume_counts(const std::vector<ProbeIntervalCounts>& counts);
   void flush() override;
   // Like flush() with an explicit limit; true when everything accepted is acknowledged.
   bool flush_for(std::chrono::milliseconds timeout);

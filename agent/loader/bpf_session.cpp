@@ -303,7 +303,12 @@ void BpfSession::sweep_pending(uint32_t id) {
 }
 
 void BpfSession::track_process_tree() {
-  if (target_tgid_ <= 0) return;
+  // The exit program also counts kept syscalls that never returned (exit_group): always on.
+  if (target_tgid_ <= 0) {
+    if (bpf_link* link = bpf_program__attach(skel_->progs.mcp_process_exit)) process_links_.push_back(link);
+    else throw runtime_error(std::string("cannot attach mcp_process_exit: ") + errno_text(errno));
+    return;
+  }
   const int fd = bpf_map__fd(skel_->maps.traced_tgids);
   const uint8_t one = 1;
   // The root, and with children followed its live descendants (by /proc's children lists).

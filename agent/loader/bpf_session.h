@@ -107,9 +107,10 @@ class BpfSession {
   std::vector<uint64_t> tenant_demand_per_cpu(uint32_t bucket) const;
   int ncpus() const { return ncpus_; }
 
-  // The traced process tree (target_tgid set): seeds it with target_tgid and,
-  // following children, its live descendants, and attaches the fork/exit
-  // tracking. tree_alive() turns false once every traced process has exited.
+  // Attaches the process exit program (orphans of exit_group) and, with
+  // target_tgid set, the traced tree: seeds it with target_tgid and, following
+  // children, its live descendants, and attaches the fork tracking.
+  // tree_alive() turns false once every traced process has exited.
   void track_process_tree();
   bool tree_alive() const;
 

@@ -3,11 +3,13 @@
 // mcp-agent subscribe command printing what the broker delivers.
 #include <gtest/gtest.h>
 
+#include <cinttypes>
 #include <future>
 #include <set>
 #include <thread>
 
 #include "../../support/run_command.h"
+#include "../broker/broker_client.h"
 #include "../broker/broker_process.h"
 
 namespace mcp {
@@ -94,6 +96,24 @@ TEST_F(AgentBrokerE2E, PolicyAppliedAtTheBrokerChangesTheAgentsKernelThreshold) 
   EXPECT_EQ(events.front()["weight"], 1.0);
   EXPECT_EQ(events.back()["weight"], 4.0);
   EXPECT_EQ(events.back()["threshold"], uint64_t{1} << 62);
+}
+
+// The agent ships its per-probe kernel counters with the batches: the broker's Stats give the
+// exact number of calls seen and an estimate that survives a quota dropping ~90% of them.
+TEST_F(AgentBrokerE2E, StatsReportExactSeenAndAnEstimateCorrectedForTheQuota) {
+  auto r = run_command({kAgent, "trace", "--uprobe", kWorkload + ":mcp_work", "--broker", broker_->address(),
+                        "--service", "quota", "--sample-rate", "0.5", "--default-quota", "1000:100", "--", kWorkload,
+                        "rate", "20000", "4"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  uint64_t calls = 0;
+  ASSERT_EQ(sscanf(r.out.c_str(), "calls %" SCNu64, &calls), 1) << r.out;
+  const mcp::v1::StatsReply stats = test::broker_stats(broker_->address());
+  mcp::v1::ProbeStats row;
+  for (const auto& p : stats.probes())
+    if (p.service() == "quota") row = p;
+  EXPECT_EQ(row.seen(), calls);
+  EXPECT_LT(row.adjusted_count(), 0.2 * static_cast<double>(calls)) << "raw weights miss what the quota dropped";
+  EXPECT_NEAR(row.corrected_count(), static_cast<double>(calls), 0.05 * static_cast<double>(calls));
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // BPF, the real workload binary; assertions on what the agent prints.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <chrono>
@@ -101,6 +102,16 @@ TEST(LatencyPairing, CallsLeftByLongjmpAreOrphanedAndNeverPairedWithLaterCalls) 
       EXPECT_GT(row.orphaned, 0u) << r.err;
     }
   }
+}
+
+TEST(Accounting, ASyscallThatNeverReturnsIsCountedOrphaned) {
+  MCP_REQUIRE_BPF();
+  auto r = run_command({kAgent, "trace", "--syscall", "exit_group", "--latency", "--", kWorkload, "calls", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto row = parse_summary(r.err)["syscall:exit_group"];
+  EXPECT_EQ(row.kept, 1u) << r.err;
+  EXPECT_EQ(row.orphaned, 1u) << r.err;
+  EXPECT_EQ(row.delivered, 0u);
 }
 
 TEST(Accounting, DetachingBeforeTheLastDrainMakesKeptEqualDeliveredPlusLostUnderLoss) {
@@ -287,6 +298,33 @@ TEST(Estimates, CorrectedCountSurvivesAQuotaDroppingNinetyPercentAndRingLoss) {
     EXPECT_GT(row.lost, row.delivered / 10) << r.err;
     EXPECT_NEAR(row.estimated, static_cast<double>(kCalls), 0.05 * kCalls) << r.err;
   }
+}
+
+// Slow-launch mode replaces only the probability step: a tenant quota still caps what a slow
+// process ships (two tokens per CPU here, one of which the internal __cudaGetKernel probe may
+// take), and every launch is counted once.
+TEST(CudaSlowMode, HonoursTheTenantQuota) {
+  MCP_REQUIRE_BPF();
+  const std::string bin = std::string(MCP_TEST_DIR) + "/cuda_launch_shared";
+  struct stat st;
+  if (stat(bin.c_str(), &st) != 0) GTEST_SKIP() << "CUDA toolkit (nvcc) not installed";
+  const std::string events = temp_file("cuda.json");
+  auto r = run_command({kAgent, "trace", "--cuda", "--slow-launch", "1ns", "--sample-rate", "0.000001",
+                        "--default-quota", "1:2", "--output", events, "--", bin});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  size_t launches = 0;
+  for (const auto& e : parse_json_lines(mcp::test::slurp(events)))
+    if (e["cuda"].contains("kernel")) launches++;
+  fs::remove(events);
+  uint64_t quota_dropped = 0;
+  for (const auto& [name, row] : parse_summary(r.err)) {
+    quota_dropped += row.quota_dropped;
+    expect_accounting_adds_up(row, r.err);
+  }
+  const auto cpus = static_cast<size_t>(sysconf(_SC_NPROCESSORS_CONF));
+  EXPECT_GE(launches, 1u) << r.err;
+  EXPECT_LE(launches, std::min<size_t>(2 * cpus, 4)) << "slow mode bypassed the quota\n" << r.err;
+  EXPECT_GE(quota_dropped, 5 - launches) << r.err;
 }
 
 }  // namespace
