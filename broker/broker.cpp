@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/security/server_credentials.h>
 
+#include <cmath>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
