@@ -1,5 +1,6 @@
 # CPack: one Debian package, mcp-sampling, with both binaries, the systemd units, the
-# default agent configuration (a conffile) and the deployment docs.
+# default agent configuration (a conffile that works on any host), the annotated example
+# (/usr/share/doc/mcp-sampling/examples/agent.yaml) and the deployment docs.
 #   cmake --build build && (cd build && cpack -G DEB)
 # The binaries' own install() rules live next to them (agent/, broker/) and put them in
 # bin/ (/usr/bin in the package); this file adds everything that is not a build target.
@@ -21,6 +22,9 @@ foreach(doc README.md CAPABILITIES.md)
     install(FILES ${MCP_PKG_DIR}/${doc} DESTINATION share/doc/mcp-sampling)
   endif()
 endforeach()
+# The annotated example with every option; the conffile above is the short default.
+install(FILES ${MCP_PKG_DIR}/config/agent.example.yaml DESTINATION share/doc/mcp-sampling/examples
+        RENAME agent.yaml)
 install(DIRECTORY ${MCP_PKG_DIR}/k8s/ DESTINATION share/doc/mcp-sampling/k8s FILES_MATCHING PATTERN "*.yaml")
 
 set(CPACK_GENERATOR DEB)

@@ -6,6 +6,16 @@ std::vector<AttachedCudaProbe> attach_cuda_file(loader::BpfSession& session, con
                                                 const loader::ProbeConfig& base, cuda::KernelSymbolizer& symbolizer) {
   symbolizer.add_file(file);
   std::vector<AttachedCudaProbe> out;
+  // All or nothing: a failure half-way detaches the APIs already attached.
+  struct Undo {
+    loader::BpfSession& session;
+    std::vector<AttachedCudaProbe>& out;
+    bool done = false;
+    ~Undo() {
+      if (!done)
+        for (const auto& p : out) session.remove_probe(p.id);
+    }
+  } undo{session, out};
   for (const auto& t : cuda::probe_targets_in(file)) {
     loader::ProbeConfig config = base;
     if (t.api->internal) config.threshold = UINT64_MAX;  // every handle registration is needed
@@ -15,6 +25,7 @@ std::vector<AttachedCudaProbe> attach_cuda_file(loader::BpfSession& session, con
     config.ret_deref_arg = t.api->ret_deref_arg;
     out.push_back({session.add_cuda_probe(t.target, pid, config, t.api->internal), t.api});
   }
+  undo.done = true;
   return out;
 }
 

@@ -6,14 +6,40 @@
 #include <memory>
 
 #include "config/loader.h"
+#include "loader/elf_symbols.h"
+#include "loader/target_resolver.h"
 
 namespace mcp::config {
 
 int run_check_config(const std::string& file, std::ostream& out, std::ostream& err) {
   try {
     const Config cfg = load_config(file);
+    // The targets, judged as `mcp-agent run` judges them: a file that is not there yet is a
+    // waiting probe (a warning), a file that cannot be a target is an error.
+    std::vector<Diagnostic> errors;
+    int warnings = 0;
+    for (const auto& p : cfg.probes) {
+      if (p.kind == ProbeKind::kSyscall) continue;
+      const auto found = loader::find_binary(p.target, 0);
+      if (!found) {
+        err << Diagnostic{file, p.pos.line, p.pos.column,
+                          "warning: " + p.target + " not found on this host; the probe will wait for it"}
+                   .str()
+            << "\n";
+        warnings++;
+        continue;
+      }
+      try {
+        if (p.kind == ProbeKind::kUprobe) loader::uprobe_target_in(*found, p.symbol);
+        else loader::ElfSymbols::load(*found);
+      } catch (const std::exception& e) {
+        errors.push_back({file, p.pos.line, p.pos.column, e.what()});
+      }
+    }
+    if (!errors.empty()) throw ConfigError(std::move(errors));
     out << file << ": ok (" << cfg.probes.size() << " probes, " << cfg.services.size() << " service strategies, "
-        << cfg.compliance.rules->size() << " compliance rules)\n";
+        << cfg.compliance.rules->size() << " compliance rules" << (warnings ? ", " + std::to_string(warnings) + " waiting" : "")
+        << ")\n";
     return 0;
   } catch (const ConfigError& e) {
     for (const auto& d : e.diagnostics()) err << d.str() << "\n";

@@ -1,12 +1,27 @@
-// ProbeSet: the daemon's attached probes, keyed by the configuration's probe
-// key, so a reload attaches, detaches or re-tunes exactly what changed. Also
-// the per-probe enrichment (service, tags) the consumer thread reads while a
-// reload rewrites it: each slot is an atomically swapped immutable value.
+// ProbeSet: the daemon's configured probes, keyed by the configuration's probe key, so a
+// reload attaches, detaches or re-tunes exactly what changed. Also the per-probe
+// enrichment (service, tags) the consumer thread reads while a reload rewrites it: each
+// slot is an atomically swapped immutable value.
+//
+// Life of a probe:
+//   waiting   its file is absent (a node without that binary or library yet). Logged once,
+//             never an error; refresh() attaches it when the file appears.
+//   attached  its programs are attached. When the file at its path is replaced (a new
+//             inode: a package upgrade, `mv new old`), refresh() attaches to the new file
+//             too and counts the switch; the old file stays attached until no process maps it.
+//   failed    the file appeared but cannot be a target (not ELF, no such symbol), or
+//             attaching failed; logged once, retried when the file changes again.
+// Reloads are transactions (apply()): every new attachment is staged next to the running
+// ones; only when all succeeded are the replaced ones detached. Attachments are RAII
+// handles, so a failure detaches what the transaction attached and nothing else.
+// Thread safety: every method may be called from any thread (one mutex), meta() is lock-free.
 #pragma once
 #include <array>
 #include <atomic>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,8 +29,11 @@
 #include "cli/control_loop.h"
 #include "config/config.h"
 #include "cuda/kernel_symbolizer.h"
+#include "loader/attachment.h"
 #include "loader/bpf_session.h"
+#include "loader/target_resolver.h"
 #include "mcp_abi.h"
+#include "reload/diff.h"
 
 namespace mcp::daemon {
 
@@ -25,33 +43,97 @@ struct ProbeMeta {
   std::string cuda_api;  // CUDA probes: the API name users see
 };
 
+enum class ProbeState { kWaiting, kAttached, kFailed };
+const char* state_name(ProbeState s);
+
+struct ProbeStatus {
+  std::string probe;   // "/usr/bin/x:fn", "syscall:openat", "cuda:libcudart.so"
+  ProbeState state = ProbeState::kWaiting;
+  std::string detail;  // why it waits or failed
+  uint64_t reattaches = 0;
+};
+
 class ProbeSet {
  public:
   ProbeSet(loader::BpfSession& session, cli::ControlLoop& control, cuda::KernelSymbolizer& symbolizer)
       : session_(session), control_(control), symbolizer_(symbolizer) {}
+  ~ProbeSet();
 
-  // Attaches `spec`; throws mcp::Error naming the probe when it cannot.
-  void attach(const config::ProbeSpec& spec);
-  void detach(const config::ProbeSpec& spec);
-  // New sampling or enrichment for an attached probe: maps and table only.
-  void retune(const config::ProbeSpec& spec);
+  // The probe changes of one reload (or the first load), all or nothing: on success the
+  // added probes are attached or waiting, the removed ones detached, the retuned ones
+  // re-tuned. Throws mcp::Error naming the probe when one cannot be attached; then every
+  // previous probe is still attached exactly as before.
+  void apply(const reload::ConfigDiff& d);
   // Applies weighted service strategies: per-version targets for the probes they cover.
   void apply_services(const config::Config& cfg);
+
+  // Periodic (the daemon calls it every second): attaches waiting probes whose file
+  // appeared, follows replaced files, detaches old files no process maps any more.
+  // Never throws; each state change is logged once.
+  void refresh();
+
+  std::vector<ProbeStatus> status() const;
 
   // Consumer thread: enrichment of a probe id (null when unknown).
   std::shared_ptr<const ProbeMeta> meta(uint32_t probe_id) const {
     return meta_[probe_id % MCP_MAX_PROBES].load(std::memory_order_acquire);
   }
-  size_t size() const { return attached_.size(); }
+  size_t size() const;
 
  private:
-  void tune(uint32_t id, const config::ProbeSpec& spec);
+  // One attached probe id: on destruction the control loop forgets it, its enrichment is
+  // cleared and the session detaches it.
+  class Handle {
+   public:
+    Handle(ProbeSet& set, uint32_t id) : set_(&set), attachment_(set.session_, id) {}
+    Handle(Handle&& o) noexcept : set_(std::exchange(o.set_, nullptr)), attachment_(std::move(o.attachment_)) {}
+    Handle& operator=(Handle&& o) noexcept {
+      if (this != &o) {
+        release();
+        set_ = std::exchange(o.set_, nullptr);
+        attachment_ = std::move(o.attachment_);
+      }
+      return *this;
+    }
+    Handle(const Handle&) = delete;
+    Handle& operator=(const Handle&) = delete;
+    ~Handle() { release(); }
+    uint32_t id() const { return attachment_.id(); }
+
+   private:
+    void release();
+    ProbeSet* set_ = nullptr;
+    loader::Attachment attachment_;
+  };
+
+  struct Entry {
+    config::ProbeSpec spec;
+    std::string name;
+    ProbeState state = ProbeState::kWaiting;
+    std::string detail;
+    std::string watch_path;                 // the path whose inode a replacement changes
+    loader::FileId file_id;                 // the file attached to now
+    std::vector<loader::FileId> earlier;    // replaced files still attached
+    std::optional<loader::FileId> failed_file;  // the file that failed (retry when it changes)
+    std::vector<Handle> handles;            // every attached id (CUDA: one per API)
+    std::vector<uint32_t> tuned;            // the ids under rate control
+    uint64_t reattaches = 0;
+    uint64_t cache_stamp = 0;               // library names: linker cache seen at the last try
+  };
+
+  Entry make_entry(const config::ProbeSpec& spec);
+  // Attaches `e` if its file is there; throws when the file cannot be a target.
+  void try_attach(Entry& e);
+  void follow(Entry& e, const loader::FileId& now);
+  void tune(const Entry& e);
+  void set_state(Entry& e, ProbeState s, std::string detail);
   loader::ProbeConfig base_config(const config::ProbeSpec& spec) const;
 
   loader::BpfSession& session_;
   cli::ControlLoop& control_;
   cuda::KernelSymbolizer& symbolizer_;
-  std::map<std::string, std::vector<uint32_t>> attached_;  // ProbeSpec::key() -> probe ids
+  mutable std::mutex mu_;
+  std::map<std::string, Entry> entries_;  // ProbeSpec::key() -> probe
   std::array<std::atomic<std::shared_ptr<const ProbeMeta>>, MCP_MAX_PROBES> meta_{};
 };
 

@@ -6,6 +6,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -94,7 +96,20 @@ bool export_filter(const config::Config& cfg, Event& e, rules::Decision& scratch
 }
 
 void register_metrics(metrics::Registry& reg, loader::BpfSession& session, cli::ControlLoop& control,
-                      clock::Timestamper& clock, Forwarder* forwarder, reload::Reloader& reloader) {
+                      clock::Timestamper& clock, Forwarder* forwarder, reload::Reloader& reloader,
+                      const ProbeSet& probes) {
+  reg.add_collector(metrics::kProbeState, [&probes] {
+    std::vector<metrics::Sample> out;
+    for (const auto& p : probes.status())
+      for (ProbeState s : {ProbeState::kWaiting, ProbeState::kAttached, ProbeState::kFailed})
+        out.push_back({{p.probe, state_name(s)}, p.state == s ? 1.0 : 0.0});
+    return out;
+  });
+  reg.add_collector(metrics::kProbeReattach, [&probes] {
+    std::vector<metrics::Sample> out;
+    for (const auto& p : probes.status()) out.push_back({{p.probe}, static_cast<double>(p.reattaches)});
+    return out;
+  });
   auto per_probe = [&session](int counter) {
     return [&session, counter] {
       std::vector<metrics::Sample> out;
@@ -161,11 +176,11 @@ int run_daemon(const RunFlags& flags) {
   reload::ConfigStore store;
   auto apply = [&](const reload::ConfigSnapshot& before, const reload::ConfigSnapshot& after,
                    const reload::ConfigDiff& d) {
-    for (const auto& spec : d.removed) probes.detach(spec);
-    for (const auto& spec : d.added) probes.attach(spec);
-    for (const auto& u : d.sampling_changed) probes.retune(u.after);
-    for (const auto& u : d.metadata_changed) probes.retune(u.after);
-    if (!before || d.quotas_changed) control.set_quotas(quota_table(after->quotas));
+    // Everything that can fail comes first; probes.apply() is all or nothing.
+    std::optional<std::optional<control::TenantQuotaTable>> quotas;
+    if (!before || d.quotas_changed) quotas = quota_table(after->quotas);
+    probes.apply(d);
+    if (quotas) control.set_quotas(std::move(*quotas));
     if (!before || d.services_changed || d.probes_changed()) probes.apply_services(*after);
     if (before && (d.broker_changed || d.metrics_changed || d.cuda_settings_changed))
       spdlog::warn("broker, metrics and CUDA slow-launch settings take effect on restart");
@@ -212,14 +227,29 @@ int run_daemon(const RunFlags& flags) {
 
   std::atomic<int64_t> last_poll{std::chrono::steady_clock::now().time_since_epoch().count()};
   metrics::Registry registry;
-  register_metrics(registry, *session, control, timestamper, forwarder.get(), reloader);
+  register_metrics(registry, *session, control, timestamper, forwarder.get(), reloader, probes);
   metrics::MetricsServer server(registry, [&] {
     const auto idle = std::chrono::steady_clock::now().time_since_epoch().count() - last_poll.load();
     if (idle > std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::seconds(5)).count())
       return metrics::HealthStatus{false, "event consumer stalled"};
-    return metrics::HealthStatus{true, ""};
+    // Healthy with waiting or failed probes (one node of a fleet may lack a binary); say which.
+    std::string detail;
+    for (const auto& p : probes.status())
+      if (p.state != ProbeState::kAttached) detail += "probe " + p.probe + " " + state_name(p.state) + ": " + p.detail + "\n";
+    return metrics::HealthStatus{true, detail};
   }, metrics::parse_listen_address(cfg0->metrics_listen));
   server.start();
+
+  // Waiting probes attach when their file appears, replaced files are followed: a stat per
+  // probe every second (inotify would miss files whose directory does not exist yet, and
+  // library names resolve through the linker cache, not a directory).
+  std::mutex refresh_mu;
+  std::condition_variable_any refresh_cv;
+  std::jthread refresher([&](std::stop_token stop) {
+    std::unique_lock lock(refresh_mu);
+    while (!refresh_cv.wait_for(lock, stop, std::chrono::seconds(1), [&] { return stop.stop_requested(); }))
+      probes.refresh();
+  });
 
   reload::ConfigWatcher watcher(flags.config, [&](reload::Trigger t) { reloader.on_trigger(t); });
   reload::install_sighup_trigger(watcher);
@@ -260,6 +290,8 @@ int run_daemon(const RunFlags& flags) {
     last_poll.store(std::chrono::steady_clock::now().time_since_epoch().count());
   }
   spdlog::info("stopping: flushing events");
+  refresher.request_stop();
+  refresher.join();
   reload::remove_sighup_trigger();
   control.stop();
   consumer.drain();

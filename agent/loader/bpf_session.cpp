@@ -145,7 +145,8 @@ BpfSession::~BpfSession() {
   if (consumer_pos_) munmap(const_cast<uint64_t*>(consumer_pos_), page);
   if (producer_pos_) munmap(const_cast<uint64_t*>(producer_pos_), page);
   for (auto& [id, p] : probes_)
-    for (auto* l : p->links) bpf_link__destroy(l);
+    for (auto& links : p->targets)
+      for (auto* l : links) bpf_link__destroy(l);
   for (auto* l : process_links_) bpf_link__destroy(l);
   if (skel_) mcp_bpf__destroy(skel_);
 }
@@ -180,10 +181,14 @@ uint32_t BpfSession::reserve_id(const ProbeConfig& config) {
   return id;
 }
 
-uint32_t BpfSession::register_probe(ProbeInfo info, std::vector<bpf_link*> links) {
+uint32_t BpfSession::register_probe(ProbeInfo info, std::vector<bpf_link*> links, bpf_program* entry,
+                                    bpf_program* ret, pid_t pid) {
   auto p = std::make_unique<Probe>();
   p->info = std::move(info);
-  p->links = std::move(links);
+  p->targets.push_back(std::move(links));
+  p->entry = entry;
+  p->ret = ret;
+  p->pid = pid;
   const uint32_t id = p->info.id;
   std::unique_lock lock(mu_);
   names_.insert(p->info.name);
@@ -212,11 +217,12 @@ std::vector<bpf_link*> BpfSession::attach_uprobes(uint32_t id, const UprobeTarge
 
 uint32_t BpfSession::add_uprobe(const UprobeTarget& target, bool latency, pid_t pid, const ProbeConfig& config) {
   const uint32_t id = reserve_id(config);
-  auto links = latency ? attach_uprobes(id, target, pid, skel_->progs.mcp_uprobe_latency_entry, skel_->progs.mcp_uretprobe)
-                       : attach_uprobes(id, target, pid, skel_->progs.mcp_uprobe_entry, nullptr);
+  bpf_program* entry = latency ? skel_->progs.mcp_uprobe_latency_entry : skel_->progs.mcp_uprobe_entry;
+  bpf_program* ret = latency ? skel_->progs.mcp_uretprobe : nullptr;
+  auto links = attach_uprobes(id, target, pid, entry, ret);
   ProbeInfo info{id, target.name() + ":" + target.symbol, ProbeFamily::kUprobe, latency};
   info.symbol = target.symbol;
-  return register_probe(std::move(info), std::move(links));
+  return register_probe(std::move(info), std::move(links), entry, ret, pid);
 }
 
 uint32_t BpfSession::add_cuda_probe(const UprobeTarget& target, pid_t pid, const ProbeConfig& config, bool internal) {
@@ -225,7 +231,8 @@ uint32_t BpfSession::add_cuda_probe(const UprobeTarget& target, pid_t pid, const
   ProbeInfo info{id, target.name() + ":" + target.symbol, ProbeFamily::kCuda, true};
   info.internal = internal;
   info.symbol = target.symbol;
-  return register_probe(std::move(info), std::move(links));
+  return register_probe(std::move(info), std::move(links), skel_->progs.mcp_cuda_entry,
+                        skel_->progs.mcp_cuda_return, pid);
 }
 
 
@@ -263,7 +270,8 @@ void BpfSession::remove_probe(uint32_t id) {
     p = std::move(it->second);
     probes_.erase(it);
   }
-  for (auto* l : p->links) bpf_link__destroy(l);
+  for (auto& links : p->targets)
+    for (auto* l : links) bpf_link__destroy(l);
   // After detaching, nothing new can be written for this id: quarantine it up to
   // the current producer position, and drop its stale pending entries.
   sweep_pending(id);
@@ -277,8 +285,8 @@ void BpfSession::detach_all() {
   {
     std::unique_lock lock(mu_);
     for (auto& [id, p] : probes_) {
-      links.insert(links.end(), p->links.begin(), p->links.end());
-      p->links.clear();
+      for (auto& target : p->targets) links.insert(links.end(), target.begin(), target.end());
+      p->targets.clear();
     }
   }
   for (auto* l : links) bpf_link__destroy(l);
@@ -352,6 +360,37 @@ bool BpfSession::tree_alive() const {
   if (target_tgid_ <= 0) return true;
   uint32_t key;
   return bpf_map_get_next_key(bpf_map__fd(skel_->maps.traced_tgids), nullptr, &key) == 0;
+}
+
+
+void BpfSession::follow_uprobe(uint32_t id, const UprobeTarget& target) {
+  bpf_program *entry, *ret;
+  pid_t pid;
+  {
+    std::shared_lock lock(mu_);
+    auto it = probes_.find(id);
+    if (it == probes_.end() || !it->second->entry) throw runtime_error("probe " + std::to_string(id) + " is not a uprobe");
+    entry = it->second->entry;
+    ret = it->second->ret;
+    pid = it->second->pid;
+  }
+  auto links = attach_uprobes(id, target, pid, entry, ret);
+  std::unique_lock lock(mu_);
+  probes_.at(id)->targets.push_back(std::move(links));
+}
+
+void BpfSession::drop_earlier_targets(uint32_t id) {
+  std::vector<std::vector<bpf_link*>> old;
+  {
+    std::unique_lock lock(mu_);
+    auto it = probes_.find(id);
+    if (it == probes_.end() || it->second->targets.size() < 2) return;
+    auto& targets = it->second->targets;
+    old.assign(std::make_move_iterator(targets.begin()), std::make_move_iterator(targets.end() - 1));
+    targets.erase(targets.begin(), targets.end() - 1);
+  }
+  for (auto& links : old)
+    for (auto* l : links) bpf_link__destroy(l);
 }
 
 void BpfSession::configure(uint32_t id, const ProbeConfig& config) {

@@ -90,6 +90,13 @@ class BpfSession {
   // final drain so nothing is kept after it. Pending entries (calls whose return
   // never came) are then counted orphaned.
   void detach_all();
+  // The file a uprobe or CUDA probe is attached to was replaced (a new inode at its path):
+  // attach probe `id`'s programs to `target` too, keeping its id, counters and
+  // configuration. Earlier targets stay attached (processes still running the old file
+  // keep being traced) until drop_earlier_targets(id). Throws and changes nothing on failure.
+  void follow_uprobe(uint32_t id, const UprobeTarget& target);
+  // Detaches every target of probe `id` but the newest one.
+  void drop_earlier_targets(uint32_t id);
 
   void configure(uint32_t id, const ProbeConfig& config);
   void set_threshold(uint32_t id, uint64_t threshold);
@@ -129,7 +136,10 @@ class BpfSession {
  private:
   struct Probe {
     ProbeInfo info;
-    std::vector<bpf_link*> links;
+    std::vector<std::vector<bpf_link*>> targets;  // links per attached file, oldest first
+    bpf_program* entry = nullptr;                  // uprobe/CUDA: to follow a replaced file
+    bpf_program* ret = nullptr;
+    pid_t pid = -1;
   };
   BpfSession() = default;
   uint32_t allocate_id();
@@ -137,7 +147,8 @@ class BpfSession {
                                         bpf_program* ret);
   // Picks a free id and readies its counters and configuration for attaching.
   uint32_t reserve_id(const ProbeConfig& config);
-  uint32_t register_probe(ProbeInfo info, std::vector<bpf_link*> links);
+  uint32_t register_probe(ProbeInfo info, std::vector<bpf_link*> links, bpf_program* entry = nullptr,
+                          bpf_program* ret = nullptr, pid_t pid = -1);
   ProbeCounters read_counters(int map_fd, uint32_t key) const;
   // Deletes the pending latency entries of `id` (all ids: 0); counts them orphaned.
   void sweep_pending(uint32_t id);

@@ -166,12 +166,40 @@ std::vector<std::pair<std::string, std::string>> parse_ldconfig(const std::strin
 }
 
 std::string resolve_binary(const std::string& binary, pid_t pid) {
+  if (auto found = find_binary(binary, pid)) return *found;
+  if (binary.find('/') != std::string::npos)
+    throw runtime_error("binary not found: " + binary +
+                        (pid > 0 && binary[0] == '/' ? " (in the root of pid " + std::to_string(pid) + ")" : ""));
+  throw runtime_error("binary not found: " + binary +
+                      (pid > 0 ? " (not mapped by pid " + std::to_string(pid) + ", not in the linker cache or PATH)"
+                               : " (not in the linker cache or PATH)"));
+}
+
+std::optional<FileId> file_id(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return std::nullopt;
+  return FileId{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
+                static_cast<uint64_t>(st.st_size) * 1000000007u ^ static_cast<uint64_t>(st.st_mtim.tv_sec) * 1000000000u ^
+                    static_cast<uint64_t>(st.st_mtim.tv_nsec)};
+}
+
+UprobeTarget uprobe_target_in(const std::string& file, const std::string& symbol) {
+  UprobeTarget t;
+  t.binary = file;
+  t.symbol = symbol;
+  const auto symbols = ElfSymbols::load(t.binary);
+  auto offset = symbols.file_offset_of(symbol);
+  if (!offset) throw runtime_error("symbol " + symbol + " not found in " + t.binary);
+  t.offset = *offset;
+  return t;
+}
+
+std::optional<std::string> find_binary(const std::string& binary, pid_t pid) {
   if (binary.find('/') != std::string::npos) {
     // A relative path names a file in the agent's working directory, not the target's.
     const bool in_target = pid > 0 && binary[0] == '/';
     const std::string file = in_target ? path_in_root_of(pid, binary) : is_regular_file(binary) ? real_path(binary) : "";
-    if (file.empty())
-      throw runtime_error("binary not found: " + binary + (in_target ? " (in the root of pid " + std::to_string(pid) + ")" : ""));
+    if (file.empty()) return std::nullopt;
     return file;
   }
   if (pid > 0) {
@@ -191,21 +219,13 @@ std::string resolve_binary(const std::string& binary, pid_t pid) {
       if (is_regular_file(candidate) && access(candidate.c_str(), X_OK) == 0) return real_path(candidate);
     }
   }
-  throw runtime_error("binary not found: " + binary +
-                      (pid > 0 ? " (not mapped by pid " + std::to_string(pid) + ", not in the linker cache or PATH)"
-                               : " (not in the linker cache or PATH)"));
+  return std::nullopt;
 }
 
 UprobeTarget resolve_uprobe(const std::string& spec, pid_t pid) {
   auto [binary, symbol] = split_uprobe_spec(spec);
-  UprobeTarget t;
-  t.binary = resolve_binary(binary, pid);
+  UprobeTarget t = uprobe_target_in(resolve_binary(binary, pid), symbol);
   if (pid > 0 && t.binary.rfind(proc_root(pid) + "/", 0) == 0) t.shown = t.binary.substr(proc_root(pid).size());
-  t.symbol = symbol;
-  const auto symbols = ElfSymbols::load(t.binary);
-  auto offset = symbols.file_offset_of(symbol);
-  if (!offset) throw runtime_error("symbol " + symbol + " not found in " + t.binary);
-  t.offset = *offset;
   return t;
 }
 

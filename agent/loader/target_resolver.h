@@ -36,6 +36,22 @@ std::vector<std::pair<std::string, std::string>> parse_ldconfig(const std::strin
 // a library from its maps, is resolved inside /proc/PID/root, symlinks included, and the result
 // starts with /proc/PID/root: the agent probes the file the process sees at that path.
 std::string resolve_binary(const std::string& binary, pid_t pid);
+// The same, but nullopt when there is no such file (yet): a daemon probe then waits for it.
+std::optional<std::string> find_binary(const std::string& binary, pid_t pid);
+
+// Which file a path names now (stat, following symlinks): a replaced file has a new inode;
+// a file still being written has a new version (size and modification time).
+struct FileId {
+  uint64_t dev = 0, ino = 0;
+  uint64_t version = 0;
+  bool same_inode(const FileId& o) const { return dev == o.dev && ino == o.ino; }
+  bool operator==(const FileId&) const = default;
+};
+std::optional<FileId> file_id(const std::string& path);
+
+// Checks that `file` can be a uprobe target: an ELF file holding `symbol`. Throws
+// mcp::Error (runtime) "FILE is not an ELF file: ..." or "symbol S not found in FILE".
+UprobeTarget uprobe_target_in(const std::string& file, const std::string& symbol);
 
 // `path` resolved within the root of `pid` ("/proc/PID/root/..." with no symlink left), or
 // realpath(path) when pid's root is the agent's own. Empty when it does not exist there.

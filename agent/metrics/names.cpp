@@ -7,7 +7,9 @@ std::string metrics_markdown_table() {
   for (const auto& m : kAgentMetrics) {
     out += "| `" + std::string(m.name) + "` | ";
     out += m.type == MetricType::kCounter ? "counter" : "gauge";
-    out += " | " + (m.label.empty() ? std::string("") : "`" + std::string(m.label) + "`");
+    std::string labels(m.label);
+    for (size_t c; (c = labels.find(',')) != std::string::npos;) labels.replace(c, 1, "`, `");
+    out += " | " + (labels.empty() ? std::string("") : "`" + labels + "`");
     out += " | " + std::string(m.help) + " |\n";
   }
   return out;

@@ -13,6 +13,7 @@ namespace mcp::metrics {
 // Label names used by the specs below.
 inline constexpr std::string_view kLabelProbe = "probe";          // e.g. "uprobe", "syscall", "cuda"
 inline constexpr std::string_view kLabelTenant = "tenant_bucket";  // 0..63, FNV-1a of the cgroup id
+inline constexpr std::string_view kLabelProbeState = "probe,state";  // state: waiting, attached, failed
 
 // Kernel-side counters (per-CPU arrays, summed at scrape time).
 inline constexpr MetricSpec kEventsSeen{
@@ -32,6 +33,17 @@ inline constexpr MetricSpec kRingbufOccupancy{
     MetricType::kGauge, ""};
 inline constexpr MetricSpec kRingbufCapacity{
     "mcp_ringbuf_capacity_bytes", "Size of the ring buffer in bytes.", MetricType::kGauge, ""};
+
+// Probe lifecycle (daemon): a probe whose file is absent waits for it instead of stopping
+// the agent, and follows its file when it is replaced by a new one (a new inode).
+inline constexpr MetricSpec kProbeState{
+    "mcp_probe_state",
+    "1 for the state each configured probe is in: waiting (its file is absent), attached, failed (see the log).",
+    MetricType::kGauge, kLabelProbeState};
+inline constexpr MetricSpec kProbeReattach{
+    "mcp_probe_reattach_total",
+    "Times a probe attached to a new file at its path (the file was replaced, e.g. by a package upgrade).",
+    MetricType::kCounter, kLabelProbe};
 
 // Control loop.
 inline constexpr MetricSpec kProbeRate{
@@ -83,7 +95,8 @@ inline constexpr MetricSpec kClockResidual{
 inline constexpr std::array kAgentMetrics{
     kEventsSeen,  kEventsKept,  kEventsLost,          kQuotaDrops,     kRingbufOccupancy,
     kRingbufCapacity, kProbeRate, kSamplingProbability, kQueueDepth,  kSpoolBytes,
-    kForwardErrors, kForwardDropped, kForwardUnreadable, kReloads,   kReloadFailures,      kClockDrift,     kClockResidual};
+    kForwardErrors, kForwardDropped, kForwardUnreadable, kReloads,   kReloadFailures,      kClockDrift,     kClockResidual,
+    kProbeState,  kProbeReattach};
 
 // A Markdown table of kAgentMetrics (name, type, labels, help) for the docs.
 std::string metrics_markdown_table();

@@ -1,5 +1,6 @@
 #include "metrics/registry.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <variant>
@@ -153,8 +154,13 @@ GaugeFamily& Registry::gauge_family(std::string name, std::string help,
 
 namespace {
 std::vector<std::string> spec_labels(const MetricSpec& spec) {
-  if (spec.label.empty()) return {};
-  return {std::string(spec.label)};
+  std::vector<std::string> out;
+  for (size_t start = 0; start <= spec.label.size() && !spec.label.empty();) {
+    const size_t comma = std::min(spec.label.find(',', start), spec.label.size());
+    out.emplace_back(spec.label.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
 }
 void expect_type(const MetricSpec& spec, MetricType type, bool labelled) {
   if (spec.type != type) throw usage_error("metric " + std::string(spec.name) + " has another type");
@@ -192,10 +198,7 @@ void Registry::add_collector(std::string name, std::string help, MetricType type
 }
 
 void Registry::add_collector(const MetricSpec& spec, Collector collect) {
-  std::vector<std::string> labels;
-  if (!spec.label.empty()) labels.emplace_back(spec.label);
-  add_collector(std::string(spec.name), std::string(spec.help), spec.type, std::move(labels),
-                std::move(collect));
+  add_collector(std::string(spec.name), std::string(spec.help), spec.type, spec_labels(spec), std::move(collect));
 }
 
 void Registry::add_callback(const MetricSpec& spec, std::function<double()> read) {

@@ -78,7 +78,7 @@ struct MetricSpec {
   std::string_view name;
   std::string_view help;
   MetricType type = MetricType::kGauge;
-  std::string_view label;  // at most one label in the agent's metrics; empty for none
+  std::string_view label;  // label names, comma-separated ("probe,state"); empty for none
 };
 
 class Registry {

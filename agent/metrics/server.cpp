@@ -75,7 +75,7 @@ void MetricsServer::start() {
     }
     if (st.healthy) {
       res.status = 200;
-      res.set_content("ok", "text/plain; charset=utf-8");
+      res.set_content(st.reason.empty() ? std::string("ok") : "ok\n" + st.reason, "text/plain; charset=utf-8");
     } else {
       res.status = 503;
       res.set_content(st.reason.empty() ? "unhealthy" : st.reason, "text/plain; charset=utf-8");

@@ -40,7 +40,7 @@ ListenAddress parse_listen_address(std::string_view text);
 
 struct HealthStatus {
   bool healthy = true;
-  std::string reason;  // shown with 503 when unhealthy
+  std::string reason;  // shown with 503 when unhealthy; when healthy, details after "ok\n"
 };
 using HealthCheck = std::function<HealthStatus()>;
 

@@ -98,12 +98,13 @@ std::vector<Capability> runtime_capabilities(KernelVersion k) {
   auto at_least = [&](int major, int minor) {
     return k.major > major || (k.major == major && k.minor >= minor);
   };
-  std::vector<Capability> caps{CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH};
+  // CAP_SYS_ADMIN on every kernel: the daemon attaches uprobes after the drop (reloads,
+  // probes whose file appears later, replaced files), and perf_event_open(2) of the uprobe
+  // PMU answers EACCES to CAP_PERFMON alone (verified on 6.18; see CAPABILITIES.md).
+  std::vector<Capability> caps{CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH, CAP_SYS_ADMIN};
   if (at_least(5, 8)) {
     caps.push_back(CAP_BPF);
     caps.push_back(CAP_PERFMON);
-  } else {
-    caps.push_back(CAP_SYS_ADMIN);
   }
   if (!at_least(5, 11)) caps.push_back(CAP_SYS_RESOURCE);
   std::sort(caps.begin(), caps.end());

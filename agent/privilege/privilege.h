@@ -6,8 +6,11 @@
 //   CAP_BPF             bpf(2) after load: updating the rate/quota maps, reading per-CPU
 //                       counters, loading and linking programs for probes added on reload.
 //                       (Kernels >= 5.8; before that CAP_SYS_ADMIN covers it.)
-//   CAP_PERFMON         perf_event_open(2) for uprobes/uretprobes/tracepoints attached on
-//                       reload, and loading tracing program types (kprobe, tracepoint).
+//   CAP_PERFMON         perf_event_open(2) for tracepoints attached on reload, and loading
+//                       tracing program types (kprobe, tracepoint).
+//   CAP_SYS_ADMIN       perf_event_open(2) of the uprobe PMU: uprobes and uretprobes attached
+//                       after the drop (a reload, a probe whose file appears, a replaced file)
+//                       get EACCES with CAP_PERFMON alone on current kernels (6.18 verified).
 //   CAP_SYS_PTRACE      reading /proc/PID/maps and following /proc/PID/root of processes
 //                       owned by other users: target resolution of libraries (libcudart,
 //                       libc) for new uprobes and container-aware enrichment.
@@ -16,9 +19,8 @@
 //                       both for ELF symbol lookup and for the kernel's path lookup.
 //   CAP_SYS_RESOURCE    only on kernels < 5.11, where BPF memory is charged to
 //                       RLIMIT_MEMLOCK and libbpf raises it when loading on reload.
-//   CAP_SYS_ADMIN       only on kernels < 5.8, which have neither CAP_BPF nor CAP_PERFMON.
 // Dropped on purpose (everything else), e.g. CAP_SETPCAP (only needed for the drop itself),
-// CAP_SYSLOG (kallsyms is read before the drop), CAP_NET_ADMIN, CAP_SYS_MODULE.
+// CAP_SYSLOG (kallsyms is read before the drop), CAP_NET_ADMIN, CAP_SYS_MODULE, CAP_DAC_OVERRIDE.
 // packaging/CAPABILITIES.md has the long form, including the systemd and Kubernetes sets.
 //
 // Contract of drop_to():

@@ -1,6 +1,7 @@
-// Runtime tier for the daemon (issues 7 and 8): `mcp-agent run --config` as a
+// Runtime tier for the daemon (issues 7, 8, 14 and 16): `mcp-agent run --config` as a
 // real process with real BPF, configured through a directory laid out like a
-// kubelet-mounted ConfigMap, reloaded by swapping the `..data` symlink.
+// kubelet-mounted ConfigMap, reloaded by swapping the `..data` symlink. Probes of files
+// that appear later or are replaced, and reloads after the capability drop.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
@@ -178,6 +179,164 @@ TEST_F(DaemonTest, InvalidConfigIsRejectedCountedAndThePreviousStaysInForce) {
   int syscalls = 0;
   for (const auto& e : d.events()) syscalls += e["kind"] == "syscall" && e["comm"] == "mcp-workload";
   EXPECT_EQ(syscalls, 100) << "still at the old rate 1";
+}
+
+// The value of one series in a /metrics page, or -1 when absent.
+double metric(const std::string& page, const std::string& series) {
+  const auto at = page.find("\n" + series + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(page.substr(at + series.size() + 2));
+}
+
+std::string uprobe_config(const fs::path& binary, const std::string& extra = "") {
+  return "version: 1\nmetrics:\n  listen: 127.0.0.1:0\nprobes:\n  - binary: " + binary.string() +
+         "\n    symbol: mcp_work\n" + extra;
+}
+
+size_t count_uprobe_events(const std::vector<nlohmann::json>& events, const std::string& symbol = "mcp_work") {
+  size_t n = 0;
+  for (const auto& e : events)
+    n += (e["kind"] == "uprobe" || e["kind"] == "uretprobe") && e["probe"].get<std::string>().ends_with(":" + symbol);
+  return n;
+}
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) n++;
+  return n;
+}
+
+// Issue 16: one configuration for a whole fleet; a node without the binary yet must not
+// lose the agent, and must trace the binary once it is installed, without a reload.
+TEST_F(DaemonTest, ProbeOfAnAbsentBinaryWaitsThenAttachesWhenTheFileAppears) {
+  const fs::path app = dir_ / "opt" / "app";  // not even its directory exists yet
+  const std::string probe = app.string() + ":mcp_work";
+  cm_->publish(uprobe_config(app));
+  Daemon d(cm_->file(), dir_);
+  ASSERT_GT(d.port(), 0) << d.log();
+  ASSERT_TRUE(wait_for([&] {
+    return metric(d.get("/metrics"), "mcp_probe_state{probe=\"" + probe + "\",state=\"waiting\"}") == 1;
+  })) << d.get("/metrics") << d.log();
+  const std::string health = d.get("/healthz");
+  EXPECT_EQ(health.substr(0, 7), "200 ok\n") << health;
+  EXPECT_NE(health.find("probe " + probe + " waiting: file not found: " + app.string()), std::string::npos) << health;
+
+  // Installed the way `cp` installs: written in place, so the agent may see it half-written.
+  fs::create_directories(app.parent_path());
+  fs::copy_file(kWorkload, app);
+  ASSERT_TRUE(wait_for([&] {
+    return metric(d.get("/metrics"), "mcp_probe_state{probe=\"" + probe + "\",state=\"attached\"}") == 1;
+  })) << d.get("/metrics") << d.log();
+  EXPECT_EQ(metric(d.get("/metrics"), "mcp_probe_state{probe=\"" + probe + "\",state=\"waiting\"}"), 0);
+  ASSERT_EQ(std::system((app.string() + " calls 100 >/dev/null").c_str()), 0);
+  ASSERT_TRUE(wait_for([&] { return count_uprobe_events(d.events()) >= 100; })) << d.log();
+  EXPECT_EQ(d.terminate(), 0) << d.log();
+  EXPECT_EQ(count_uprobe_events(d.events()), 100u);
+  EXPECT_EQ(count(d.log(), "probe " + probe + " waiting"), 1u) << "reported once: " << d.log();
+  EXPECT_EQ(count(d.log(), "reloaded"), 0u) << "no reload involved: " << d.log();
+}
+
+// Issue 16: `mv new old`, as dpkg installs an upgrade. Processes started afterwards run the
+// new inode and are traced; one still running the old inode stays traced too.
+TEST_F(DaemonTest, ReplacedBinaryIsFollowedAndTheOldOneStaysTracedWhileItRuns) {
+  const fs::path app = dir_ / "app";
+  const std::string probe = app.string() + ":mcp_work";
+  fs::copy_file(kWorkload, app);
+  cm_->publish(uprobe_config(app));
+  Daemon d(cm_->file(), dir_);
+  ASSERT_GT(d.port(), 0) << d.log();
+  ASSERT_TRUE(wait_for([&] { return d.log().find("probe " + probe + " attached") != std::string::npos; })) << d.log();
+
+  // The old process runs across the replacement; it prints how many calls it made.
+  const fs::path old_out = dir_ / "old.out";
+  std::thread old_process([&] { std::system((app.string() + " rate 200 4 >" + old_out.string()).c_str()); });
+  EXPECT_TRUE(wait_for([&] { return count_uprobe_events(d.events()) >= 1; })) << "the old file runs: " << d.log();
+  fs::copy_file(kWorkload, dir_ / "app.new");
+  fs::rename(dir_ / "app.new", app);
+  ASSERT_TRUE(wait_for([&] {
+    return metric(d.get("/metrics"), "mcp_probe_reattach_total{probe=\"" + probe + "\"}") == 1;
+  })) << d.get("/metrics") << d.log();
+  ASSERT_EQ(std::system((app.string() + " calls 100 >/dev/null").c_str()), 0);
+  old_process.join();
+  const std::string old_calls = slurp(old_out);
+  ASSERT_EQ(old_calls.rfind("calls ", 0), 0u) << old_calls;
+  const size_t expected = 100 + std::stoul(old_calls.substr(6));
+  ASSERT_TRUE(wait_for([&] { return count_uprobe_events(d.events()) >= expected; }))
+      << count_uprobe_events(d.events()) << " of " << expected << "\n" << d.log();
+  // No process maps the old file any more: its attachment goes.
+  ASSERT_TRUE(wait_for([&] { return d.log().find("detached from it") != std::string::npos; })) << d.log();
+  EXPECT_EQ(d.terminate(), 0) << d.log();
+  EXPECT_EQ(count_uprobe_events(d.events()), expected) << "every call, old and new file, once";
+}
+
+// Issue 14 item 4: reloads run after the capability drop and must still attach uprobes.
+TEST_F(DaemonTest, ReloadAddsAUprobeAfterTheCapabilityDrop) {
+  cm_->publish("version: 1\nmetrics:\n  listen: 127.0.0.1:0\nsyscalls: [getppid]\n");
+  Daemon d(cm_->file(), dir_);
+  ASSERT_GT(d.port(), 0) << d.log();
+  cm_->publish(uprobe_config(kWorkload, "syscalls: [getppid]\n"));
+  ASSERT_TRUE(wait_for([&] { return metric(d.get("/metrics"), "mcp_config_reloads_total") == 2; }))
+      << d.get("/metrics") << d.log();
+  EXPECT_EQ(metric(d.get("/metrics"), "mcp_config_reload_failures_total"), 0) << d.log();
+  ASSERT_EQ(std::system((kWorkload + " calls 50 >/dev/null").c_str()), 0);
+  ASSERT_TRUE(wait_for([&] { return count_uprobe_events(d.events()) >= 50; })) << d.log();
+  EXPECT_EQ(d.terminate(), 0) << d.log();
+  EXPECT_EQ(count_uprobe_events(d.events()), 50u);
+}
+
+// Issue 14 item 4: a reload that changes a probe's attachment (latency), adds a good probe
+// and one that cannot attach is rolled back whole: every previous probe stays attached,
+// unchanged, and the staged good one is gone.
+TEST_F(DaemonTest, FailedReloadRollsBackAndEveryPreviousProbeKeepsDelivering) {
+  const fs::path not_elf = dir_ / "script.sh";
+  std::ofstream(not_elf) << "#!/bin/sh\n";
+  cm_->publish(uprobe_config(kWorkload, "syscalls: [getppid]\n"));
+  Daemon d(cm_->file(), dir_);
+  ASSERT_GT(d.port(), 0) << d.log();
+  cm_->publish("version: 1\nmetrics:\n  listen: 127.0.0.1:0\nprobes:\n"
+               "  - binary: " + kWorkload + "\n    symbol: mcp_work\n    latency: true\n"
+               "  - binary: " + kWorkload + "\n    symbol: mcp_sleep\n"
+               "  - binary: " + not_elf.string() + "\n    symbol: main\n"
+               "syscalls:\n  - name: getppid\n    sampling: { rate: 0.5 }\n");
+  ASSERT_TRUE(wait_for([&] { return metric(d.get("/metrics"), "mcp_config_reload_failures_total") == 1; }))
+      << d.get("/metrics") << d.log();
+  EXPECT_NE(d.log().find("is not an ELF file"), std::string::npos) << d.log();
+  const std::string page = d.get("/metrics");
+  EXPECT_EQ(page.find(":mcp_sleep\""), std::string::npos) << "the staged probe was detached: " << page;
+
+  ASSERT_EQ(std::system((kWorkload + " calls 100 >/dev/null").c_str()), 0);
+  ASSERT_EQ(std::system((kWorkload + " sleep 20 0 >/dev/null").c_str()), 0);
+  ASSERT_EQ(std::system((kWorkload + " getppid 100").c_str()), 0);
+  auto syscalls = [&] {
+    size_t n = 0;
+    for (const auto& e : d.events()) n += e["kind"] == "syscall" && e["comm"] == "mcp-workload";
+    return n;
+  };
+  ASSERT_TRUE(wait_for([&] { return count_uprobe_events(d.events()) >= 100 && syscalls() >= 100; })) << d.log();
+  EXPECT_EQ(d.terminate(), 0) << d.log();
+  const auto events = d.events();
+  EXPECT_EQ(count_uprobe_events(events), 100u) << "the mcp_work probe is attached once, as before";
+  EXPECT_EQ(count_uprobe_events(events, "mcp_sleep"), 0u);
+  EXPECT_EQ(syscalls(), 100u) << "getppid still at the old rate 1";
+  for (const auto& e : events)
+    EXPECT_NE(e["kind"], "uretprobe") << "still the probe without latency: " << e;
+}
+
+// The same change without the bad probe applies: the probe comes back with latency.
+TEST_F(DaemonTest, ReloadChangingLatencySwapsTheAttachmentWithoutLosingTheProbe) {
+  cm_->publish(uprobe_config(kWorkload));
+  Daemon d(cm_->file(), dir_);
+  ASSERT_GT(d.port(), 0) << d.log();
+  cm_->publish(uprobe_config(kWorkload, "    latency: true\n"));
+  ASSERT_TRUE(wait_for([&] { return metric(d.get("/metrics"), "mcp_config_reloads_total") == 2; }))
+      << d.get("/metrics") << d.log();
+  ASSERT_EQ(std::system((kWorkload + " calls 50 >/dev/null").c_str()), 0);
+  ASSERT_TRUE(wait_for([&] { return count_uprobe_events(d.events()) >= 50; })) << d.log();
+  EXPECT_EQ(d.terminate(), 0) << d.log();
+  const auto events = d.events();
+  EXPECT_EQ(count_uprobe_events(events), 50u) << "the old attachment is gone";
+  for (const auto& e : events)
+    EXPECT_EQ(e["kind"], "uretprobe") << "every call through the latency probe, once: " << e;
 }
 
 TEST_F(DaemonTest, BadConfigAtStartupIsOneLineAndExitCodeTwo) {

@@ -25,11 +25,48 @@ struct Tmp {
   ~Tmp() { fs::remove(path); }
 };
 
-TEST(CheckConfig, ValidFileExitsZeroWithSummary) {
+TEST(CheckConfig, PackagedDefaultIsValidWithNothingToWaitFor) {
   std::ostringstream out, err;
-  EXPECT_EQ(run_check_config(MCP_EXAMPLE_CONFIG, out, err), 0);
-  EXPECT_EQ(err.str(), "");
-  EXPECT_NE(out.str().find(": ok (5 probes, 1 service strategies, 2 compliance rules)"), std::string::npos) << out.str();
+  EXPECT_EQ(run_check_config(MCP_DEFAULT_CONFIG, out, err), 0);
+  EXPECT_EQ(err.str(), "") << "the packaged default must work on any host as installed";
+  EXPECT_NE(out.str().find(": ok (3 probes, 0 service strategies, 0 compliance rules)"), std::string::npos) << out.str();
+}
+
+// The annotated example names binaries no ordinary host has: warnings (they would wait),
+// never errors.
+TEST(CheckConfig, AnnotatedExampleIsValidAndItsAbsentBinariesAreWarnings) {
+  std::ostringstream out, err;
+  EXPECT_EQ(run_check_config(MCP_EXAMPLE_CONFIG, out, err), 0) << err.str();
+  EXPECT_NE(out.str().find(": ok (5 probes, 1 service strategies, 2 compliance rules"), std::string::npos) << out.str();
+  std::istringstream lines(err.str());
+  for (std::string line; std::getline(lines, line);)
+    EXPECT_NE(line.find(": warning: "), std::string::npos) << line;
+  EXPECT_NE(err.str().find(":39:5: warning: /usr/local/bin/checkout not found on this host; the probe will wait for it"),
+            std::string::npos)
+      << err.str();
+}
+
+TEST(CheckConfig, AbsentBinaryIsAWarningAndExitZero) {
+  Tmp f("probes:\n  - binary: /nonexistent/app\n    symbol: main\n");
+  std::ostringstream out, err;
+  EXPECT_EQ(run_check_config(f.path.string(), out, err), 0);
+  EXPECT_EQ(err.str(), f.path.string() + ":2:5: warning: /nonexistent/app not found on this host; the probe will wait for it\n");
+  EXPECT_NE(out.str().find("1 waiting"), std::string::npos) << out.str();
+}
+
+TEST(CheckConfig, FileThatIsNotElfIsAnError) {
+  Tmp target("#!/bin/sh\n");
+  Tmp f("probes:\n  - binary: " + target.path.string() + "\n    symbol: main\n");
+  std::ostringstream out, err;
+  EXPECT_EQ(run_check_config(f.path.string(), out, err), 2);
+  EXPECT_EQ(err.str(), f.path.string() + ":2:5: " + target.path.string() + " is not an ELF file\n");
+}
+
+TEST(CheckConfig, MissingSymbolIsAnError) {
+  Tmp f("probes:\n  - binary: /proc/self/exe\n    symbol: no_such_function_here\n");
+  std::ostringstream out, err;
+  EXPECT_EQ(run_check_config(f.path.string(), out, err), 2);
+  EXPECT_NE(err.str().find(":2:5: symbol no_such_function_here not found in "), std::string::npos) << err.str();
 }
 
 TEST(CheckConfig, InvalidFileExitsTwoWithFileLineColumn) {

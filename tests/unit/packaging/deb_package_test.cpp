@@ -28,17 +28,7 @@ class DebPackage : public ::testing::Test {
     if (!fs::exists(kBuildDir / "CPackConfig.cmake")) skip_reason_ = "no CPackConfig.cmake";
     if (!skip_reason_.empty()) return;
     dir_ = new ScratchDir();
-    // -B keeps CPack's staging and output out of the shared build tree. With the Makefile
-    // generator CPack first builds the "preinstall" target, i.e. the whole tree; a test must
-    // not do that, so name a generator without that step: CPack then only runs the install
-    // scripts over the binaries already built.
-    auto r = run_command("cpack -G DEB --config " + (kBuildDir / "CPackConfig.cmake").string() +
-                         " -B " + dir_->path().string() + " -D CPACK_CMAKE_GENERATOR=Ninja");
-    cpack_output_ = r.output;
-    if (r.status != 0) return;
-    for (const auto& e : fs::directory_iterator(dir_->path())) {
-      if (e.path().extension() == ".deb") deb_ = e.path();
-    }
+    deb_ = build_deb(kBuildDir, dir_->path(), &cpack_output_);
     if (!deb_.empty()) {
       root_ = dir_->path() / "root";
       unpack_ = run_command("dpkg-deb -x " + deb_.string() + " " + root_.string());
@@ -76,7 +66,8 @@ TEST_F(DebPackage, ContainsBinariesUnitsAndDocs) {
   for (std::string path : {"usr/bin/mcp-agent", "usr/bin/mcp-broker",
                            "lib/systemd/system/mcp-agent.service",
                            "lib/systemd/system/mcp-broker.service",
-                           "usr/share/doc/mcp-sampling/k8s/agent-daemonset.yaml"}) {
+                           "usr/share/doc/mcp-sampling/k8s/agent-daemonset.yaml",
+                           "usr/share/doc/mcp-sampling/examples/agent.yaml"}) {
     EXPECT_TRUE(fs::exists(root_ / path)) << path;
   }
   EXPECT_EQ(read_file(root_ / "lib/systemd/system/mcp-agent.service"),
@@ -98,6 +89,18 @@ TEST_F(DebPackage, DefaultConfigIsAConffileTheAgentAccepts) {
   }
   auto r = run_command((root_ / "usr/bin/mcp-agent").string() + " check-config " + packaged.string());
   EXPECT_EQ(r.status, 0) << "the packaged default config is rejected by the packaged agent:\n" << r.output;
+  EXPECT_EQ(r.output.find("warning"), std::string::npos) << "the default must need nothing this host lacks:\n"
+                                                         << r.output;
+}
+
+// The annotated example moved to the docs; the packaged agent accepts it (its example
+// binaries are absent here: warnings, exit 0).
+TEST_F(DebPackage, AnnotatedExampleIsInTheDocsAndTheAgentAcceptsIt) {
+  fs::path example = root_ / "usr/share/doc/mcp-sampling/examples/agent.yaml";
+  ASSERT_TRUE(fs::exists(example));
+  EXPECT_EQ(read_file(example), read_file(source_dir() / "packaging/config/agent.example.yaml"));
+  auto r = run_command((root_ / "usr/bin/mcp-agent").string() + " check-config " + example.string());
+  EXPECT_EQ(r.status, 0) << r.output;
 }
 
 TEST_F(DebPackage, ControlNamesThePackageVersionAndRuntimeLibraries) {

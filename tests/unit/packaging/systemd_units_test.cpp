@@ -125,7 +125,7 @@ TEST(SystemdUnits, AgentRunsTheDaemonWithItsConfigAndReloadsOnHup) {
   EXPECT_NE(setting(t, "ProtectHome"), "<unset>");
   EXPECT_EQ(setting(t, "PrivateTmp"), "yes");
   EXPECT_EQ(setting(t, "NoNewPrivileges"), "yes");
-  EXPECT_NE(setting(t, "ReadWritePaths").find("/sys/fs/bpf"), std::string::npos);
+  EXPECT_EQ(setting(t, "ReadWritePaths"), "<unset>") << "the agent pins nothing and writes only its state dir";
 }
 
 TEST(SystemdUnits, AgentBoundingSetHoldsWhatTheAgentKeepsAndNothingBroad) {
@@ -138,7 +138,8 @@ TEST(SystemdUnits, AgentBoundingSetHoldsWhatTheAgentKeepsAndNothingBroad) {
     std::transform(name.begin(), name.end(), name.begin(), ::toupper);
     EXPECT_NE(std::find(caps.begin(), caps.end(), name), caps.end()) << name << " missing";
   }
-  for (std::string broad : {"CAP_SYS_ADMIN", "CAP_NET_ADMIN", "CAP_SYS_MODULE", "CAP_DAC_OVERRIDE"}) {
+  // CAP_SYS_ADMIN is kept on purpose (uprobes attached after start-up; CAPABILITIES.md).
+  for (std::string broad : {"CAP_NET_ADMIN", "CAP_SYS_MODULE", "CAP_DAC_OVERRIDE", "CAP_SYS_RAWIO"}) {
     EXPECT_EQ(std::find(caps.begin(), caps.end(), broad), caps.end()) << broad << " present";
   }
 }

@@ -64,4 +64,20 @@ class ScratchDir {
 
 inline std::filesystem::path source_dir() { return MCP_SOURCE_DIR; }
 
+// Builds the .deb with CPack from the build tree `build_dir` into `out_dir`, and returns its
+// path (empty on failure, with CPack's output in *log). -B keeps CPack's staging and output
+// out of the shared build tree. With the Makefile generator CPack first builds the
+// "preinstall" target, i.e. the whole tree; a test must not do that, so name a generator
+// without that step: CPack then only runs the install scripts over the binaries built.
+inline std::filesystem::path build_deb(const std::filesystem::path& build_dir, const std::filesystem::path& out_dir,
+                                       std::string* log) {
+  auto r = run_command("cpack -G DEB --config " + (build_dir / "CPackConfig.cmake").string() + " -B " +
+                       out_dir.string() + " -D CPACK_CMAKE_GENERATOR=Ninja");
+  *log = r.output;
+  if (r.status != 0) return {};
+  for (const auto& e : std::filesystem::directory_iterator(out_dir))
+    if (e.path().extension() == ".deb") return e.path();
+  return {};
+}
+
 }  // namespace mcp::packaging_test
