@@ -8,7 +8,7 @@ std::string metrics_markdown_table() {
     out += "| `" + std::string(m.name) + "` | ";
     out += m.type == MetricType::kCounter ? "counter" : "gauge";
     std::string labels(m.label);
-    for (size_t c; (c = labels.find(',')) != std::string::npos;) labels.replace(c, 1, "`, `");
+    for (size_t c = labels.find(','); c != std::string::npos; c = labels.find(',', c + 4)) labels.replace(c, 1, "`, `");
     out += " | " + (labels.empty() ? std::string("") : "`" + labels + "`");
     out += " | " + std::string(m.help) + " |\n";
   }
