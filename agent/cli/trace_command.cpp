@@ -14,21 +14,21 @@
 #include <memory>
 
 #include "cli/child_process.h"
-#include "cli/control_loop.h"
-#include "cli/cuda_attach.h"
+#include "cli/trace_options.h"
 #include "clock/timestamper.h"
+#include "common/error.h"
+#include "control/estimate_corrector.h"
+#include "cuda/cuda_attach.h"
 #include "cuda/cuda_targets.h"
 #include "cuda/kernel_symbolizer.h"
 #include "forward/agent_id.h"
 #include "forward/forwarder.h"
-#include "cli/trace_options.h"
-#include "control/estimate_corrector.h"
-#include "common/error.h"
 #include "loader/bpf_session.h"
-#include "mcp_abi.h"
 #include "loader/target_resolver.h"
+#include "mcp_abi.h"
 #include "output/stream_sink.h"
 #include "pipeline/ring_consumer.h"
+#include "runtime/control_loop.h"
 
 #ifndef MCP_VERSION
 #define MCP_VERSION "0.0.0"
@@ -135,7 +135,7 @@ std::map<uint32_t, std::string> attach_cuda(loader::BpfSession& session, const T
   std::map<uint32_t, std::string> apis;
   if (!exe.empty()) symbolizer.add_file(exe);
   for (const auto& file : cuda::find_cuda_files(o.command.empty() ? o.pid : 0, exe, libs))
-    for (const auto& p : attach_cuda_file(session, file, target, base, symbolizer)) apis[p.id] = p.api->display;
+    for (const auto& p : cuda::attach_cuda_file(session, file, target, base, symbolizer)) apis[p.id] = p.api->display;
   if (apis.empty()) throw runtime_error("no CUDA API functions found to probe");
   return apis;
 }
@@ -253,7 +253,7 @@ int run_trace(TraceOptions& o) {
   std::unique_ptr<output::StreamSink> printer;
   if (o.brokers.empty() || o.also_stdout)
     printer = std::make_unique<output::StreamSink>(output::make_formatter(o.format), out_fd);
-  std::unique_ptr<ControlLoop> control;  // created below; policies may arrive before it runs
+  std::unique_ptr<runtime::ControlLoop> control;  // created below; policies may arrive before it runs
   std::mutex control_mu;
   std::unique_ptr<Forwarder> forwarder;
   if (!o.brokers.empty()) {
@@ -299,12 +299,12 @@ int run_trace(TraceOptions& o) {
       });
 
   {
-    ControlSettings cs;
+    runtime::ControlSettings cs;
     if (o.target_qps > 0) cs.target_qps = o.target_qps;
     cs.accept_policies = forwarder != nullptr;
     cs.quotas = quotas;
     std::lock_guard lock(control_mu);
-    control = std::make_unique<ControlLoop>(*session, std::move(cs));
+    control = std::make_unique<runtime::ControlLoop>(*session, std::move(cs));
     control->start();
   }
   session->track_process_tree();

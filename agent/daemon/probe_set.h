@@ -26,7 +26,6 @@
 #include <utility>
 #include <vector>
 
-#include "cli/control_loop.h"
 #include "config/config.h"
 #include "cuda/kernel_symbolizer.h"
 #include "loader/attachment.h"
@@ -34,6 +33,7 @@
 #include "loader/target_resolver.h"
 #include "mcp_abi.h"
 #include "reload/diff.h"
+#include "runtime/control_loop.h"
 
 namespace mcp::daemon {
 
@@ -55,7 +55,7 @@ struct ProbeStatus {
 
 class ProbeSet {
  public:
-  ProbeSet(loader::BpfSession& session, cli::ControlLoop& control, cuda::KernelSymbolizer& symbolizer)
+  ProbeSet(loader::BpfSession& session, runtime::ControlLoop& control, cuda::KernelSymbolizer& symbolizer)
       : session_(session), control_(control), symbolizer_(symbolizer) {}
   ~ProbeSet();
 
@@ -130,7 +130,7 @@ class ProbeSet {
   loader::ProbeConfig base_config(const config::ProbeSpec& spec) const;
 
   loader::BpfSession& session_;
-  cli::ControlLoop& control_;
+  runtime::ControlLoop& control_;
   cuda::KernelSymbolizer& symbolizer_;
   mutable std::mutex mu_;
   std::map<std::string, Entry> entries_;  // ProbeSpec::key() -> probe

@@ -11,7 +11,6 @@
 #include <optional>
 #include <thread>
 
-#include "cli/control_loop.h"
 #include "clock/timestamper.h"
 #include "common/error.h"
 #include "config/loader.h"
@@ -31,6 +30,7 @@
 #include "reload/reloader.h"
 #include "reload/watcher.h"
 #include "rules/ruleset.h"
+#include "runtime/control_loop.h"
 
 namespace mcp::daemon {
 namespace {
@@ -95,7 +95,7 @@ bool export_filter(const config::Config& cfg, Event& e, rules::Decision& scratch
   return true;
 }
 
-void register_metrics(metrics::Registry& reg, loader::BpfSession& session, cli::ControlLoop& control,
+void register_metrics(metrics::Registry& reg, loader::BpfSession& session, runtime::ControlLoop& control,
                       clock::Timestamper& clock, Forwarder* forwarder, reload::Reloader& reloader,
                       const ProbeSet& probes) {
   reg.add_collector(metrics::kProbeState, [&probes] {
@@ -167,9 +167,9 @@ int run_daemon(const RunFlags& flags) {
   so.cuda_slow_ns = static_cast<uint64_t>(initial->cuda.slow_launch.count());
   auto session = loader::BpfSession::open(so);
 
-  cli::ControlSettings cs;
+  runtime::ControlSettings cs;
   cs.accept_policies = true;
-  cli::ControlLoop control(*session, cs);
+  runtime::ControlLoop control(*session, cs);
   cuda::KernelSymbolizer symbolizer;
   ProbeSet probes(*session, control, symbolizer);
 

@@ -18,7 +18,7 @@
 #include "control/tenant_quota.h"
 #include "loader/bpf_session.h"
 
-namespace mcp::cli {
+namespace mcp::runtime {
 
 struct ControlSettings {
   std::optional<double> target_qps;                // per probe; none: fixed rate
@@ -67,4 +67,4 @@ class ControlLoop {
   std::vector<control::ProbeRateStats> stats_;
 };
 
-}  // namespace mcp::cli
+}  // namespace mcp::runtime

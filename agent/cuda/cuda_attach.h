@@ -11,17 +11,17 @@
 #include "cuda/kernel_symbolizer.h"
 #include "loader/bpf_session.h"
 
-namespace mcp::cli {
+namespace mcp::cuda {
 
 struct AttachedCudaProbe {
   uint32_t id;
-  const cuda::ApiSpec* api;
+  const ApiSpec* api;
 };
 
 // Probes every API present in `file`, with `base` sampling; the bookkeeping
 // probe (__cudaGetKernel) always keeps everything. Registers the file with the
 // symboliser.
 std::vector<AttachedCudaProbe> attach_cuda_file(loader::BpfSession& session, const std::string& file, pid_t pid,
-                                                const loader::ProbeConfig& base, cuda::KernelSymbolizer& symbolizer);
+                                                const loader::ProbeConfig& base, KernelSymbolizer& symbolizer);
 
-}  // namespace mcp::cli
+}  // namespace mcp::cuda

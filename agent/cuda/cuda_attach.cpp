@@ -1,9 +1,9 @@
-#include "cli/cuda_attach.h"
+#include "cuda/cuda_attach.h"
 
-namespace mcp::cli {
+namespace mcp::cuda {
 
 std::vector<AttachedCudaProbe> attach_cuda_file(loader::BpfSession& session, const std::string& file, pid_t pid,
-                                                const loader::ProbeConfig& base, cuda::KernelSymbolizer& symbolizer) {
+                                                const loader::ProbeConfig& base, KernelSymbolizer& symbolizer) {
   symbolizer.add_file(file);
   std::vector<AttachedCudaProbe> out;
   // All or nothing: a failure half-way detaches the APIs already attached.
@@ -16,7 +16,7 @@ std::vector<AttachedCudaProbe> attach_cuda_file(loader::BpfSession& session, con
         for (const auto& p : out) session.remove_probe(p.id);
     }
   } undo{session, out};
-  for (const auto& t : cuda::probe_targets_in(file)) {
+  for (const auto& t : probe_targets_in(file)) {
     loader::ProbeConfig config = base;
     if (t.api->internal) config.threshold = UINT64_MAX;  // every handle registration is needed
     config.cuda_api = t.api->api;
@@ -29,4 +29,4 @@ std::vector<AttachedCudaProbe> attach_cuda_file(loader::BpfSession& session, con
   return out;
 }
 
-}  // namespace mcp::cli
+}  // namespace mcp::cuda

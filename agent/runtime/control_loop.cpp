@@ -1,11 +1,11 @@
-#include "cli/control_loop.h"
+#include "runtime/control_loop.h"
 
 #include <spdlog/spdlog.h>
 
 #include "common/event.h"
 #include <time.h>
 
-namespace mcp::cli {
+namespace mcp::runtime {
 namespace {
 
 uint64_t monotonic_ns() {
@@ -151,4 +151,4 @@ std::vector<control::ProbeRateStats> ControlLoop::rate_stats() const {
   return stats_;
 }
 
-}  // namespace mcp::cli
+}  // namespace mcp::runtime
