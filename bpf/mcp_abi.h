@@ -107,10 +107,17 @@ struct mcp_probe_config {
 	__u8 vma_arg;          /* N+1: argument N is a code address to locate (file, offset) */
 	__u8 entry_deref_arg;  /* N+1: copy MCP_CUDA_DEREF_BYTES through argument N at entry */
 	__u8 ret_deref_arg;    /* N+1: copy 8 bytes through argument N at return */
-	__u8 pad[2];
+	__u8 cuda_flags;       /* MCP_CUDA_CFG_* */
+	__u8 pad;
 	__u64 cgroup_id;       /* only tasks in this cgroup (v2 id); 0 = any */
 };
 MCP_STATIC_ASSERT(sizeof(struct mcp_probe_config) == 24, "mcp_probe_config layout");
+
+/* A launch API of a file where one probed launch API calls another (a
+ * __cudaLaunchKernel that is more than a jump to cudaLaunchKernel): these
+ * probes share a per-thread owner so the nested call is not a second launch.
+ * Without it (the common case) a launch costs no owner bookkeeping. */
+#define MCP_CUDA_CFG_FOLD_NESTED (1u << 0)
 
 enum mcp_trace_id_format {
 	MCP_TRACE_ID_HEX32 = 0,   /* pointer to 32 lowercase/uppercase hex characters */

@@ -23,6 +23,11 @@
 #endif
 #endif
 
+/* What an entry returns in a uprobe session (session.bpf.c): run the return
+ * program for this call or not. */
+#define MCP_RETURN_WANTED 0
+#define MCP_RETURN_SKIPPED 1
+
 #ifndef EEXIST
 #define EEXIST 17
 #endif

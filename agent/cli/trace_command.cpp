@@ -160,6 +160,21 @@ void print_tenants(const loader::BpfSession& session, const control::TenantQuota
   for (const auto& w : table.warnings) fprintf(stderr, "mcp-agent: warning: %s\n", w.c_str());
 }
 
+// How latency probes take their returns, and (with BPF statistics on) how often each
+// program ran: the trap count a traced call costs.
+void print_return_mode(const loader::BpfSession& session) {
+  bool latency = false;
+  for (const auto& p : session.probes()) latency |= p.latency && p.family != loader::ProbeFamily::kSyscall;
+  if (latency)
+    fprintf(stderr, "mcp-agent: uprobe returns: %s\n",
+            session.uprobe_sessions() ? "session (only calls the entry keeps take the return trap)"
+                                      : "uretprobe (every call takes the return trap)");
+  std::string runs;
+  for (const auto& [name, n] : session.program_runs())
+    if (n) runs += " " + name + "=" + std::to_string(n);
+  if (!runs.empty()) fprintf(stderr, "mcp-agent: bpf program runs:%s\n", runs.c_str());
+}
+
 void print_summary(const loader::BpfSession& session, const std::vector<ProbeTally>& tallies,
                    const control::EstimateCorrector& estimates, const pipeline::RingConsumer& consumer,
                    double seconds) {
@@ -180,6 +195,7 @@ void print_summary(const loader::BpfSession& session, const std::vector<ProbeTal
   }
   if (consumer.malformed())
     fprintf(stderr, "mcp-agent: warning: %llu malformed records skipped\n", (unsigned long long)consumer.malformed());
+  print_return_mode(session);
 }
 
 // Waits (bounded by the forwarder's flush timeout) for the broker to acknowledge what was

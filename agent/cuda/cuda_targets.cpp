@@ -1,6 +1,9 @@
 #include "cuda/cuda_targets.h"
 
 #include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <optional>
 #include <set>
 
 #include "common/error.h"
@@ -26,14 +29,40 @@ bool has_cuda_api(const std::string& file) {
   }
 }
 
+bool is_launch_api(uint8_t api) {
+  return api == MCP_CUDA_LAUNCH || api == MCP_CUDA_LAUNCH_HANDLE || api == MCP_CUDA_LAUNCH_EXC ||
+         api == MCP_CUDA_CU_LAUNCH;
+}
+
 }  // namespace
+
+std::optional<uint64_t> tail_jump_target(const std::string& file, uint64_t offset) {
+  std::ifstream f(file, std::ios::binary);
+  unsigned char code[16] = {};
+  if (!f.seekg(static_cast<std::streamoff>(offset)) || !f.read(reinterpret_cast<char*>(code), sizeof(code)))
+    return std::nullopt;
+  size_t at = 0;
+  auto skip = [&](std::initializer_list<unsigned char> bytes) {
+    if (std::memcmp(code + at, bytes.begin(), bytes.size()) == 0) at += bytes.size();
+  };
+  skip({0xf3, 0x0f, 0x1e, 0xfa});              // endbr64
+  skip({0x55, 0x48, 0x89, 0xe5, 0x5d});        // push %rbp; mov %rsp,%rbp; pop %rbp
+  if (code[at] == 0xe9) {                      // jmp rel32
+    int32_t rel;
+    std::memcpy(&rel, code + at + 1, sizeof(rel));
+    return offset + at + 5 + static_cast<int64_t>(rel);
+  }
+  if (code[at] == 0xeb) return offset + at + 2 + static_cast<int8_t>(code[at + 1]);  // jmp rel8
+  return std::nullopt;
+}
 
 const std::vector<ApiSpec>& api_specs() {
   static const std::vector<ApiSpec> specs = {
       {"cudaLaunchKernel", "cudaLaunchKernel", MCP_CUDA_LAUNCH, 1, 0, 0, false},
       {"cudaLaunchKernel_ptsz", "cudaLaunchKernel_ptsz", MCP_CUDA_LAUNCH, 1, 0, 0, false},
-      // What <<<>>> calls since CUDA 12.x; it may call cudaLaunchKernel in turn, which the
-      // BPF side folds into this one launch.
+      // What <<<>>> calls since CUDA 12.x. In CUDA 13 it only jumps into cudaLaunchKernel
+      // (probed anyway) and is not probed; where it does more, both are probed and the
+      // BPF side folds the nested call into this one launch (MCP_CUDA_CFG_FOLD_NESTED).
       {"__cudaLaunchKernel", "cudaLaunchKernel", MCP_CUDA_LAUNCH_HANDLE, 1, 0, 0, false},
       {"__cudaLaunchKernel_ptsz", "cudaLaunchKernel_ptsz", MCP_CUDA_LAUNCH_HANDLE, 1, 0, 0, false},
       {"cudaLaunchKernelExC", "cudaLaunchKernelExC", MCP_CUDA_LAUNCH_EXC, 2, 1, 0, false},
@@ -54,10 +83,20 @@ const std::vector<ApiSpec>& api_specs() {
 std::vector<ProbeTarget> probe_targets_in(const std::string& file) {
   const auto symbols = loader::ElfSymbols::load(file);
   std::vector<ProbeTarget> out;
+  bool nested = false;
   for (const auto& spec : api_specs()) {
-    if (auto offset = symbols.file_offset_of(spec.symbol))
-      out.push_back({{file, spec.symbol, *offset}, &spec});
+    auto offset = symbols.file_offset_of(spec.symbol);
+    if (!offset) continue;
+    if (spec.api == MCP_CUDA_LAUNCH_HANDLE) {
+      // A launch entry that only jumps into the API it is named after costs a trap for
+      // nothing: the callee's probe sees the same registers (rdi: the kernel handle).
+      const auto callee = symbols.file_offset_of(spec.display);
+      if (callee && tail_jump_target(file, *offset) == callee) continue;
+      nested = true;
+    }
+    out.push_back({{file, spec.symbol, *offset}, &spec});
   }
+  for (auto& t : out) t.fold_nested = nested && is_launch_api(t.api->api);
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,10 +29,17 @@ const std::vector<ApiSpec>& api_specs();
 struct ProbeTarget {
   loader::UprobeTarget target;
   const ApiSpec* api;
+  bool fold_nested = false;  // a launch API of a file where one probed launch API calls another
 };
 
-// The API functions present in `file` (exported or local symbols).
+// The API functions present in `file` (exported or local symbols), one probe per
+// launch: __cudaLaunchKernel[_ptsz] is left out where it only jumps to
+// cudaLaunchKernel[_ptsz] (CUDA 13), so a <<<>>> launch takes one trap.
 std::vector<ProbeTarget> probe_targets_in(const std::string& file);
+
+// x86-64: the file offset a function at `offset` jumps to when its code is only
+// a frame set-up and a tail jump (endbr64? push/mov/pop %rbp? jmp), else nullopt.
+std::optional<uint64_t> tail_jump_target(const std::string& file, uint64_t offset);
 
 // Files to probe: `explicit_libs` when given; otherwise the executable if it
 // holds the runtime, the CUDA libraries it links (DT_NEEDED, through the

@@ -134,6 +134,7 @@ void register_metrics(metrics::Registry& reg, loader::BpfSession& session, runti
     return out;
   });
   reg.add_callback(metrics::kRingbufCapacity, [&session] { return static_cast<double>(session.ringbuf_bytes()); });
+  reg.add_callback(metrics::kUprobeSessions, [&session] { return session.uprobe_sessions() ? 1.0 : 0.0; });
   reg.add_callback(metrics::kRingbufOccupancy, [&session] { return static_cast<double>(session.ringbuf_pending_bytes()); });
   reg.add_collector(metrics::kSamplingProbability, [&session] {
     std::vector<metrics::Sample> out;

@@ -1,11 +1,13 @@
 #include "loader/bpf_session.h"
 
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <spdlog/spdlog.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
@@ -86,6 +88,58 @@ uint8_t syscall_arity(const std::string& format_path) {
 
 std::string errno_text(int err) { return std::strerror(err < 0 ? -err : err); }
 
+// From the kernel's uapi (6.13+); Debian 12's headers and libbpf 1.1 predate them.
+constexpr uint32_t kBpfTraceUprobeSession = 57;  // enum bpf_attach_type BPF_TRACE_UPROBE_SESSION
+
+// The link_create part of union bpf_attr, uprobe_multi variant (include/uapi/linux/bpf.h).
+struct UprobeMultiLinkAttr {
+  uint32_t prog_fd;
+  uint32_t target_fd;
+  uint32_t attach_type;
+  uint32_t flags;
+  uint64_t path;
+  uint64_t offsets;
+  uint64_t ref_ctr_offsets;
+  uint64_t cookies;
+  uint32_t cnt;
+  uint32_t multi_flags;
+  uint32_t pid;
+  uint32_t pad;
+};
+static_assert(sizeof(UprobeMultiLinkAttr) == 64, "link_create.uprobe_multi layout");
+
+// One uprobe-session link: the program runs at entry and, when the entry returns 0, at return.
+int attach_uprobe_session(bpf_program* prog, const std::string& path, uint64_t offset, uint64_t cookie, pid_t pid) {
+  UprobeMultiLinkAttr attr{};
+  attr.prog_fd = static_cast<uint32_t>(bpf_program__fd(prog));
+  attr.attach_type = kBpfTraceUprobeSession;
+  attr.path = reinterpret_cast<uint64_t>(path.c_str());
+  attr.offsets = reinterpret_cast<uint64_t>(&offset);
+  attr.cookies = reinterpret_cast<uint64_t>(&cookie);
+  attr.cnt = 1;
+  attr.pid = pid > 0 ? static_cast<uint32_t>(pid) : 0;
+  return static_cast<int>(syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr)));
+}
+
+// Whether the kernel knows BPF_TRACE_UPROBE_SESSION: its BTF names the enum value.
+bool kernel_has_uprobe_sessions() {
+  if (const char* env = getenv("MCP_UPROBE_SESSION"); env && std::string(env) == "off") return false;
+  btf* vmlinux = btf__load_vmlinux_btf();
+  if (!vmlinux) return false;
+  bool found = false;
+  const int id = btf__find_by_name_kind(vmlinux, "bpf_attach_type", BTF_KIND_ENUM);
+  if (id > 0) {
+    const btf_type* t = btf__type_by_id(vmlinux, id);
+    const struct btf_enum* e = btf_enum(t);
+    for (int i = 0; i < btf_vlen(t); i++)
+      if (std::string(btf__name_by_offset(vmlinux, e[i].name_off)) == "BPF_TRACE_UPROBE_SESSION" &&
+          e[i].val == static_cast<int>(kBpfTraceUprobeSession))
+        found = true;
+  }
+  btf__free(vmlinux);
+  return found;
+}
+
 }  // namespace
 
 void check_environment() {
@@ -116,6 +170,17 @@ std::unique_ptr<BpfSession> BpfSession::open(const SessionOptions& options) {
   s->skel_->rodata->cuda_hold_ns = options.cuda_hold_ns;
   s->ringbuf_bytes_ = round_ringbuf(options.ringbuf_bytes);
   bpf_map__set_max_entries(s->skel_->maps.events, static_cast<uint32_t>(s->ringbuf_bytes_));
+  // Session programs load only where the kernel can attach them; libbpf 1.1 has no
+  // section name for them, so the attach type is set by hand.
+  s->uprobe_sessions_ = kernel_has_uprobe_sessions();
+  spdlog::info("latency uprobes: {}", s->uprobe_sessions_ ? "uprobe sessions (BPF_TRACE_UPROBE_SESSION)"
+                                                          : "entry uprobe + uretprobe (no uprobe sessions)");
+  for (bpf_program* prog : {s->skel_->progs.mcp_uprobe_session, s->skel_->progs.mcp_cuda_session}) {
+    if (s->uprobe_sessions_)
+      bpf_program__set_expected_attach_type(prog, static_cast<bpf_attach_type>(kBpfTraceUprobeSession));
+    else
+      bpf_program__set_autoload(prog, false);
+  }
   // Attachment is per probe with a cookie; nothing auto-attaches.
   {
     std::lock_guard lock(g_libbpf_log_mu);
@@ -146,7 +211,7 @@ BpfSession::~BpfSession() {
   if (producer_pos_) munmap(const_cast<uint64_t*>(producer_pos_), page);
   for (auto& [id, p] : probes_)
     for (auto& links : p->targets)
-      for (auto* l : links) bpf_link__destroy(l);
+      for (auto& l : links) l.destroy();
   for (auto* l : process_links_) bpf_link__destroy(l);
   if (skel_) mcp_bpf__destroy(skel_);
 }
@@ -181,13 +246,18 @@ uint32_t BpfSession::reserve_id(const ProbeConfig& config) {
   return id;
 }
 
-uint32_t BpfSession::register_probe(ProbeInfo info, std::vector<bpf_link*> links, bpf_program* entry,
-                                    bpf_program* ret, pid_t pid) {
+void BpfSession::Link::destroy() {
+  if (link) bpf_link__destroy(link);
+  if (fd >= 0) close(fd);
+  link = nullptr;
+  fd = -1;
+}
+
+uint32_t BpfSession::register_probe(ProbeInfo info, std::vector<Link> links, const Programs& progs, pid_t pid) {
   auto p = std::make_unique<Probe>();
   p->info = std::move(info);
   p->targets.push_back(std::move(links));
-  p->entry = entry;
-  p->ret = ret;
+  p->progs = progs;
   p->pid = pid;
   const uint32_t id = p->info.id;
   std::unique_lock lock(mu_);
@@ -197,42 +267,67 @@ uint32_t BpfSession::register_probe(ProbeInfo info, std::vector<bpf_link*> links
   return id;
 }
 
-std::vector<bpf_link*> BpfSession::attach_uprobes(uint32_t id, const UprobeTarget& target, pid_t pid,
-                                                  bpf_program* entry, bpf_program* ret) {
-  std::vector<bpf_link*> links;
-  for (auto [prog, retprobe] : {std::pair{entry, false}, std::pair{ret, true}}) {
+std::vector<BpfSession::Link> BpfSession::attach_uprobes(uint32_t id, const UprobeTarget& target, pid_t pid,
+                                                         const Programs& progs) {
+  std::vector<Link> links;
+  if (progs.session) {
+    const int fd = attach_uprobe_session(progs.session, target.binary, target.offset, id, pid);
+    if (fd < 0)
+      throw runtime_error("cannot attach uprobe session to " + target.name() + ":" + target.symbol + ": " +
+                          errno_text(errno));
+    links.push_back({nullptr, fd});
+    return links;
+  }
+  for (auto [prog, retprobe] : {std::pair{progs.entry, false}, std::pair{progs.ret, true}}) {
     if (!prog) continue;
     LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = id, .retprobe = retprobe);
     bpf_link* link = bpf_program__attach_uprobe_opts(prog, pid > 0 ? pid : -1, target.binary.c_str(),
                                                      target.offset, &opts);
     if (!link) {
       const int err = errno;
-      for (auto* l : links) bpf_link__destroy(l);
+      for (auto& l : links) l.destroy();
       throw runtime_error("cannot attach uprobe to " + target.name() + ":" + target.symbol + ": " + errno_text(err));
     }
-    links.push_back(link);
+    links.push_back({link, -1});
   }
   return links;
 }
 
 uint32_t BpfSession::add_uprobe(const UprobeTarget& target, bool latency, pid_t pid, const ProbeConfig& config) {
   const uint32_t id = reserve_id(config);
-  bpf_program* entry = latency ? skel_->progs.mcp_uprobe_latency_entry : skel_->progs.mcp_uprobe_entry;
-  bpf_program* ret = latency ? skel_->progs.mcp_uretprobe : nullptr;
-  auto links = attach_uprobes(id, target, pid, entry, ret);
+  Programs progs;
+  if (!latency) progs.entry = skel_->progs.mcp_uprobe_entry;
+  else if (uprobe_sessions_) progs.session = skel_->progs.mcp_uprobe_session;
+  else progs = {skel_->progs.mcp_uprobe_latency_entry, skel_->progs.mcp_uretprobe};
+  auto links = attach_uprobes(id, target, pid, progs);
   ProbeInfo info{id, target.name() + ":" + target.symbol, ProbeFamily::kUprobe, latency};
   info.symbol = target.symbol;
-  return register_probe(std::move(info), std::move(links), entry, ret, pid);
+  return register_probe(std::move(info), std::move(links), progs, pid);
 }
 
 uint32_t BpfSession::add_cuda_probe(const UprobeTarget& target, pid_t pid, const ProbeConfig& config, bool internal) {
   const uint32_t id = reserve_id(config);
-  auto links = attach_uprobes(id, target, pid, skel_->progs.mcp_cuda_entry, skel_->progs.mcp_cuda_return);
+  Programs progs;
+  if (uprobe_sessions_) progs.session = skel_->progs.mcp_cuda_session;
+  else progs = {skel_->progs.mcp_cuda_entry, skel_->progs.mcp_cuda_return};
+  auto links = attach_uprobes(id, target, pid, progs);
   ProbeInfo info{id, target.name() + ":" + target.symbol, ProbeFamily::kCuda, true};
   info.internal = internal;
   info.symbol = target.symbol;
-  return register_probe(std::move(info), std::move(links), skel_->progs.mcp_cuda_entry,
-                        skel_->progs.mcp_cuda_return, pid);
+  return register_probe(std::move(info), std::move(links), progs, pid);
+}
+
+std::map<std::string, uint64_t> BpfSession::program_runs() const {
+  std::map<std::string, uint64_t> out;
+  bpf_program* prog;
+  bpf_object__for_each_program(prog, skel_->obj) {
+    const int fd = bpf_program__fd(prog);
+    if (fd < 0) continue;  // not loaded (autoload off)
+    bpf_prog_info info{};
+    uint32_t len = sizeof(info);
+    if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0) out[bpf_program__name(prog)] = info.run_cnt;
+  }
+  return out;
 }
 
 
@@ -243,7 +338,7 @@ uint32_t BpfSession::add_syscall(const std::string& name, const ProbeConfig& con
   if (name.empty() || name.find('/') != std::string::npos || stat(dir.c_str(), &st) != 0)
     throw runtime_error("unknown syscall '" + name + "' (no tracepoint syscalls:sys_enter_" + name + ")");
   const uint32_t id = reserve_id(config);
-  std::vector<bpf_link*> links;
+  std::vector<Link> links;
   std::vector<std::pair<bpf_program*, const char*>> progs;
   if (latency) progs = {{skel_->progs.mcp_sys_enter, "sys_enter_"}, {skel_->progs.mcp_sys_exit, "sys_exit_"}};
   else progs = {{skel_->progs.mcp_sys_exit_only, "sys_exit_"}};
@@ -252,13 +347,13 @@ uint32_t BpfSession::add_syscall(const std::string& name, const ProbeConfig& con
     bpf_link* link = bpf_program__attach_tracepoint_opts(prog, "syscalls", (tp + name).c_str(), &opts);
     if (!link) {
       const int err = errno;
-      for (auto* l : links) bpf_link__destroy(l);
+      for (auto& l : links) l.destroy();
       throw runtime_error("cannot attach tracepoint syscalls:" + std::string(tp) + name + ": " + errno_text(err));
     }
-    links.push_back(link);
+    links.push_back({link, -1});
   }
   ProbeInfo info{id, "syscall:" + name, ProbeFamily::kSyscall, latency, syscall_arity(dir + "/format")};
-  return register_probe(std::move(info), std::move(links));
+  return register_probe(std::move(info), std::move(links), Programs{});
 }
 
 void BpfSession::remove_probe(uint32_t id) {
@@ -271,7 +366,7 @@ void BpfSession::remove_probe(uint32_t id) {
     probes_.erase(it);
   }
   for (auto& links : p->targets)
-    for (auto* l : links) bpf_link__destroy(l);
+    for (auto& l : links) l.destroy();
   // After detaching, nothing new can be written for this id: quarantine it up to
   // the current producer position, and drop its stale pending entries.
   sweep_pending(id);
@@ -281,7 +376,7 @@ void BpfSession::remove_probe(uint32_t id) {
 }
 
 void BpfSession::detach_all() {
-  std::vector<bpf_link*> links;
+  std::vector<Link> links;
   {
     std::unique_lock lock(mu_);
     for (auto& [id, p] : probes_) {
@@ -289,7 +384,7 @@ void BpfSession::detach_all() {
       p->targets.clear();
     }
   }
-  for (auto* l : links) bpf_link__destroy(l);
+  for (auto& l : links) l.destroy();
   sweep_pending(0);
 }
 
@@ -364,23 +459,23 @@ bool BpfSession::tree_alive() const {
 
 
 void BpfSession::follow_uprobe(uint32_t id, const UprobeTarget& target) {
-  bpf_program *entry, *ret;
+  Programs progs;
   pid_t pid;
   {
     std::shared_lock lock(mu_);
     auto it = probes_.find(id);
-    if (it == probes_.end() || !it->second->entry) throw runtime_error("probe " + std::to_string(id) + " is not a uprobe");
-    entry = it->second->entry;
-    ret = it->second->ret;
+    if (it == probes_.end() || !(it->second->progs.entry || it->second->progs.session))
+      throw runtime_error("probe " + std::to_string(id) + " is not a uprobe");
+    progs = it->second->progs;
     pid = it->second->pid;
   }
-  auto links = attach_uprobes(id, target, pid, entry, ret);
+  auto links = attach_uprobes(id, target, pid, progs);
   std::unique_lock lock(mu_);
   probes_.at(id)->targets.push_back(std::move(links));
 }
 
 void BpfSession::drop_earlier_targets(uint32_t id) {
-  std::vector<std::vector<bpf_link*>> old;
+  std::vector<std::vector<Link>> old;
   {
     std::unique_lock lock(mu_);
     auto it = probes_.find(id);
@@ -390,7 +485,7 @@ void BpfSession::drop_earlier_targets(uint32_t id) {
     targets.erase(targets.begin(), targets.end() - 1);
   }
   for (auto& links : old)
-    for (auto* l : links) bpf_link__destroy(l);
+    for (auto& l : links) l.destroy();
 }
 
 void BpfSession::configure(uint32_t id, const ProbeConfig& config) {
@@ -405,6 +500,7 @@ void BpfSession::configure(uint32_t id, const ProbeConfig& config) {
   value.vma_arg = config.vma_arg;
   value.entry_deref_arg = config.entry_deref_arg;
   value.ret_deref_arg = config.ret_deref_arg;
+  value.cuda_flags = config.cuda_flags;
   if (bpf_map_update_elem(bpf_map__fd(skel_->maps.probe_configs), &id, &value, BPF_ANY))
     throw runtime_error("cannot update probe_configs: " + errno_text(errno));
 }

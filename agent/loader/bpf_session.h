@@ -63,6 +63,7 @@ struct ProbeConfig {
   uint8_t vma_arg = 0;
   uint8_t entry_deref_arg = 0;
   uint8_t ret_deref_arg = 0;
+  uint8_t cuda_flags = 0;     // MCP_CUDA_CFG_*
   uint64_t cgroup_id = 0;     // only this cgroup's tasks (0: any)
   bool trace_id_integer = false;  // the trace-id argument is the id itself
 };
@@ -82,6 +83,8 @@ class BpfSession {
   // Without latency one program runs, at exit; with latency an entry program too.
   uint32_t add_syscall(const std::string& name, const ProbeConfig& config, bool latency = true);
   // CUDA API probe: entry and return programs on target, config.cuda_api set.
+  // Latency uprobes and CUDA probes use one uprobe-session link where the kernel
+  // has them (see uprobe_sessions()), else an entry uprobe and a uretprobe.
   uint32_t add_cuda_probe(const UprobeTarget& target, pid_t pid, const ProbeConfig& config, bool internal);
   // Detaches; the id is quarantined (not reused, its name still resolves) until
   // the consumer has read past every record the probe could have written.
@@ -114,6 +117,17 @@ class BpfSession {
   std::vector<uint64_t> tenant_demand_per_cpu(uint32_t bucket) const;
   int ncpus() const { return ncpus_; }
 
+  // True when latency probes attach as uprobe sessions (BPF_TRACE_UPROBE_SESSION,
+  // Linux 6.13+): a call the entry does not keep takes no return trap. False:
+  // separate uretprobes, whose program runs on every call. Decided at open():
+  // the kernel's BTF must name the attach type, and MCP_UPROBE_SESSION=off
+  // forces the fallback.
+  bool uprobe_sessions() const { return uprobe_sessions_; }
+  // Runs of each loaded program (bpf_prog_info.run_cnt), by program name. The
+  // kernel counts them only while BPF statistics are enabled (BPF_ENABLE_STATS,
+  // or sysctl kernel.bpf_stats_enabled=1); otherwise all zero.
+  std::map<std::string, uint64_t> program_runs() const;
+
   // Attaches the process exit program (orphans of exit_group) and, with
   // target_tgid set, the traced tree: seeds it with target_tgid and, following
   // children, its live descendants, and attaches the fork tracking.
@@ -134,21 +148,30 @@ class BpfSession {
   struct mcp_bpf* skeleton() { return skel_; }
 
  private:
+  // A libbpf link, or the fd of a uprobe-session link (libbpf 1.1 cannot make those).
+  struct Link {
+    bpf_link* link = nullptr;
+    int fd = -1;
+    void destroy();
+  };
+  // The programs of a probe: an entry (and return), or one session program.
+  struct Programs {
+    bpf_program* entry = nullptr;
+    bpf_program* ret = nullptr;
+    bpf_program* session = nullptr;  // used instead of entry+ret when set
+  };
   struct Probe {
     ProbeInfo info;
-    std::vector<std::vector<bpf_link*>> targets;  // links per attached file, oldest first
-    bpf_program* entry = nullptr;                  // uprobe/CUDA: to follow a replaced file
-    bpf_program* ret = nullptr;
+    std::vector<std::vector<Link>> targets;  // links per attached file, oldest first
+    Programs progs;                           // uprobe/CUDA: to follow a replaced file
     pid_t pid = -1;
   };
   BpfSession() = default;
   uint32_t allocate_id();
-  std::vector<bpf_link*> attach_uprobes(uint32_t id, const UprobeTarget& target, pid_t pid, bpf_program* entry,
-                                        bpf_program* ret);
+  std::vector<Link> attach_uprobes(uint32_t id, const UprobeTarget& target, pid_t pid, const Programs& progs);
   // Picks a free id and readies its counters and configuration for attaching.
   uint32_t reserve_id(const ProbeConfig& config);
-  uint32_t register_probe(ProbeInfo info, std::vector<bpf_link*> links, bpf_program* entry = nullptr,
-                          bpf_program* ret = nullptr, pid_t pid = -1);
+  uint32_t register_probe(ProbeInfo info, std::vector<Link> links, const Programs& progs, pid_t pid = -1);
   ProbeCounters read_counters(int map_fd, uint32_t key) const;
   // Deletes the pending latency entries of `id` (all ids: 0); counts them orphaned.
   void sweep_pending(uint32_t id);
@@ -158,6 +181,7 @@ class BpfSession {
   const volatile uint64_t* consumer_pos_ = nullptr;  // mmapped ring positions
   const volatile uint64_t* producer_pos_ = nullptr;
   int ncpus_ = 1;
+  bool uprobe_sessions_ = false;
   mutable std::shared_mutex mu_;
   std::map<uint32_t, std::unique_ptr<Probe>> probes_;
   // Removed probes: id -> ring producer position at detach; reusable once consumed past it.

@@ -33,6 +33,10 @@ inline constexpr MetricSpec kRingbufOccupancy{
     MetricType::kGauge, ""};
 inline constexpr MetricSpec kRingbufCapacity{
     "mcp_ringbuf_capacity_bytes", "Size of the ring buffer in bytes.", MetricType::kGauge, ""};
+inline constexpr MetricSpec kUprobeSessions{
+    "mcp_uprobe_sessions",
+    "1: latency uprobes and CUDA probes attach as uprobe sessions, so a call the entry does not keep takes no return trap; 0: separate uretprobes run on every call.",
+    MetricType::kGauge, ""};
 
 // Probe lifecycle (daemon): a probe whose file is absent waits for it instead of stopping
 // the agent, and follows its file when it is replaced by a new one (a new inode).
@@ -96,7 +100,7 @@ inline constexpr std::array kAgentMetrics{
     kEventsSeen,  kEventsKept,  kEventsLost,          kQuotaDrops,     kRingbufOccupancy,
     kRingbufCapacity, kProbeRate, kSamplingProbability, kQueueDepth,  kSpoolBytes,
     kForwardErrors, kForwardDropped, kForwardUnreadable, kReloads,   kReloadFailures,      kClockDrift,     kClockResidual,
-    kProbeState,  kProbeReattach};
+    kProbeState,  kProbeReattach, kUprobeSessions};
 
 // A Markdown table of kAgentMetrics (name, type, labels, help) for the docs.
 std::string metrics_markdown_table();

@@ -15,6 +15,7 @@
 #include <set>
 #include <thread>
 
+#include "../../support/bpf_stats.h"
 #include "../../support/run_command.h"
 #include "common/event.h"
 
@@ -325,6 +326,44 @@ TEST(CudaSlowMode, HonoursTheTenantQuota) {
   EXPECT_GE(launches, 1u) << r.err;
   EXPECT_LE(launches, std::min<size_t>(2 * cpus, 4)) << "slow mode bypassed the quota\n" << r.err;
   EXPECT_GE(quota_dropped, 5 - launches) << r.err;
+}
+
+// Issue 18: with uprobe sessions the entry decides whether its return runs, so a
+// --latency call the sampler drops costs one trap, not two. Runs are counted by the
+// kernel (bpf_stats); --no-follow attaches to the workload alone.
+TEST(UprobeSession, SampledOutLatencyCallsRunNoReturnProgram) {
+  MCP_REQUIRE_BPF();
+  mcp::test::BpfStats stats;
+  if (!stats.enabled()) GTEST_SKIP() << "BPF_ENABLE_STATS refused";
+  auto r = run_command({kAgent, "trace", "--uprobe", probe("mcp_work"), "--latency", "--sample-rate", "0.01",
+                        "--no-follow", "--", kWorkload, "calls", "2000"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  if (r.err.find("uprobe returns: session") == std::string::npos)
+    GTEST_SKIP() << "no uprobe sessions on this kernel\n" << r.err;
+  const auto rows = parse_summary(r.err);
+  ASSERT_EQ(rows.count(probe("mcp_work")), 1u) << r.err;
+  const auto& row = rows.at(probe("mcp_work"));
+  EXPECT_EQ(row.seen, 2000u) << r.err;
+  EXPECT_LT(row.kept, 200u) << r.err;
+  const auto runs = mcp::test::program_runs(r.err);
+  ASSERT_TRUE(runs.count("mcp_uprobe_session")) << r.err;
+  // one run per call at entry, one more only for each kept call's return
+  EXPECT_EQ(runs.at("mcp_uprobe_session"), row.seen + row.kept) << r.err;
+  EXPECT_EQ(runs.count("mcp_uretprobe") ? runs.at("mcp_uretprobe") : 0u, 0u) << r.err;
+  EXPECT_EQ(row.delivered, row.kept) << r.err;
+}
+
+// The fallback (MCP_UPROBE_SESSION=off, or a kernel without sessions) still pairs every
+// kept call with its return, and says which mode it used.
+TEST(UprobeSession, FallbackUretprobesPairTheSameCalls) {
+  MCP_REQUIRE_BPF();
+  auto r = run_command({"/usr/bin/env", "MCP_UPROBE_SESSION=off", kAgent, "trace", "--uprobe", probe("mcp_recurse"),
+                        "--latency", "--", kWorkload, "recurse", "2", "4"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("uprobe returns: uretprobe"), std::string::npos) << r.err;
+  const auto events = parse_json_lines(r.out);
+  ASSERT_EQ(events.size(), 8u) << r.err;
+  for (const auto& e : events) EXPECT_EQ(e["ret"].get<int64_t>(), triangle(e["args"][0].get<int64_t>())) << e.dump();
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../../support/bpf_stats.h"
 #include "../../support/run_command.h"
 
 namespace {
@@ -70,7 +71,101 @@ TEST_P(CudaLaunch, FiveNamedLaunchesWithTheirGeometryAndDriverError) {
   EXPECT_NE(r.err.find("vecAdd(float*, int)"), std::string::npos) << "per-kernel summary: " << r.err;
 }
 
+// Runs of the CUDA programs (entry, return, session), summed: the traps the traced calls took.
+uint64_t cuda_program_runs(const std::string& err) {
+  uint64_t n = 0;
+  for (const auto& [name, runs] : mcp::test::program_runs(err))
+    if (name.rfind("mcp_cuda_", 0) == 0) n += runs;
+  return n;
+}
+
+struct CudaRun {
+  uint64_t runs = 0;            // CUDA program runs
+  uint64_t launch_seen = 0;     // SEEN summed over the launch API probes
+  uint64_t launch_kept = 0;
+  int launch_probes_seen = 0;   // launch API probes that saw any call
+  std::string err;
+};
+
+CudaRun trace_launches(const std::string& bin, int launches, const std::vector<std::string>& flags,
+                       const std::string& path = "chevrons") {
+  std::vector<std::string> argv{kAgent, "trace", "--cuda", "--output", "/dev/null"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  for (const auto& a : {std::string("--"), bin, std::to_string(launches), path}) argv.push_back(a);
+  auto r = run_command(argv);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  CudaRun out;
+  out.err = r.err;
+  out.runs = cuda_program_runs(r.err);
+  for (const auto& [probe, row] : mcp::test::parse_summary(r.err)) {
+    if (probe.find("LaunchKernel") == std::string::npos && probe.find("GraphLaunch") == std::string::npos) continue;
+    out.launch_seen += row.seen;
+    out.launch_kept += row.kept;
+    out.launch_probes_seen += row.seen > 0;
+  }
+  return out;
+}
+
+// Issue 18: a <<<>>> launch enters __cudaLaunchKernel, which in CUDA 13 only jumps into
+// cudaLaunchKernel; probing both cost four traps a launch. Twenty more launches must cost
+// twenty more entry runs and nothing else when sampled out (no slow-launch timing), and
+// one probe must see them.
+TEST_P(CudaLaunch, OneChevronLaunchRunsOneProbeProgram) {
+  MCP_REQUIRE_BPF();
+  const std::string bin = fixture(GetParam());
+  MCP_REQUIRE_FIXTURE(bin);
+  mcp::test::BpfStats stats;
+  if (!stats.enabled()) GTEST_SKIP() << "BPF_ENABLE_STATS refused";
+  const std::vector<std::string> flags{"--sample-rate", "0.000001", "--slow-launch", "0"};
+  const auto few = trace_launches(bin, 1, flags), many = trace_launches(bin, 21, flags);
+  if (many.err.find("uprobe returns: session") == std::string::npos)
+    GTEST_SKIP() << "no uprobe sessions on this kernel: every call also runs its uretprobe\n" << many.err;
+  EXPECT_EQ(many.launch_seen - few.launch_seen, 20u) << many.err;
+  EXPECT_EQ(many.launch_probes_seen, 1) << "one launch probe per <<<>>>:\n" << many.err;
+  // a kept launch (p = 1e-6) would add its return run
+  EXPECT_EQ(many.runs - few.runs, 20u + (many.launch_kept - few.launch_kept)) << few.err << many.err;
+}
+
+// At rate 1 every launch is kept and timed: one entry and one return, never more.
+TEST_P(CudaLaunch, AKeptLaunchRunsOneEntryAndOneReturn) {
+  MCP_REQUIRE_BPF();
+  const std::string bin = fixture(GetParam());
+  MCP_REQUIRE_FIXTURE(bin);
+  mcp::test::BpfStats stats;
+  if (!stats.enabled()) GTEST_SKIP() << "BPF_ENABLE_STATS refused";
+  const auto few = trace_launches(bin, 1, {}), many = trace_launches(bin, 21, {});
+  EXPECT_EQ(many.launch_kept - few.launch_kept, 20u) << many.err;
+  EXPECT_EQ(many.runs - few.runs, 40u) << few.err << many.err;
+}
+
 INSTANTIATE_TEST_SUITE_P(Runtimes, CudaLaunch, ::testing::Values("shared", "static"));
+
+// The other launch APIs: a host-function cudaLaunchKernel, cudaLaunchKernelExC and
+// cudaGraphLaunch are each reported once per call, kernels named where the call names one.
+class CudaLaunchPath : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaLaunchPath, EachCallIsOneLaunchEvent) {
+  MCP_REQUIRE_BPF();
+  const std::string bin = fixture("shared");
+  MCP_REQUIRE_FIXTURE(bin);
+  const EventFile out;
+  auto r = run_command({kAgent, "trace", "--cuda", "--output", out.path, "--", bin, "3", GetParam()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string api = GetParam() == "exc" ? "cudaLaunchKernelExC" : GetParam() == "graph" ? "cudaGraphLaunch"
+                                                                                              : "cudaLaunchKernel";
+  int calls = 0;
+  for (const auto& e : out.events()) {
+    if (e["cuda"]["api"] != api) continue;
+    calls++;
+    if (GetParam() != "graph") {
+      EXPECT_EQ(e["cuda"]["kernel"], "vecAdd(float*, int)") << e.dump();
+      EXPECT_EQ(e["cuda"]["grid"], nlohmann::json({4, 2, 1})) << e.dump();
+    }
+  }
+  EXPECT_EQ(calls, 3) << r.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(Apis, CudaLaunchPath, ::testing::Values("direct", "exc", "graph"));
 
 TEST(CudaSlowLaunch, SlowLaunchesSwitchTheProcessToRateOneWithUserStacks) {
   MCP_REQUIRE_BPF();

@@ -178,5 +178,30 @@ TEST(CudaTargets, TheRuntimeLaunchEntryPointsAreKnownWithTheirArgumentRules) {
   EXPECT_EQ(launches, 4);
 }
 
+// A file holding `code` at file offset 32 (zeros before it).
+std::string code_file(std::initializer_list<unsigned char> code) {
+  char path[] = "/tmp/mcp-cuda-code-XXXXXX";
+  const int fd = mkstemp(path);
+  std::vector<unsigned char> bytes(32, 0);
+  bytes.insert(bytes.end(), code);
+  bytes.resize(64, 0xcc);
+  EXPECT_EQ(write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+  close(fd);
+  return path;
+}
+
+TEST(CudaTargets, ALaunchEntryThatOnlyJumpsElsewhereIsRecognised) {
+  // CUDA 13's __cudaLaunchKernel: push %rbp; mov %rsp,%rbp; pop %rbp; jmp +0x100 (from offset 42)
+  const auto thunk = code_file({0x55, 0x48, 0x89, 0xe5, 0x5d, 0xe9, 0x00, 0x01, 0x00, 0x00});
+  EXPECT_EQ(cuda::tail_jump_target(thunk, 32), std::optional<uint64_t>(32 + 10 + 0x100));
+  const auto backwards = code_file({0xf3, 0x0f, 0x1e, 0xfa, 0xe9, 0xf0, 0xff, 0xff, 0xff});  // endbr64; jmp -16
+  EXPECT_EQ(cuda::tail_jump_target(backwards, 32), std::optional<uint64_t>(32 + 9 - 16));
+  // a function with a body of its own (push; mov; sub $0x20,%rsp; ...) is probed
+  const auto body = code_file({0x55, 0x48, 0x89, 0xe5, 0x48, 0x83, 0xec, 0x20, 0xe8, 0, 0, 0, 0});
+  EXPECT_EQ(cuda::tail_jump_target(body, 32), std::nullopt);
+  EXPECT_EQ(cuda::tail_jump_target("/nonexistent/libcudart.so", 0), std::nullopt);
+  for (const auto& f : {thunk, backwards, body}) unlink(f.c_str());
+}
+
 }  // namespace
 }  // namespace mcp

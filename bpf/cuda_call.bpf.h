@@ -1,0 +1,196 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The entry and return halves of a CUDA API probe, shared by the fallback
+ * uprobe + uretprobe pair (cuda.bpf.c) and the uprobe session (session.bpf.c).
+ */
+#ifndef MCP_CUDA_CALL_BPF_H
+#define MCP_CUDA_CALL_BPF_H
+
+#include "sample.bpf.h"
+
+
+/* entry-map only: timed for slow detection, but not sampled in */
+#define MCP_ENTRY_SAMPLED_OUT (1u << 31)
+
+struct vma_lookup {
+	__u64 addr;
+	__u64 file_offset;
+	__u64 inode;
+};
+
+/* The mapping that holds a code address: its file and the address's offset in it,
+ * so the agent can symbolise even after the process (and its maps) are gone. */
+static long locate_code(struct task_struct *task, struct vm_area_struct *vma, void *data)
+{
+	struct vma_lookup *l = data;
+	struct file *file = BPF_CORE_READ(vma, vm_file);
+
+	l->file_offset = l->addr - BPF_CORE_READ(vma, vm_start) + (BPF_CORE_READ(vma, vm_pgoff) << 12);
+	if (file)
+		l->inode = BPF_CORE_READ(file, f_inode, i_ino);
+	return 0;
+}
+
+/* regs[n1 - 1] for a 1-based argument number from the probe config, 0 if out of range */
+static __always_inline __u64 arg_at(const __u64 *regs, __u8 n1)
+{
+	__u32 idx = (__u32)n1 - 1;
+
+	if (idx >= MCP_MAX_ARGS)
+		return 0;
+	return regs[idx];
+}
+
+static __always_inline bool in_slow_mode(__u32 tgid, __u64 now)
+{
+	__u64 *until = bpf_map_lookup_elem(&cuda_slow_until, &tgid);
+	return until && *until > now;
+}
+
+static __always_inline bool is_launch(__u8 api)
+{
+	return api == MCP_CUDA_LAUNCH || api == MCP_CUDA_LAUNCH_HANDLE || api == MCP_CUDA_LAUNCH_EXC ||
+	       api == MCP_CUDA_CU_LAUNCH;
+}
+
+static __always_inline bool folds_nested(const struct mcp_probe_config *cfg)
+{
+	return is_launch(cfg->cuda_api) && (cfg->cuda_flags & MCP_CUDA_CFG_FOLD_NESTED);
+}
+
+/* Returns whether this call's return must run (uprobe sessions skip it). */
+static __always_inline int cuda_entry(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct mcp_call_key key = { .tid = (__u32)id, .probe_id = bpf_get_attach_cookie(ctx),
+				    .sp = PT_REGS_SP(ctx) };
+	struct mcp_probe_config *cfg;
+	struct mcp_cuda_entry entry = {};
+	__u64 sp;
+
+	if (!mcp_wanted(id >> 32))
+		return MCP_RETURN_SKIPPED;
+	cfg = bpf_map_lookup_elem(&probe_configs, &key.probe_id);
+	if (!cfg)
+		return MCP_RETURN_SKIPPED;
+	mcp_read_args(ctx, entry.regs);
+	entry.ktime_ns = bpf_ktime_get_ns();
+
+	if (folds_nested(cfg)) {
+		__u32 tid = key.tid;
+		struct mcp_launch_owner *owner = bpf_map_lookup_elem(&cuda_launch_owner, &tid);
+		/* nested in another launch probe: that one reports the launch. An owner
+		 * older than a second is a leftover of a call that never returned. */
+		if (owner && entry.ktime_ns - owner->ktime_ns < 1000000000ULL)
+			return MCP_RETURN_SKIPPED;
+		struct mcp_launch_owner me = { .probe_id = key.probe_id, .ktime_ns = entry.ktime_ns };
+		bpf_map_update_elem(&cuda_launch_owner, &tid, &me, BPF_ANY);
+	}
+
+	{
+		/* slow mode: rate 1 for this process until the hold ends; it replaces
+		 * only the probability step, the probe's scope and quota still hold */
+		bool slow = is_launch(cfg->cuda_api) && in_slow_mode(id >> 32, entry.ktime_ns);
+		enum mcp_decision d = mcp_sample(key.probe_id, entry.regs, entry.ktime_ns, slow,
+						 &entry.threshold, &entry.flags);
+
+		if (d == MCP_SAMPLED_OUT && cuda_slow_ns && is_launch(cfg->cuda_api)) {
+			/* a launch the sampler dropped is still timed: if it turns out slow,
+			 * the return keeps it and switches the process to slow mode */
+			entry.flags |= MCP_ENTRY_SAMPLED_OUT;
+		} else if (d != MCP_KEEP) {
+			/* the owner set above must still be cleared by this call's return */
+			return folds_nested(cfg) ? MCP_RETURN_WANTED : MCP_RETURN_SKIPPED;
+		}
+	}
+
+	/* the return address sits at sp; stack arguments follow it */
+	sp = PT_REGS_SP(ctx);
+	bpf_probe_read_user(entry.stack_args, sizeof(entry.stack_args), (void *)(sp + 8));
+	if (cfg->entry_deref_arg)
+		bpf_probe_read_user(entry.deref, sizeof(entry.deref),
+				    (void *)arg_at(entry.regs, cfg->entry_deref_arg));
+	if (cfg->vma_arg) {
+		struct vma_lookup l = { .addr = arg_at(entry.regs, cfg->vma_arg) };
+		if (bpf_find_vma(bpf_get_current_task_btf(), l.addr, locate_code, &l, 0) == 0) {
+			entry.code_file_offset = l.file_offset;
+			entry.code_inode = l.inode;
+		}
+	}
+	bpf_map_update_elem(&cuda_entries, &key, &entry, BPF_ANY);
+	return MCP_RETURN_WANTED;
+}
+
+static __always_inline int cuda_return(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct mcp_call_key key = { .tid = (__u32)id, .probe_id = bpf_get_attach_cookie(ctx),
+				    .sp = PT_REGS_SP(ctx) - MCP_RET_SP_ADJUST };
+	struct mcp_cuda_entry *entry = bpf_map_lookup_elem(&cuda_entries, &key);
+	struct mcp_probe_config *cfg = bpf_map_lookup_elem(&probe_configs, &key.probe_id);
+	struct mcp_cuda_event *e;
+	__u64 now, duration, threshold;
+	__u32 flags;
+
+	if (cfg && folds_nested(cfg)) {
+		__u32 tid = key.tid;
+		struct mcp_launch_owner *owner = bpf_map_lookup_elem(&cuda_launch_owner, &tid);
+		if (owner && owner->probe_id == key.probe_id)
+			bpf_map_delete_elem(&cuda_launch_owner, &tid);
+	}
+	if (!entry || !cfg)
+		return 0;
+	now = bpf_ktime_get_ns();
+	duration = now - entry->ktime_ns;
+	flags = entry->flags | MCP_EV_HAS_RET | MCP_EV_HAS_DURATION;
+	threshold = entry->threshold;
+	if (cuda_slow_ns && is_launch(cfg->cuda_api) && duration >= cuda_slow_ns) {
+		__u32 tgid = id >> 32;
+		__u64 until = now + cuda_hold_ns;
+		bpf_map_update_elem(&cuda_slow_until, &tgid, &until, BPF_ANY);
+		flags |= MCP_EV_SLOW_MODE;
+		if (flags & MCP_ENTRY_SAMPLED_OUT) {
+			/* kept for being slow, not by the draw: weight 1, within the quota */
+			if (mcp_admit(mcp_counters_of(key.probe_id),
+				      quotas_enabled ? bpf_get_current_cgroup_id() : 0, now) != MCP_KEEP) {
+				bpf_map_delete_elem(&cuda_entries, &key);
+				return 0;
+			}
+			threshold = MCP_KEEP_ALL;
+		}
+	} else if (flags & MCP_ENTRY_SAMPLED_OUT) {
+		bpf_map_delete_elem(&cuda_entries, &key);
+		return 0;
+	}
+	flags &= ~MCP_ENTRY_SAMPLED_OUT;
+
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		mcp_count(key.probe_id, lost);
+		bpf_map_delete_elem(&cuda_entries, &key);
+		return 0;
+	}
+	mcp_fill_header(&e->hdr, key.probe_id, MCP_KIND_CUDA, entry->ktime_ns, threshold, flags,
+			sizeof(*e));
+	__builtin_memcpy(e->regs, entry->regs, sizeof(e->regs));
+	__builtin_memcpy(e->stack_args, entry->stack_args, sizeof(e->stack_args));
+	__builtin_memcpy(e->deref, entry->deref, sizeof(e->deref));
+	if (cfg->ret_deref_arg)
+		bpf_probe_read_user(&e->deref[0], sizeof(e->deref[0]),
+				    (void *)arg_at(entry->regs, cfg->ret_deref_arg));
+	e->ret = (__s64)(int)PT_REGS_RC(ctx); /* cudaError_t / CUresult are 32-bit enums */
+	e->duration_ns = duration;
+	e->code_file_offset = entry->code_file_offset;
+	e->code_inode = entry->code_inode;
+	e->api = cfg->cuda_api;
+	e->stack_depth = 0;
+	if (flags & MCP_EV_SLOW_MODE) {
+		long n = bpf_get_stack(ctx, e->user_stack, sizeof(e->user_stack), BPF_F_USER_STACK);
+		e->stack_depth = n > 0 ? (__u32)((__u64)n >> 3) : 0;
+	}
+	bpf_ringbuf_submit(e, mcp_wakeup_flags(sizeof(*e)));
+	bpf_map_delete_elem(&cuda_entries, &key);
+	return 0;
+}
+
+#endif /* MCP_CUDA_CALL_BPF_H */

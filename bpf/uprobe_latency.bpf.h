@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The two halves of a function traced with latency, shared by the fallback
+ * uprobe + uretprobe pair (uprobe.bpf.c) and the uprobe session (session.bpf.c).
+ */
+#ifndef MCP_UPROBE_LATENCY_BPF_H
+#define MCP_UPROBE_LATENCY_BPF_H
+
+#include "sample.bpf.h"
+
+/*
+ * Entry of a function traced with latency: remember the call for its return,
+ * keyed by this frame's stack pointer. A frame's key already taken means that
+ * earlier call never returned through its uretprobe (longjmp'd over): it is
+ * counted orphaned and replaced, or removed when this call is not kept.
+ * Returns whether this call's return must run (uprobe sessions skip it).
+ */
+static __always_inline int latency_entry(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct mcp_call_key key = { .tid = (__u32)id, .probe_id = bpf_get_attach_cookie(ctx),
+				    .sp = PT_REGS_SP(ctx) };
+	struct mcp_call_entry entry = {};
+	long err;
+
+	if (!mcp_wanted(id >> 32))
+		return MCP_RETURN_SKIPPED;
+	mcp_read_args(ctx, entry.args);
+	entry.ktime_ns = bpf_ktime_get_ns();
+	if (mcp_sample(key.probe_id, entry.args, entry.ktime_ns, false, &entry.threshold, &entry.flags) != MCP_KEEP) {
+		/* this frame's return must not pair with a call longjmp'd over at the same sp */
+		if (bpf_map_delete_elem(&call_entries, &key) == 0)
+			mcp_count(key.probe_id, orphaned);
+		return MCP_RETURN_SKIPPED;
+	}
+	err = bpf_map_update_elem(&call_entries, &key, &entry, BPF_NOEXIST);
+	if (err == -EEXIST) {
+		mcp_count(key.probe_id, orphaned);
+		err = bpf_map_update_elem(&call_entries, &key, &entry, BPF_EXIST);
+	}
+	if (err) {
+		mcp_count(key.probe_id, orphaned); /* no room: kept, never to be paired */
+		return MCP_RETURN_SKIPPED;
+	}
+	return MCP_RETURN_WANTED;
+}
+
+/* The return pairs with the entry of its own frame: sp is one slot above it. */
+static __always_inline int latency_return(struct pt_regs *ctx)
+{
+	struct mcp_call_key key = { .tid = (__u32)bpf_get_current_pid_tgid(),
+				    .probe_id = bpf_get_attach_cookie(ctx),
+				    .sp = PT_REGS_SP(ctx) - MCP_RET_SP_ADJUST };
+	struct mcp_call_entry *entry = bpf_map_lookup_elem(&call_entries, &key);
+	__u64 now;
+
+	if (!entry)
+		return 0; /* sampled out, out of scope, or entered before we attached */
+	now = bpf_ktime_get_ns();
+	mcp_emit_call(key.probe_id, MCP_KIND_URETPROBE, entry->ktime_ns, entry->threshold,
+		      entry->flags | MCP_EV_HAS_RET | MCP_EV_HAS_DURATION, entry->args,
+		      (__s64)PT_REGS_RC(ctx), now - entry->ktime_ns);
+	bpf_map_delete_elem(&call_entries, &key);
+	return 0;
+}
+
+#endif /* MCP_UPROBE_LATENCY_BPF_H */
