@@ -110,7 +110,9 @@ static __always_inline int cuda_entry(struct pt_regs *ctx)
 	if (cfg->entry_deref_arg)
 		bpf_probe_read_user(entry.deref, sizeof(entry.deref),
 				    (void *)arg_at(entry.regs, cfg->entry_deref_arg));
-	if (cfg->vma_arg) {
+	/* bpf_find_vma takes the mmap lock: a launch timed only for slow detection
+	 * locates its kernel at return, and only if it turns out slow */
+	if (cfg->vma_arg && !(entry.flags & MCP_ENTRY_SAMPLED_OUT)) {
 		struct vma_lookup l = { .addr = arg_at(entry.regs, cfg->vma_arg) };
 		if (bpf_find_vma(bpf_get_current_task_btf(), l.addr, locate_code, &l, 0) == 0) {
 			entry.code_file_offset = l.file_offset;
@@ -182,6 +184,13 @@ static __always_inline int cuda_return(struct pt_regs *ctx)
 	e->duration_ns = duration;
 	e->code_file_offset = entry->code_file_offset;
 	e->code_inode = entry->code_inode;
+	if (cfg->vma_arg && (entry->flags & MCP_ENTRY_SAMPLED_OUT)) {
+		struct vma_lookup l = { .addr = arg_at(entry->regs, cfg->vma_arg) };
+		if (bpf_find_vma(bpf_get_current_task_btf(), l.addr, locate_code, &l, 0) == 0) {
+			e->code_file_offset = l.file_offset;
+			e->code_inode = l.inode;
+		}
+	}
 	e->api = cfg->cuda_api;
 	e->stack_depth = 0;
 	if (flags & MCP_EV_SLOW_MODE) {

@@ -189,4 +189,20 @@ TEST(CudaSlowLaunch, SlowLaunchesSwitchTheProcessToRateOneWithUserStacks) {
   EXPECT_EQ(slow, 5);
 }
 
+// A launch timed only for slow detection locates its host function at return (the entry
+// skips bpf_find_vma): launches by host function pointer must still be named.
+TEST(CudaSlowLaunch, ASampledOutLaunchThatTurnsOutSlowIsStillNamed) {
+  MCP_REQUIRE_BPF();
+  const std::string bin = fixture("shared");
+  MCP_REQUIRE_FIXTURE(bin);
+  const EventFile out;
+  auto r = run_command({kAgent, "trace", "--cuda", "--slow-launch", "1ns", "--sample-rate", "0.000001", "--output",
+                        out.path, "--", bin, "3", "direct"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  int named = 0;
+  for (const auto& e : out.events())
+    if (e["cuda"]["api"] == "cudaLaunchKernel") named += e["cuda"]["kernel"] == "vecAdd(float*, int)";
+  EXPECT_EQ(named, 3) << r.err;
+}
+
 }  // namespace
