@@ -90,7 +90,7 @@ static __always_inline int cuda_entry(struct pt_regs *ctx)
 	{
 		/* slow mode: rate 1 for this process until the hold ends; it replaces
 		 * only the probability step, the probe's scope and quota still hold */
-		bool slow = is_launch(cfg->cuda_api) && in_slow_mode(id >> 32, entry.ktime_ns);
+		bool slow = cuda_slow_ns && is_launch(cfg->cuda_api) && in_slow_mode(id >> 32, entry.ktime_ns);
 		enum mcp_decision d = mcp_sample(key.probe_id, entry.regs, entry.ktime_ns, slow,
 						 &entry.threshold, &entry.flags);
 
