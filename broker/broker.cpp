@@ -18,6 +18,8 @@
 
 #include "broker/dedup_table.h"
 #include "broker/downsample.h"
+#include "broker/event_block.h"
+#include "broker/packet_forms.h"
 #include "broker/nats_backend.h"
 #include "broker/policy_store.h"
 #include "broker/subscriber_queue.h"
@@ -59,6 +61,7 @@ Status to_status(const Verdict& v) {
   switch (v.code) {
     case Verdict::kOk: return Status::OK;
     case Verdict::kTooLarge: return Status(StatusCode::RESOURCE_EXHAUSTED, v.reason);
+    case Verdict::kUnsupported: return Status(StatusCode::FAILED_PRECONDITION, v.reason);
     case Verdict::kInvalid: break;
   }
   return Status(StatusCode::INVALID_ARGUMENT, v.reason);
@@ -113,8 +116,10 @@ struct AgentConn {
 
 struct Subscriber {
   SubscriptionFilter filter;
+  bool compact;  // wants SamplePacket.events
   SubscriberQueue queue;
-  Subscriber(SubscriptionFilter f, size_t capacity) : filter(std::move(f)), queue(capacity) {}
+  Subscriber(SubscriptionFilter f, bool c, size_t capacity)
+      : filter(std::move(f)), compact(c), queue(capacity) {}
 };
 
 struct ProbeCount {
@@ -124,14 +129,50 @@ struct ProbeCount {
   double corrected = 0;
 };
 
+using ProbeTotals = std::map<std::pair<std::string, std::string>, ProbeCount>;
+
 // The agents' per-interval kernel counters in a packet, summed into per-probe totals.
-void add_interval_counts(const mcp::v1::SamplePacket& packet,
-                         std::map<std::pair<std::string, std::string>, ProbeCount>& totals) {
+void add_interval_counts(const mcp::v1::SamplePacket& packet, ProbeTotals& totals) {
   for (const auto& pc : packet.counts()) {
     if (!std::isfinite(pc.estimate()) || pc.estimate() < 0) continue;  // not a count: ignored
     ProbeCount& c = totals[{pc.service(), pc.probe()}];
     c.seen += pc.seen();
     c.corrected += pc.estimate();
+  }
+}
+
+// A batch's events (compact block or v1 samples) and interval counters, into per-probe totals.
+// A block is counted per (service, probe) dictionary index first, strings looked up once each.
+void count_events(const mcp::v1::SamplePacket& stored, const mcp::v1::EventBlock* block,
+                  ProbeTotals& totals) {
+  if (block != nullptr) {
+    std::map<std::pair<uint32_t, uint32_t>, ProbeCount> by_index;
+    for (const auto& e : block->events()) {
+      ProbeCount& c = by_index[{e.service(), e.probe()}];
+      ++c.events;
+      c.adjusted += 1.0 / threshold_to_probability(e.threshold());  // checked: non-zero
+    }
+    for (const auto& [key, c] : by_index) {
+      ProbeCount& total = totals[{block_string(*block, key.first), block_string(*block, key.second)}];
+      total.events += c.events;
+      total.adjusted += c.adjusted;
+    }
+  }
+  for (const auto& s : stored.samples()) {
+    ProbeCount& c = totals[{s.service(), s.probe()}];
+    ++c.events;
+    c.adjusted += weight_of(s);
+  }
+  add_interval_counts(stored, totals);
+}
+
+void add_totals(const ProbeTotals& from, ProbeTotals& to) {
+  for (const auto& [key, c] : from) {
+    ProbeCount& total = to[key];
+    total.events += c.events;
+    total.adjusted += c.adjusted;
+    total.seen += c.seen;
+    total.corrected += c.corrected;
   }
 }
 
@@ -195,7 +236,24 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
 
   // --- RPCs -------------------------------------------------------------------------------
 
+  // Every refused Publish (bad or hostile input, a capability this broker lacks) is counted.
   Status publish(ServerContext* ctx, RawStream* stream) {
+    Status status = publish_stream(ctx, stream);
+    switch (status.error_code()) {
+      case StatusCode::INVALID_ARGUMENT:
+      case StatusCode::RESOURCE_EXHAUSTED:
+      case StatusCode::FAILED_PRECONDITION:
+      case StatusCode::PERMISSION_DENIED:
+      case StatusCode::UNAUTHENTICATED:
+        refused_.fetch_add(1, std::memory_order_relaxed);
+        break;
+      default:
+        break;
+    }
+    return status;
+  }
+
+  Status publish_stream(ServerContext* ctx, RawStream* stream) {
     std::string credential;
     if (Status st = check_auth(ctx, kPublish, &credential); !st.ok()) return st;
     const PublishLimits& limits = options_.limits;
@@ -275,7 +333,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
     const size_t capacity = req->queue_packets() == 0
                                 ? options_.subscriber_queue
                                 : std::min<size_t>(req->queue_packets(), options_.subscriber_queue);
-    auto sub = std::make_shared<Subscriber>(SubscriptionFilter::from(*req), capacity);
+    auto sub = std::make_shared<Subscriber>(SubscriptionFilter::from(*req), req->compact(), capacity);
     uint64_t live_from = 0;
     {
       std::lock_guard lock(mu_);
@@ -299,11 +357,13 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
             break;
           }
           from = record.offset + 1;
-          mcp::v1::SamplePacket packet;
-          if (!packet.ParseFromString(record.payload)) continue;
-          packet.set_offset(record.offset);
-          if (!filter_packet(packet, sub->filter, &out)) continue;
-          if (!(ok = writer->Write(out))) break;
+          auto packet = std::make_shared<mcp::v1::SamplePacket>();
+          if (!packet->ParseFromString(record.payload)) continue;
+          packet->set_offset(record.offset);
+          PacketForms forms(std::move(packet));
+          const PacketPtr p = forms.for_subscriber(sub->filter, sub->compact);
+          if (!p) continue;
+          if (!(ok = writer->Write(*p))) break;
           last = record.offset;
         }
         if (caught_up) break;
@@ -407,6 +467,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
     uint64_t dropped = subscriber_dropped_;
     for (const auto& s : subscribers_) dropped += s->queue.total_dropped().packets;
     reply->set_subscriber_dropped_packets(dropped);
+    reply->set_refused_publishes(refused_.load(std::memory_order_relaxed));
     return Status::OK;
   }
 
@@ -465,6 +526,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
   Status check_message(const std::string& agent_id, const mcp::v1::AgentMessage& msg) const {
     if (msg.has_hello() && !msg.hello().agent_id().empty() && msg.hello().agent_id() != agent_id)
       return Status(StatusCode::INVALID_ARGUMENT, "a Publish stream carries one agent id");
+    if (msg.has_hello()) return to_status(check_hello(msg.hello()));
     if (msg.has_batch()) return to_status(check_batch(msg.batch(), options_.limits));
     return Status::OK;
   }
@@ -474,22 +536,60 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
   // is ordered after what it received, whatever the nodes' wall clocks say.
   uint64_t hlc_now() { return hlc_.now(unix_ns()); }
 
-  void merge_batch_hlc(const mcp::v1::Batch& batch) {
+  // A batch ready to store: the header and counters, the events either as the re-encoded
+  // compact block (event ids set, `block` kept parsed for counting and fan-out) or as v1 samples
+  // (agent and event ids set). Built outside mu_: parsing is the costly part.
+  struct Prepared {
+    std::shared_ptr<mcp::v1::SamplePacket> packet;
+    std::shared_ptr<const mcp::v1::EventBlock> block;
+  };
+
+  // Parses and checks Batch.events once (parse_event_block), sets every event id, merges the
+  // batch's newest HLC. Swaps the batch's contents out.
+  Status prepare(const std::string& agent_id, mcp::v1::Batch* batch, Prepared* out) {
+    const uint64_t seq = batch->sequence();
+    auto packet = std::make_shared<mcp::v1::SamplePacket>();
+    packet->set_agent_id(agent_id);
+    packet->set_sequence(seq);
+    packet->mutable_counts()->Swap(batch->mutable_counts());
     uint64_t newest = 0;
-    for (const auto& s : batch.samples()) newest = std::max<uint64_t>(newest, s.hlc());
+    uint32_t index = 0;
+    if (!batch->events().empty()) {
+      auto block = std::make_shared<mcp::v1::EventBlock>();
+      if (const Verdict v = parse_event_block(batch->events(), options_.limits, block.get()); !v.ok())
+        return to_status(v);
+      for (auto& e : *block->mutable_events()) {
+        if (e.event_id() == 0) e.set_event_id(event_id_for(agent_id, seq, index));
+        ++index;
+        newest = std::max<uint64_t>(newest, e.hlc());
+      }
+      block->SerializeToString(packet->mutable_events());  // encoded once, shared from here on
+      out->block = std::move(block);
+    } else {
+      packet->mutable_samples()->Swap(batch->mutable_samples());
+      for (auto& s : *packet->mutable_samples()) {
+        s.set_agent_id(agent_id);  // a sample cannot claim another agent
+        if (s.event_id() == 0) s.set_event_id(event_id_for(agent_id, seq, index));
+        ++index;
+        newest = std::max<uint64_t>(newest, s.hlc());
+      }
+    }
     if (newest) hlc_.merge(newest, unix_ns());
+    out->packet = std::move(packet);
+    return Status::OK;
   }
 
   // *duplicate for a replay (acked, not stored again); a refused batch is neither stored nor
-  // counted. Runs under mu_ so journal order is delivery order.
+  // counted. The store runs under mu_ so journal order is delivery order.
   Status ingest(const std::string& agent_id, const std::string& credential, mcp::v1::Batch* batch,
                 bool* duplicate) {
-    merge_batch_hlc(*batch);
+    const uint64_t seq = batch->sequence();
+    Prepared prepared;
+    if (Status st = prepare(agent_id, batch, &prepared); !st.ok()) return st;
     if (nats_) {
-      *duplicate = !ingest_nats(agent_id, batch);
+      *duplicate = !ingest_nats(prepared);
       return Status::OK;
     }
-    const uint64_t seq = batch->sequence();
     std::lock_guard lock(mu_);
     switch (dedup_.check(agent_id, credential, seq, unix_ns() / 1000)) {
       case Admission::kDuplicate:
@@ -507,58 +607,36 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
         break;
     }
     *duplicate = false;
-    auto packet = std::make_shared<mcp::v1::SamplePacket>();
-    packet->set_agent_id(agent_id);
-    packet->set_sequence(seq);
-    packet->mutable_samples()->Swap(batch->mutable_samples());
-    packet->mutable_counts()->Swap(batch->mutable_counts());
-    uint32_t index = 0;
-    for (auto& s : *packet->mutable_samples()) {
-      s.set_agent_id(agent_id);  // a sample cannot claim another agent
-      if (s.event_id() == 0) s.set_event_id(event_id_for(agent_id, seq, index));
-      ++index;
-    }
-    const uint64_t offset =
-        journal_.append(packet->SerializeAsString(), static_cast<uint32_t>(packet->samples_size()));
+    mcp::v1::SamplePacket& packet = *prepared.packet;
+    const uint32_t events = prepared.block ? static_cast<uint32_t>(prepared.block->events_size())
+                                           : static_cast<uint32_t>(packet.samples_size());
+    const uint64_t offset = journal_.append(packet.SerializeAsString(), events);
     dedup_.record(agent_id, credential, seq);
     dedup_.persist();
-    for (const auto& s : packet->samples()) {  // counted once stored
-      ProbeCount& c = probe_counts_[{s.service(), s.probe()}];
-      ++c.events;
-      c.adjusted += weight_of(s);
-    }
-    add_interval_counts(*packet, probe_counts_);
-    packet->set_offset(offset);
-    packet->set_broker_hlc(hlc_now());
+    count_events(packet, prepared.block.get(), probe_counts_);  // counted once stored
+    packet.set_offset(offset);
+    packet.set_broker_hlc(hlc_now());
     ++batches_;
-    PacketPtr shared = std::move(packet);
+    // Each form (v1 samples, compact block) is built at most once for all subscribers.
+    PacketForms forms(std::move(prepared.packet), std::move(prepared.block));
     for (const auto& sub : subscribers_) {
-      if (sub->filter.passes_everything()) {
-        sub->queue.push(shared);
-        continue;
-      }
-      auto filtered = std::make_shared<mcp::v1::SamplePacket>();
-      if (filter_packet(*shared, sub->filter, filtered.get())) sub->queue.push(std::move(filtered));
+      uint64_t n = 0;
+      if (PacketPtr p = forms.for_subscriber(sub->filter, sub->compact, &n)) sub->queue.push(std::move(p), n);
     }
     return Status::OK;
   }
 
   // JetStream: no lock while publishing, so agents publish in parallel; JetStream orders them.
-  bool ingest_nats(const std::string& agent_id, mcp::v1::Batch* batch) {
-    const mcp::v1::SamplePacket packet = make_packet(agent_id, batch);
-    const PublishOutcome outcome = nats_->publish(packet);  // throws when not acked in time
+  bool ingest_nats(Prepared& prepared) {
+    prepared.packet->set_broker_hlc(hlc_now());
+    const PublishOutcome outcome = nats_->publish(*prepared.packet, prepared.block.get());  // throws when not acked in time
     std::lock_guard lock(mu_);
     if (outcome.duplicate) {
       ++duplicates_;
       return false;
     }
     ++batches_;
-    for (const auto& s : packet.samples()) {
-      ProbeCount& c = probe_counts_[{s.service(), s.probe()}];
-      ++c.events;
-      c.adjusted += weight_of(s);
-    }
-    add_interval_counts(packet, probe_counts_);
+    count_events(*prepared.packet, prepared.block.get(), probe_counts_);
     return true;
   }
 
@@ -628,14 +706,11 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
       auto entry = std::make_shared<Entry>();
       entry->sequence = msg->batch().sequence();
       entry->bytes = wire_bytes;
-      mcp::v1::SamplePacket packet = make_packet(agent_id, msg->mutable_batch());
-      std::map<std::pair<std::string, std::string>, ProbeCount> counts;
-      for (const auto& s : packet.samples()) {
-        ProbeCount& c = counts[{s.service(), s.probe()}];
-        ++c.events;
-        c.adjusted += weight_of(s);
-      }
-      add_interval_counts(packet, counts);
+      Prepared prepared;
+      if (!(refused = prepare(agent_id, msg->mutable_batch(), &prepared)).ok()) break;
+      prepared.packet->set_broker_hlc(hlc_now());
+      ProbeTotals counts;
+      count_events(*prepared.packet, prepared.block.get(), counts);
       {
         std::unique_lock lock(window->mu);
         window->cv.wait(lock, [&] {
@@ -646,7 +721,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
         window->entries.push_back(entry);
         window->bytes += entry->bytes;
       }
-      nats_->publish_async(packet, [this, window, entry, counts = std::move(counts)](
+      nats_->publish_async(*prepared.packet, prepared.block.get(), [this, window, entry, counts = std::move(counts)](
                                        const PublishOutcome& outcome, const std::string& error) {
         if (error.empty()) {
           std::lock_guard lock(mu_);
@@ -654,13 +729,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
             ++duplicates_;
           } else {
             ++batches_;
-            for (const auto& [key, c] : counts) {
-              ProbeCount& total = probe_counts_[key];
-              total.events += c.events;
-              total.adjusted += c.adjusted;
-              total.seen += c.seen;
-              total.corrected += c.corrected;
-            }
+            add_totals(counts, probe_counts_);
           }
         } else {
           spdlog::error("publish of batch {}: {}", entry->sequence, error);
@@ -684,23 +753,6 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
     return refused;
   }
 
-  mcp::v1::SamplePacket make_packet(const std::string& agent_id, mcp::v1::Batch* batch) {
-    const uint64_t seq = batch->sequence();
-    mcp::v1::SamplePacket packet;
-    packet.set_agent_id(agent_id);
-    packet.set_sequence(seq);
-    packet.set_broker_hlc(hlc_now());
-    packet.mutable_samples()->Swap(batch->mutable_samples());
-    packet.mutable_counts()->Swap(batch->mutable_counts());
-    uint32_t index = 0;
-    for (auto& s : *packet.mutable_samples()) {
-      s.set_agent_id(agent_id);  // a sample cannot claim another agent
-      if (s.event_id() == 0) s.set_event_id(event_id_for(agent_id, seq, index));
-      ++index;
-    }
-    return packet;
-  }
-
   Status subscribe_nats(ServerContext* ctx, const mcp::v1::SubscriptionRequest* req,
                         grpc::ServerWriter<mcp::v1::SamplePacket>* writer) {
     const SubscriptionFilter filter = SubscriptionFilter::from(*req);
@@ -717,7 +769,6 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
     }
     spdlog::info("subscriber {} (service '{}', rate {}) on JetStream", ctx->peer(),
                  req->service_name(), filter.rate);
-    mcp::v1::SamplePacket out;
     Status status = Status::OK;
     while (!stop_feeds_ && !ctx->IsCancelled()) {
       std::unique_ptr<mcp::v1::SamplePacket> packet;
@@ -728,11 +779,9 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
         break;
       }
       if (!packet) continue;
-      if (filter.passes_everything()) {
-        if (!writer->Write(*packet)) break;
-      } else if (filter_packet(*packet, filter, &out)) {
-        if (!writer->Write(out)) break;
-      }
+      PacketForms forms(std::move(packet));
+      const PacketPtr p = forms.for_subscriber(filter, req->compact());
+      if (p && !writer->Write(*p)) break;
     }
     {
       std::lock_guard lock(mu_);
@@ -775,6 +824,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
   uint64_t subscriber_dropped_ = 0;
   uint32_t nats_subscribers_ = 0;
   std::atomic<bool> stop_feeds_{false};
+  std::atomic<uint64_t> refused_{0};
   // Last: destroyed first, so its watcher never calls push_policy on a dismantled broker.
   std::unique_ptr<NatsBackend> nats_;
 };

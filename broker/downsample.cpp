@@ -36,6 +36,16 @@ bool keep_at_rate(uint64_t id, double rate) {
   return (mix64(id) & kLow56) < limit;
 }
 
+double realised_rate(double rate) {
+  if (rate >= 1.0) return 1.0;
+  return std::ldexp(static_cast<double>(static_cast<uint64_t>(std::ldexp(rate, 56))), -56);
+}
+
+uint64_t rescale_threshold(uint64_t threshold, double p_rate) {
+  const uint64_t t = threshold == 0 ? UINT64_MAX : threshold;
+  return mcp::probability_to_threshold(mcp::threshold_to_probability(t) * p_rate);
+}
+
 bool matches(const mcp::v1::Sample& s, const SubscriptionFilter& f) {
   if (!f.service.empty() && s.service() != f.service) return false;
   for (const auto& [k, v] : f.tags) {
@@ -52,18 +62,14 @@ bool filter_packet(const mcp::v1::SamplePacket& in, const SubscriptionFilter& f,
   out->set_sequence(in.sequence());
   out->set_offset(in.offset());
   out->set_broker_hlc(in.broker_hlc());
-  // The realised probability of the 56-bit compare, so weights use exactly what was applied.
-  const double p_rate =
-      f.rate >= 1.0 ? 1.0 : std::ldexp(static_cast<double>(static_cast<uint64_t>(
-                                           std::ldexp(f.rate, 56))), -56);
+  const double p_rate = realised_rate(f.rate);
   for (const auto& s : in.samples()) {
     if (!matches(s, f)) continue;
     if (!keep_at_rate(s.trace_id() != 0 ? s.trace_id() : s.event_id(), f.rate)) continue;
     auto* kept = out->add_samples();
     *kept = s;
     if (p_rate < 1.0) {
-      const uint64_t t = s.threshold() == 0 ? UINT64_MAX : s.threshold();
-      kept->set_threshold(mcp::probability_to_threshold(mcp::threshold_to_probability(t) * p_rate));
+      kept->set_threshold(rescale_threshold(s.threshold(), p_rate));
       kept->clear_th();  // the broker's draw is not OTel's: the agent's th no longer describes it
     }
   }

@@ -27,6 +27,10 @@ struct SubscriptionFilter {
 };
 
 bool keep_at_rate(uint64_t id, double rate);
+// The probability keep_at_rate applies for `rate` (its 56-bit limit / 2^56), and a threshold
+// rescaled by it, so a kept sample's weight uses exactly what was applied.
+double realised_rate(double rate);
+uint64_t rescale_threshold(uint64_t threshold, double p_rate);
 bool matches(const mcp::v1::Sample& sample, const SubscriptionFilter& filter);
 
 // Copies the samples of `in` that pass; the rate rescales each kept sample's threshold.

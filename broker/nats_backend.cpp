@@ -11,6 +11,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "broker/event_block.h"
 #include "broker/nats_naming.h"
 #include "broker/policy_store.h"
 #include "common/error.h"
@@ -158,11 +159,11 @@ class NatsBackend::Impl {
 
   ~Impl() { close(); }
 
-  PublishOutcome publish(const mcp::v1::SamplePacket& packet) {
+  PublishOutcome publish(const mcp::v1::SamplePacket& packet, const mcp::v1::EventBlock* block) {
     const auto deadline = std::chrono::steady_clock::now() + options_.publish_timeout;
     PublishOutcome outcome;
     outcome.duplicate = true;
-    for (const Part& part : split(packet)) {
+    for (const Part& part : split(packet, block)) {
       outcome.duplicate = publish_one(part.subject, part.id, part.data, deadline) && outcome.duplicate;
       ++outcome.messages;
     }
@@ -170,8 +171,9 @@ class NatsBackend::Impl {
     return outcome;
   }
 
-  void publish_async(const mcp::v1::SamplePacket& packet, PublishDone done) {
-    std::vector<Part> parts = split(packet);
+  void publish_async(const mcp::v1::SamplePacket& packet, const mcp::v1::EventBlock* block,
+                     PublishDone done) {
+    std::vector<Part> parts = split(packet, block);
     auto batch = std::make_shared<AsyncBatch>();
     batch->remaining = parts.size();
     batch->outcome.messages = static_cast<uint32_t>(parts.size());
@@ -265,17 +267,20 @@ class NatsBackend::Impl {
  private:
   // Groups by service in order of first appearance: deterministic for a replayed batch, so
   // every part keeps its message id.
-  std::vector<Part> split(const mcp::v1::SamplePacket& packet) const {
+  std::vector<Part> split(const mcp::v1::SamplePacket& packet, const mcp::v1::EventBlock* block) const {
     std::vector<std::pair<std::string, std::vector<int>>> groups;
     std::map<std::string, size_t> index;
-    for (int i = 0; i < packet.samples_size(); ++i) {
-      const std::string& service = packet.samples(i).service();
+    const int n = block != nullptr ? block->events_size() : packet.samples_size();
+    for (int i = 0; i < n; ++i) {
+      const std::string& service = block != nullptr ? block_string(*block, block->events(i).service())
+                                                    : packet.samples(i).service();
       auto [it, added] = index.emplace(service, groups.size());
       if (added) groups.push_back({service, {}});
       groups[it->second].second.push_back(i);
     }
     std::vector<Part> parts;
     mcp::v1::SamplePacket message;
+    mcp::v1::EventBlock part_block;
     for (const auto& [service, members] : groups) {
       const std::string subject = subject_for(service);
       size_t begin = 0;
@@ -286,7 +291,19 @@ class NatsBackend::Impl {
         message.set_agent_id(packet.agent_id());
         message.set_sequence(packet.sequence());
         message.set_broker_hlc(packet.broker_hlc());
-        for (size_t k = begin; k < end; ++k) *message.add_samples() = packet.samples(members[k]);
+        if (block != nullptr) {
+          if (begin == 0 && end == members.size() && groups.size() == 1) {
+            message.set_events(packet.events());  // the whole batch: its block as encoded
+          } else {
+            part_block.Clear();
+            *part_block.mutable_strings() = block->strings();
+            *part_block.mutable_pair_sets() = block->pair_sets();
+            for (size_t k = begin; k < end; ++k) *part_block.add_events() = block->events(members[k]);
+            part_block.SerializeToString(message.mutable_events());
+          }
+        } else {
+          for (size_t k = begin; k < end; ++k) *message.add_samples() = packet.samples(members[k]);
+        }
         std::string data = message.SerializeAsString();
         if (data.size() > max_message_bytes_ && end - begin > 1) {
           // Halving keeps the split deterministic: the same batch always gives the same parts.
@@ -582,15 +599,17 @@ class NatsBackend::Impl {
 NatsBackend::NatsBackend(NatsBackendOptions options, PolicyListener on_policy)
     : impl_(std::make_unique<Impl>(std::move(options), std::move(on_policy))) {}
 NatsBackend::~NatsBackend() = default;
-PublishOutcome NatsBackend::publish(const mcp::v1::SamplePacket& packet) {
-  return impl_->publish(packet);
+PublishOutcome NatsBackend::publish(const mcp::v1::SamplePacket& packet,
+                                    const mcp::v1::EventBlock* block) {
+  return impl_->publish(packet, block);
 }
 std::unique_ptr<NatsBackend::Feed> NatsBackend::subscribe(const std::string& service,
                                                           uint64_t resume_after) {
   return impl_->subscribe(service, resume_after);
 }
-void NatsBackend::publish_async(const mcp::v1::SamplePacket& packet, PublishDone done) {
-  impl_->publish_async(packet, std::move(done));
+void NatsBackend::publish_async(const mcp::v1::SamplePacket& packet,
+                                const mcp::v1::EventBlock* block, PublishDone done) {
+  impl_->publish_async(packet, block, std::move(done));
 }
 mcp::v1::Policy NatsBackend::apply_policy(const mcp::v1::Policy& policy, uint32_t* pushed) {
   return impl_->apply_policy(policy, pushed);

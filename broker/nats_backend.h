@@ -1,8 +1,9 @@
 // NatsBackend: the broker's state on a NATS JetStream cluster instead of in the process, so any
 // number of brokers are stateless front ends over one replicated stream and one policy bucket.
 //
-// publish(): the packet's samples are grouped by service, each group (split further when it would
-// exceed the server's max payload) is one message on "mcp.samples.<token>" (nats_naming.h) with
+// publish(): the packet's samples (or, for a compact batch, the events of its EventBlock, each
+// group a block of its own with the batch's dictionaries) are grouped by service, each group
+// (split further when it would exceed the server's max payload) is one message on "mcp.samples.<token>" (nats_naming.h) with
 // Nats-Msg-Id "<agent>|<sequence>|<part>". Each message is published synchronously and retried
 // with the same id until JetStream acks it or publish_timeout passes, so a batch returns only
 // once it is stored on a quorum of replicas, and a replay (same agent, same sequence, through any
@@ -48,19 +49,22 @@ class NatsBackend {
   NatsBackend(const NatsBackend&) = delete;
   NatsBackend& operator=(const NatsBackend&) = delete;
 
-  PublishOutcome publish(const mcp::v1::SamplePacket& packet);
+  // `block`: the parsed events of a compact packet (packet.events), nullptr for a v1 packet.
+  PublishOutcome publish(const mcp::v1::SamplePacket& packet, const mcp::v1::EventBlock* block);
 
   // The same without waiting: `done` runs once, on a NATS thread, when every message of the
   // batch is acked (error empty) or one could not be stored by publish_timeout (error set).
   // Calls in one order are stored in that order unless a retry intervenes. Blocks only while
   // the connection already has the maximum of unacknowledged publishes (back pressure).
   using PublishDone = std::function<void(const PublishOutcome&, const std::string& error)>;
-  void publish_async(const mcp::v1::SamplePacket& packet, PublishDone done);
+  void publish_async(const mcp::v1::SamplePacket& packet, const mcp::v1::EventBlock* block,
+                     PublishDone done);
 
   class Feed {
    public:
     virtual ~Feed() = default;
-    // The next message as a packet (offset = stream sequence), or nullptr after `timeout`;
+    // The next message as a packet (offset = stream sequence; samples, or events for a compact
+    // batch), or nullptr after `timeout`;
     // throws mcp::Error (runtime) once the consumer is lost for good.
     virtual std::unique_ptr<mcp::v1::SamplePacket> next(std::chrono::milliseconds timeout) = 0;
   };

@@ -1,5 +1,7 @@
 #include "broker/publish_check.h"
 
+#include "broker/event_block.h"
+
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/wire_format_lite.h>
 
@@ -30,6 +32,11 @@ bool count_samples(CodedInputStream* in, uint64_t* samples) {
   if (!in->ConsumedEntireMessage()) return false;
   in->PopLimit(limit);
   return true;
+}
+
+// Fields a newer agent added (a newer wire format): refused rather than silently dropped.
+bool has_unknown_fields(const google::protobuf::Message& m) {
+  return !m.GetReflection()->GetUnknownFields(m).empty();
 }
 
 }  // namespace
@@ -65,7 +72,32 @@ Verdict check_agent_id(std::string_view agent_id) {
   return {};
 }
 
+Verdict check_hello(const mcp::v1::Hello& hello) {
+  for (const auto& c : hello.capabilities())
+    if (c != kCapabilityEventsV2)
+      return Verdict::unsupported("this broker does not speak the wire capability '" + c +
+                                  "' (it speaks '" + std::string(kCapabilityEventsV2) + "')");
+  if (has_unknown_fields(hello))
+    return Verdict::unsupported("Hello carries fields this broker does not know (a newer agent?)");
+  return {};
+}
+
+Verdict parse_event_block(std::string_view bytes, const PublishLimits& limits,
+                          mcp::v1::EventBlock* block) {
+  uint32_t events = 0;
+  if (Verdict v = scan_event_block(bytes, limits.max_batch_samples, &events); !v.ok()) return v;
+  if (!block->ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+    return Verdict::invalid("Batch.events is not a valid EventBlock (a string that is not UTF-8?)");
+  if (has_unknown_fields(*block))
+    return Verdict::unsupported("EventBlock carries fields this broker does not know (a newer agent?)");
+  return check_event_block(*block);
+}
+
 Verdict check_batch(const mcp::v1::Batch& batch, const PublishLimits& limits) {
+  if (has_unknown_fields(batch))
+    return Verdict::unsupported("Batch carries fields this broker does not know (a newer agent?)");
+  if (batch.samples_size() > 0 && !batch.events().empty())
+    return Verdict::invalid("a batch carries samples or events, not both");
   if (static_cast<uint64_t>(batch.samples_size()) > limits.max_batch_samples)
     return Verdict::too_large("batch holds more than " + std::to_string(limits.max_batch_samples) +
                               " samples");

@@ -9,8 +9,13 @@
 // - the batch sequence is non-zero (0 is below every dedup mark: it would be acked unstored);
 // - an agent id is 1..256 printable ASCII characters other than '|' (it names NATS message ids
 //   and is copied into every sample's proto3 string).
-// Each check answers a Verdict: kOk, kInvalid (INVALID_ARGUMENT) or kTooLarge
-// (RESOURCE_EXHAUSTED), with a reason for the client. Pure functions: no I/O, no locks.
+// - a batch carries `samples` (v1) or `events` (a compact EventBlock, capability "events-v2"),
+//   never both; the block is bounded, parsed and checked once by parse_event_block (event_block.h);
+// - a hello naming a capability this broker does not speak, or a batch with fields it does not
+//   know (a newer wire format), is refused with FAILED_PRECONDITION naming it, not half-read.
+// Each check answers a Verdict: kOk, kInvalid (INVALID_ARGUMENT), kTooLarge
+// (RESOURCE_EXHAUSTED) or kUnsupported (FAILED_PRECONDITION), with a reason for the client.
+// Pure functions: no I/O, no locks.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -27,11 +32,12 @@ struct PublishLimits {
 };
 
 struct Verdict {
-  enum Code { kOk, kInvalid, kTooLarge } code = kOk;
+  enum Code { kOk, kInvalid, kTooLarge, kUnsupported } code = kOk;
   std::string reason;
   bool ok() const { return code == kOk; }
   static Verdict invalid(std::string r) { return {kInvalid, std::move(r)}; }
   static Verdict too_large(std::string r) { return {kTooLarge, std::move(r)}; }
+  static Verdict unsupported(std::string r) { return {kUnsupported, std::move(r)}; }
 };
 
 // Counts the samples of the AgentMessage's batch without parsing them and checks the size and
@@ -39,8 +45,15 @@ struct Verdict {
 Verdict scan_agent_message(std::string_view wire, const PublishLimits& limits);
 
 Verdict check_agent_id(std::string_view agent_id);
+Verdict check_hello(const mcp::v1::Hello& hello);
 
-// Fields of a parsed batch (sequence, thresholds, sample count).
+// Fields of a parsed batch (sequence, thresholds, sample count, samples xor events, no
+// unknown fields). The events block itself: parse_event_block.
 Verdict check_batch(const mcp::v1::Batch& batch, const PublishLimits& limits);
+
+// Batch.events: bounded by max_batch_samples before parsing (scan_event_block), parsed into
+// *block, then check_event_block.
+Verdict parse_event_block(std::string_view bytes, const PublishLimits& limits,
+                          mcp::v1::EventBlock* block);
 
 }  // namespace mcp::broker

@@ -4,19 +4,19 @@ namespace mcp::broker {
 
 SubscriberQueue::SubscriberQueue(size_t capacity) : capacity_(capacity == 0 ? 1 : capacity) {}
 
-void SubscriberQueue::push(PacketPtr packet) {
+void SubscriberQueue::push(PacketPtr packet, uint64_t events) {
   {
     std::lock_guard lock(mu_);
     if (closed_) return;
     if (packets_.size() >= capacity_) {
-      const auto samples = static_cast<uint64_t>(packets_.front()->samples_size());
+      const uint64_t samples = packets_.front().second;
       packets_.pop_front();
       ++pending_.packets;
       pending_.samples += samples;
       ++total_.packets;
       total_.samples += samples;
     }
-    packets_.push_back(std::move(packet));
+    packets_.emplace_back(std::move(packet), events);
   }
   cv_.notify_one();
 }
@@ -25,7 +25,7 @@ PacketPtr SubscriberQueue::pop(std::chrono::milliseconds timeout) {
   std::unique_lock lock(mu_);
   cv_.wait_for(lock, timeout, [&] { return !packets_.empty() || closed_; });
   if (packets_.empty()) return nullptr;
-  PacketPtr p = std::move(packets_.front());
+  PacketPtr p = std::move(packets_.front().first);
   packets_.pop_front();
   return p;
 }

@@ -26,7 +26,9 @@ class SubscriberQueue {
  public:
   explicit SubscriberQueue(size_t capacity);
 
-  void push(PacketPtr packet);
+  // `events`: what the packet holds (samples or compact events), counted when it is dropped.
+  void push(PacketPtr packet, uint64_t events);
+  void push(PacketPtr packet) { const auto n = static_cast<uint64_t>(packet->samples_size()); push(std::move(packet), n); }
   // The next packet, or nullptr on timeout or after close() once drained.
   PacketPtr pop(std::chrono::milliseconds timeout);
   void close();
@@ -41,7 +43,7 @@ class SubscriberQueue {
   const size_t capacity_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<PacketPtr> packets_;
+  std::deque<std::pair<PacketPtr, uint64_t>> packets_;
   DropCount pending_;
   DropCount total_;
   bool closed_ = false;

@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "broker/dedup_table.h"
+#include "broker/event_block.h"
 #include "broker/publish_check.h"
 #include "config/loader.h"
 #include "forward/segment_log.h"
@@ -61,9 +62,12 @@ bool publish_input_valid(const uint8_t* data, size_t size) {
   using namespace mcp::broker;
   const std::string_view wire(reinterpret_cast<const char*>(data), size);
   mcp::v1::AgentMessage msg;
+  mcp::v1::EventBlock block;
   return scan_agent_message(wire, kFuzzLimits).ok() && msg.ParseFromArray(data, static_cast<int>(size)) &&
-         (!msg.has_hello() || check_agent_id(msg.hello().agent_id()).ok()) &&
-         (!msg.has_batch() || check_batch(msg.batch(), kFuzzLimits).ok());
+         (!msg.has_hello() || (check_agent_id(msg.hello().agent_id()).ok() && check_hello(msg.hello()).ok())) &&
+         (!msg.has_batch() || check_batch(msg.batch(), kFuzzLimits).ok()) &&
+         (!msg.has_batch() || msg.batch().events().empty() ||
+          parse_event_block(msg.batch().events(), kFuzzLimits, &block).ok());
 }
 
 int publish_one_input(const uint8_t* data, size_t size) {
@@ -78,7 +82,28 @@ int publish_one_input(const uint8_t* data, size_t size) {
   if (msg.has_batch() && msg.batch().samples_size() > static_cast<int>(limits.max_batch_samples))
     __builtin_trap();  // the scan let through more samples than the bound
   if (msg.has_hello()) (void)check_agent_id(msg.hello().agent_id());
+  if (msg.has_hello()) (void)check_hello(msg.hello());
   if (!msg.has_batch() || !check_batch(msg.batch(), limits).ok()) return 0;
+  // A compact batch: bounded before parsing, then every index checked, so the conversions and
+  // filters below never read out of range (ASan traps if they do).
+  mcp::v1::EventBlock block;
+  if (!msg.batch().events().empty()) {
+    if (!parse_event_block(msg.batch().events(), limits, &block).ok()) return 0;
+    if (block.events_size() > static_cast<int>(limits.max_batch_samples))
+      __builtin_trap();  // the scan let through more events than the bound
+    google::protobuf::RepeatedPtrField<mcp::v1::Sample> samples;
+    block_to_samples(block, "fuzz-agent", &samples);
+    mcp::v1::EventBlock again;
+    samples_to_block(samples, &again);
+    if (!check_event_block(again).ok() || again.events_size() != block.events_size())
+      __builtin_trap();  // a checked block does not survive its own conversion
+    SubscriptionFilter filter;
+    filter.service = size % 3 ? "checkout" : "";
+    if (size % 5) filter.tags = {{"zone", "a"}};
+    filter.rate = size % 7 ? 0.5 : 1.0;
+    mcp::v1::EventBlock subset;
+    (void)filter_block(block, filter, &subset);
+  }
   // Two credentials, picked by the input, so bindings are exercised too.
   const std::string credential = size % 2 ? "token:a" : "token:b";
   const uint64_t now_us = 1'700'000'000'000'000;
@@ -87,8 +112,9 @@ int publish_one_input(const uint8_t* data, size_t size) {
   packet.set_agent_id("fuzz-agent");
   packet.set_sequence(msg.batch().sequence());
   *packet.mutable_samples() = msg.batch().samples();
+  if (!msg.batch().events().empty()) block.SerializeToString(packet.mutable_events());
   const std::string payload = packet.SerializeAsString();
-  const uint64_t offset = journal.append(payload, static_cast<uint32_t>(packet.samples_size()));
+  const uint64_t offset = journal.append(payload, static_cast<uint32_t>(packet.samples_size() + block.events_size()));
   dedup.record("fuzz-agent", credential, msg.batch().sequence());
   const auto back = journal.read_from(offset, 1);
   mcp::v1::SamplePacket read;

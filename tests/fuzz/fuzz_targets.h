@@ -16,8 +16,8 @@ int rules_one_input(const uint8_t* data, size_t size);
 int config_one_input(const uint8_t* data, size_t size);
 
 // The broker's Publish path after gRPC: the bytes are one AgentMessage as it arrives on the
-// wire; scan_agent_message (bounds, before parsing) -> parse -> check_agent_id / check_batch ->
-// DedupTable admission -> journal append (an in-memory SegmentLog) -> read back. Beyond not
+// wire; scan_agent_message (bounds, before parsing) -> parse -> check_agent_id / check_hello /
+// check_batch -> for Batch.events: parse_event_block, block <-> samples, filter_block -> DedupTable admission -> journal append (an in-memory SegmentLog) -> read back. Beyond not
 // crashing it traps when an invariant breaks: a scan that passed but a parse holding more samples
 // than the bound, or a stored packet that does not read back equal.
 int publish_one_input(const uint8_t* data, size_t size);

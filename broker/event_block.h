@@ -1,0 +1,45 @@
+// EventBlock (wire capability "events-v2", proto/mcp/v1/sampling.proto): the broker's checks on
+// a compact batch and the conversions between it and v1 Samples.
+//
+// - scan_event_block counts a serialized block's events before it is parsed, so a block is
+//   bounded by PublishLimits::max_batch_samples as v1 samples are (parsing then allocates at
+//   most that many events; the message size bounds the rest).
+// - check_event_block: every string and pair-set index in range, strings[0] == "" and
+//   pair_sets[0] empty when present (index 0 always means unset, even in an empty dictionary),
+//   keys and values of a pair set of equal length, a known kind, a non-zero threshold. UTF-8 of
+//   the strings is guaranteed by proto3 parsing. After it passes, nothing below reads out of range.
+// - block_to_samples / samples_to_block convert for v1 subscribers and compact subscribers of v1
+//   batches; samples_to_block builds the dictionaries (tags and attributes sorted by key).
+// - filter_block: a subscriber's subset. Service and tags are decided once per dictionary entry
+//   and pair set, not per event; the rate rescales kept thresholds as filter_packet does.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "broker/downsample.h"
+#include "broker/publish_check.h"
+#include "mcp/v1/sampling.pb.h"
+
+namespace mcp::broker {
+
+inline constexpr std::string_view kCapabilityEventsV2 = "events-v2";
+
+// *events = the block's event count; kTooLarge above max_events, kInvalid when malformed.
+Verdict scan_event_block(std::string_view bytes, uint32_t max_events, uint32_t* events);
+Verdict check_event_block(const mcp::v1::EventBlock& block);
+
+// Index i of the block's dictionaries; "" / no pairs for 0. Only for checked blocks.
+const std::string& block_string(const mcp::v1::EventBlock& block, uint32_t index);
+
+// Appends one Sample per event (agent_id set on each).
+void block_to_samples(const mcp::v1::EventBlock& block, const std::string& agent_id,
+                      google::protobuf::RepeatedPtrField<mcp::v1::Sample>* out);
+void samples_to_block(const google::protobuf::RepeatedPtrField<mcp::v1::Sample>& samples,
+                      mcp::v1::EventBlock* out);
+
+// The events of `in` that pass `filter` (the dictionaries are copied whole). False when none.
+bool filter_block(const mcp::v1::EventBlock& in, const SubscriptionFilter& filter,
+                  mcp::v1::EventBlock* out);
+
+}  // namespace mcp::broker

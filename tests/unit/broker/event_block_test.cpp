@@ -1,0 +1,164 @@
+#include "broker/event_block.h"
+
+#include <gtest/gtest.h>
+
+#include "broker/packet_forms.h"
+#include "common/event.h"
+#include "compact_block.h"
+
+namespace mcp::broker {
+namespace {
+
+using mcp::test::compact_block;
+
+Verdict parse(const mcp::v1::EventBlock& block, mcp::v1::EventBlock* out, PublishLimits limits = {}) {
+  return parse_event_block(block.SerializeAsString(), limits, out);
+}
+
+TEST(EventBlock, ConvertsToSamplesWithEveryStringResolved) {
+  const auto block = compact_block(3, 100);
+  mcp::v1::EventBlock parsed;
+  ASSERT_TRUE(parse(block, &parsed).ok());
+  google::protobuf::RepeatedPtrField<mcp::v1::Sample> samples;
+  block_to_samples(parsed, "agent-1", &samples);
+  ASSERT_EQ(samples.size(), 3);
+  const auto& s = samples[0];
+  EXPECT_EQ(s.kind(), "syscall");
+  EXPECT_EQ(s.probe(), "syscall:getppid");
+  EXPECT_EQ(s.comm(), "app");
+  EXPECT_EQ(s.service(), "checkout");
+  EXPECT_EQ(s.tags().at("zone"), "b");
+  EXPECT_EQ(s.attributes().at("k"), "v");
+  EXPECT_EQ(s.cuda().api(), "cudaLaunchKernel");
+  EXPECT_EQ(s.cuda().kernel(), "vec_add");
+  EXPECT_EQ(s.ret(), -5);
+  EXPECT_EQ(s.agent_id(), "agent-1");
+  EXPECT_EQ(s.args(0), 100u);
+  EXPECT_EQ(samples[1].service(), "api");
+  EXPECT_EQ(samples[1].tags().at("zone"), "a");
+  EXPECT_TRUE(samples[1].container_id().empty());
+}
+
+TEST(EventBlock, SamplesRoundTripThroughABlock) {
+  google::protobuf::RepeatedPtrField<mcp::v1::Sample> samples;
+  block_to_samples(compact_block(7, 1), "a", &samples);
+  mcp::v1::EventBlock block;
+  samples_to_block(samples, &block);
+  EXPECT_TRUE(check_event_block(block).ok());
+  EXPECT_LT(block.strings_size(), 7 * 3) << "each distinct string is sent once";
+  google::protobuf::RepeatedPtrField<mcp::v1::Sample> again;
+  block_to_samples(block, "a", &again);
+  ASSERT_EQ(again.size(), samples.size());
+  for (int i = 0; i < samples.size(); ++i)
+    EXPECT_EQ(again[i].SerializeAsString(), samples[i].SerializeAsString()) << i;
+}
+
+TEST(EventBlock, HostileIndicesAndCountsAreRefused) {
+  mcp::v1::EventBlock out;
+  auto bad = compact_block(2);
+  bad.mutable_events(1)->set_probe(12);  // one past the dictionary
+  EXPECT_EQ(parse(bad, &out).code, Verdict::kInvalid);
+  bad = compact_block(2);
+  bad.mutable_events(1)->set_tags(4);
+  EXPECT_EQ(parse(bad, &out).code, Verdict::kInvalid);
+  bad = compact_block(2);
+  bad.mutable_events(0)->mutable_cuda()->set_kernel(UINT32_MAX);
+  EXPECT_EQ(parse(bad, &out).code, Verdict::kInvalid);
+  bad = compact_block(2);
+  bad.mutable_pair_sets(1)->add_keys(1);  // more keys than values
+  EXPECT_EQ(parse(bad, &out).code, Verdict::kInvalid);
+  bad = compact_block(2);
+  bad.mutable_pair_sets(2)->set_values(0, 99);
+  EXPECT_EQ(parse(bad, &out).code, Verdict::kInvalid);
+  bad = compact_block(2);
+  bad.set_strings(0, "x");
+  EXPECT_EQ(parse(bad, &out).code, Verdict::kInvalid);
+  bad = compact_block(2);
+  bad.mutable_events(0)->set_threshold(0);
+  EXPECT_EQ(parse(bad, &out).code, Verdict::kInvalid);
+  bad = compact_block(2);
+  bad.mutable_events(0)->set_kind(static_cast<mcp::v1::EventKind>(77));
+  EXPECT_EQ(parse(bad, &out).code, Verdict::kInvalid);
+  PublishLimits small;
+  small.max_batch_samples = 5;
+  EXPECT_EQ(parse(compact_block(6), &out, small).code, Verdict::kTooLarge);
+  EXPECT_TRUE(parse(compact_block(5), &out, small).ok());
+  const std::string garbage = "\x1a\xff\xff\xff\xff\x0f";  // events field longer than the bytes
+  EXPECT_EQ(parse_event_block(garbage, {}, &out).code, Verdict::kInvalid);
+}
+
+TEST(EventBlock, EmptyDictionariesMeanUnsetAndStillCheck) {
+  mcp::v1::EventBlock b;
+  auto* e = b.add_events();
+  e->set_kind(mcp::v1::EVENT_KIND_UPROBE);
+  e->set_threshold(UINT64_MAX);
+  mcp::v1::EventBlock out;
+  ASSERT_TRUE(parse(b, &out).ok());
+  google::protobuf::RepeatedPtrField<mcp::v1::Sample> samples;
+  block_to_samples(out, "a", &samples);
+  EXPECT_EQ(samples[0].probe(), "");
+  EXPECT_TRUE(samples[0].tags().empty());
+}
+
+TEST(EventBlock, FilterMatchesServiceAndTagsPerDictionaryEntryLikeTheV1Filter) {
+  const auto block = compact_block(60);
+  mcp::v1::SamplePacket v1;
+  block_to_samples(block, "a", v1.mutable_samples());
+  SubscriptionFilter f;
+  f.service = "api";
+  f.tags = {{"zone", "a"}};
+  f.rate = 0.5;
+  mcp::v1::EventBlock subset;
+  ASSERT_TRUE(filter_block(block, f, &subset));
+  mcp::v1::SamplePacket expected;
+  ASSERT_TRUE(filter_packet(v1, f, &expected));
+  google::protobuf::RepeatedPtrField<mcp::v1::Sample> got;
+  block_to_samples(subset, "a", &got);
+  ASSERT_EQ(got.size(), expected.samples_size());
+  for (int i = 0; i < got.size(); ++i)
+    EXPECT_EQ(got[i].SerializeAsString(), expected.samples(i).SerializeAsString()) << i;
+  f.service = "nobody";
+  EXPECT_FALSE(filter_block(block, f, &subset));
+}
+
+TEST(PacketForms, UnfilteredCompactSubscribersShareOneEncodedPacket) {
+  auto stored = std::make_shared<mcp::v1::SamplePacket>();
+  stored->set_agent_id("a");
+  stored->set_sequence(3);
+  compact_block(10).SerializeToString(stored->mutable_events());
+  PacketForms forms(stored);
+  const SubscriptionFilter all;
+  uint64_t n = 0;
+  const PacketPtr one = forms.for_subscriber(all, true, &n);
+  const PacketPtr two = forms.for_subscriber(all, true);
+  EXPECT_EQ(one.get(), two.get());
+  EXPECT_EQ(one.get(), stored.get()) << "the stored block is sent as received, not re-encoded";
+  EXPECT_EQ(n, 10u);
+  const PacketPtr v1 = forms.for_subscriber(all, false, &n);
+  EXPECT_EQ(v1->samples_size(), 10);
+  EXPECT_TRUE(v1->events().empty());
+  EXPECT_EQ(v1.get(), forms.for_subscriber(all, false).get());
+  SubscriptionFilter api;
+  api.service = "api";
+  const PacketPtr subset = forms.for_subscriber(api, true, &n);
+  EXPECT_EQ(n, 5u);
+  mcp::v1::EventBlock b;
+  ASSERT_TRUE(b.ParseFromString(subset->events()));
+  EXPECT_EQ(b.events_size(), 5);
+  EXPECT_EQ(subset->sequence(), 3u);
+}
+
+TEST(PacketForms, V1PacketGivesCompactSubscribersABlock) {
+  auto stored = std::make_shared<mcp::v1::SamplePacket>();
+  block_to_samples(compact_block(4), "a", stored->mutable_samples());
+  PacketForms forms(stored);
+  const PacketPtr c = forms.for_subscriber(SubscriptionFilter{}, true);
+  mcp::v1::EventBlock b;
+  ASSERT_TRUE(b.ParseFromString(c->events()));
+  EXPECT_TRUE(check_event_block(b).ok());
+  EXPECT_EQ(b.events_size(), 4);
+  EXPECT_EQ(c->samples_size(), 0);
+}
+
+}  // namespace
+}  // namespace mcp::broker
