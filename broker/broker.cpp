@@ -16,17 +16,12 @@
 
 #include <spdlog/spdlog.h>
 
-#include "broker/dedup_table.h"
+#include "broker/backend.h"
 #include "broker/downsample.h"
 #include "broker/event_block.h"
-#include "broker/packet_forms.h"
-#include "broker/nats_backend.h"
-#include "broker/policy_store.h"
-#include "broker/subscriber_queue.h"
 #include "clock/hlc.h"
 #include "common/error.h"
 #include "common/event.h"
-#include "forward/segment_log.h"
 #include "mcp/v1/sampling.grpc.pb.h"
 
 namespace mcp::broker {
@@ -114,14 +109,6 @@ struct AgentConn {
   }
 };
 
-struct Subscriber {
-  SubscriptionFilter filter;
-  bool compact;  // wants SamplePacket.events
-  SubscriberQueue queue;
-  Subscriber(SubscriptionFilter f, bool c, size_t capacity)
-      : filter(std::move(f)), compact(c), queue(capacity) {}
-};
-
 struct ProbeCount {
   uint64_t events = 0;
   double adjusted = 0;
@@ -181,21 +168,7 @@ void add_totals(const ProbeTotals& from, ProbeTotals& to) {
 class Broker::Impl final : public mcp::v1::Sampling::Service {
  public:
   explicit Impl(BrokerOptions options)
-      : options_(std::move(options)),
-        journal_(SegmentLogOptions{
-            options_.state_dir.empty() ? std::filesystem::path() : options_.state_dir / "journal",
-            4ull << 20,
-            options_.state_dir.empty() ? std::min<uint64_t>(options_.journal_max_bytes, 64ull << 20)
-                                       : options_.journal_max_bytes}),
-        dedup_(options_.state_dir.empty() ? std::filesystem::path()
-                                          : options_.state_dir / "agents.json"),
-        policies_(options_.state_dir.empty() ? std::filesystem::path()
-                                             : options_.state_dir / "policies.json") {
-    // A kill between the journal append and the marks file leaves the newest records unmarked.
-    for (const auto& record : journal_.newest_segment()) {
-      mcp::v1::SamplePacket packet;
-      if (packet.ParseFromString(record.payload)) dedup_.advance(packet.agent_id(), packet.sequence());
-    }
+      : options_(std::move(options)) {
     if (options_.tokens.empty() && options_.tls_ca.empty() && !options_.insecure &&
         !is_loopback_listen(options_.listen))
       throw usage_error("refusing to listen on " + options_.listen +
@@ -207,12 +180,9 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
                                 return self->publish(ctx, stream);
                               },
                               this));
-    if (!options_.nats.servers.empty()) {
-      if (!options_.state_dir.empty())
-        throw usage_error("--state-dir does not apply with --backend: JetStream keeps the state");
-      nats_ = std::make_unique<NatsBackend>(
-          options_.nats, [this](const mcp::v1::Policy& p) { return push_policy(p); });
-    }
+    const Backend::PolicyListener push = [this](const mcp::v1::Policy& p) { return push_policy(p); };
+    backend_ = options_.nats.servers.empty() ? make_embedded_backend(options_, push)
+                                             : make_jetstream_backend(options_, push);
     start_server();
   }
 
@@ -221,15 +191,12 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
   int port() const { return port_; }
 
   void shutdown(std::chrono::milliseconds grace) {
-    std::vector<std::shared_ptr<Subscriber>> subs;
     {
       std::lock_guard lock(mu_);
       if (stopping_) return;
       stopping_ = true;
-      subs.assign(subscribers_.begin(), subscribers_.end());
     }
-    stop_feeds_ = true;
-    for (auto& s : subs) s->queue.close();
+    backend_->stop();
     server_->Shutdown(std::chrono::system_clock::now() + grace);
     server_->Wait();
   }
@@ -278,18 +245,15 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
       std::lock_guard lock(mu_);
       if (stopping_) return Status(StatusCode::UNAVAILABLE, "broker stopping");
       agents_.insert(conn);
-      if (!nats_)
-        for (const auto& p : policies_.list()) *push.mutable_policies()->add_policies() = p;
     }
-    if (nats_)
-      for (const auto& p : nats_->policies()) *push.mutable_policies()->add_policies() = p;
+    for (const auto& p : backend_->policies()) *push.mutable_policies()->add_policies() = p;
     spdlog::info("agent {} connected from {}", agent_id, ctx->peer());
     if (push.policies().policies_size() > 0) {
       push.set_broker_hlc(hlc_now());
       conn->write(push);
     }
     Status status = Status::OK;
-    if (nats_ && options_.nats.async_publish) {
+    if (backend_->pipelined()) {
       status = publish_pipelined(ctx, stream, conn, agent_id, &msg, wire_bytes);
     } else {
       mcp::v1::BrokerMessage reply;
@@ -329,127 +293,39 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
     if (Status st = check_auth(ctx, kSubscribe); !st.ok()) return st;
     if (!(req->sampling_rate() >= 0 && req->sampling_rate() <= 1))  // NaN too
       return Status(StatusCode::INVALID_ARGUMENT, "sampling_rate must be in (0, 1]");
-    if (nats_) return subscribe_nats(ctx, req, writer);
-    const size_t capacity = req->queue_packets() == 0
-                                ? options_.subscriber_queue
-                                : std::min<size_t>(req->queue_packets(), options_.subscriber_queue);
-    auto sub = std::make_shared<Subscriber>(SubscriptionFilter::from(*req), req->compact(), capacity);
-    uint64_t live_from = 0;
-    {
-      std::lock_guard lock(mu_);
-      if (stopping_) return Status(StatusCode::UNAVAILABLE, "broker stopping");
-      subscribers_.insert(sub);
-      live_from = journal_.stats().next_offset;
-    }
-    spdlog::info("subscriber {} (service '{}', rate {})", ctx->peer(), req->service_name(),
-                 sub->filter.rate);
-    uint64_t last = 0;
-    mcp::v1::SamplePacket out;
-    bool ok = true;
-    if (req->resume_after() > 0) {
-      uint64_t from = req->resume_after() + 1;
-      while (ok && !ctx->IsCancelled()) {
-        auto records = journal_.read_from(from, 64);
-        bool caught_up = records.empty();
-        for (auto& record : records) {
-          if (record.offset >= live_from) {
-            caught_up = true;
-            break;
-          }
-          from = record.offset + 1;
-          auto packet = std::make_shared<mcp::v1::SamplePacket>();
-          if (!packet->ParseFromString(record.payload)) continue;
-          packet->set_offset(record.offset);
-          PacketForms forms(std::move(packet));
-          const PacketPtr p = forms.for_subscriber(sub->filter, sub->compact);
-          if (!p) continue;
-          if (!(ok = writer->Write(*p))) break;
-          last = record.offset;
-        }
-        if (caught_up) break;
-      }
-    }
-    while (ok) {
-      PacketPtr packet = sub->queue.pop(std::chrono::milliseconds(200));
-      if (!packet) {
-        if (ctx->IsCancelled() || sub->queue.closed()) break;
-        continue;
-      }
-      if (packet->offset() <= last) continue;
-      last = packet->offset();
-      const DropCount dropped = sub->queue.take_dropped();
-      if (dropped.packets == 0) {
-        ok = writer->Write(*packet);
-      } else {
-        out = *packet;
-        out.set_dropped_packets(dropped.packets);
-        out.set_dropped_samples(dropped.samples);
-        ok = writer->Write(out);
-      }
-    }
-    const DropCount total = sub->queue.total_dropped();
-    {
-      std::lock_guard lock(mu_);
-      subscribers_.erase(sub);
-      subscriber_dropped_ += total.packets;
-    }
-    spdlog::info("subscriber {} left ({} packets dropped)", ctx->peer(), total.packets);
-    return Status::OK;
+    return backend_->subscribe(ctx, *req, writer);
   }
 
   Status ApplyPolicy(ServerContext* ctx, const mcp::v1::Policy* req,
                      mcp::v1::ApplyPolicyReply* reply) override {
     if (Status st = check_auth(ctx, kPolicy); !st.ok()) return st;
-    if (nats_) {
-      try {
-        uint32_t pushed = 0;
-        *reply->mutable_stored() = nats_->apply_policy(*req, &pushed);
-        reply->set_pushed_to_agents(pushed);
-        spdlog::info("policy service='{}' probe='{}' rate={} qps={} stored, pushed to {} agents here",
-                     req->service(), req->probe(), req->sampling_rate(), req->target_qps(), pushed);
-        return Status::OK;
-      } catch (const Error& e) {
-        return Status(e.code() == ExitCode::kUsage ? StatusCode::INVALID_ARGUMENT
-                                                   : StatusCode::UNAVAILABLE,
-                      e.what());
-      }
-    }
-    std::vector<std::shared_ptr<AgentConn>> agents;
-    mcp::v1::BrokerMessage push;
     try {
-      std::lock_guard lock(mu_);
-      *reply->mutable_stored() = policies_.apply(*req);
-      agents.assign(agents_.begin(), agents_.end());
+      uint32_t pushed = 0;
+      *reply->mutable_stored() = backend_->apply_policy(*req, &pushed);
+      reply->set_pushed_to_agents(pushed);
+      spdlog::info("policy service='{}' probe='{}' rate={} qps={} stored, pushed to {} agents here",
+                   req->service(), req->probe(), req->sampling_rate(), req->target_qps(), pushed);
+      return Status::OK;
     } catch (const Error& e) {
       return Status(e.code() == ExitCode::kUsage ? StatusCode::INVALID_ARGUMENT
-                                                 : StatusCode::INTERNAL,
+                                                 : StatusCode::UNAVAILABLE,
                     e.what());
     }
-    *push.mutable_policies()->add_policies() = reply->stored();
-    push.set_broker_hlc(hlc_now());
-    uint32_t pushed = 0;
-    for (auto& a : agents) pushed += a->write(push) ? 1 : 0;
-    reply->set_pushed_to_agents(pushed);
-    spdlog::info("policy service='{}' probe='{}' rate={} qps={} pushed to {} agents", req->service(),
-                 req->probe(), req->sampling_rate(), req->target_qps(), pushed);
-    return Status::OK;
   }
 
   Status ListPolicies(ServerContext* ctx, const mcp::v1::ListPoliciesRequest*,
                       mcp::v1::PolicyList* reply) override {
     if (Status st = check_auth(ctx, 0); !st.ok()) return st;
-    if (nats_) {
-      for (const auto& p : nats_->policies()) *reply->add_policies() = p;
-      return Status::OK;
-    }
-    std::lock_guard lock(mu_);
-    for (const auto& p : policies_.list()) *reply->add_policies() = p;
+    for (const auto& p : backend_->policies()) *reply->add_policies() = p;
     return Status::OK;
   }
 
   Status Stats(ServerContext* ctx, const mcp::v1::StatsRequest*,
                mcp::v1::StatsReply* reply) override {
     if (Status st = check_auth(ctx, 0); !st.ok()) return st;
+    // The backend's numbers first: it may hold its lock while taking mu_ (store's on_stored).
+    const uint32_t subscribers = backend_->subscribers();
+    const uint64_t dropped = backend_->subscriber_dropped_packets();
     std::lock_guard lock(mu_);
     for (const auto& [key, count] : probe_counts_) {
       auto* p = reply->add_probes();
@@ -463,9 +339,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
     reply->set_batches(batches_);
     reply->set_duplicate_batches(duplicates_);
     reply->set_agents_connected(static_cast<uint32_t>(agents_.size()));
-    reply->set_subscribers(static_cast<uint32_t>(subscribers_.size() + nats_subscribers_));
-    uint64_t dropped = subscriber_dropped_;
-    for (const auto& s : subscribers_) dropped += s->queue.total_dropped().packets;
+    reply->set_subscribers(subscribers);
     reply->set_subscriber_dropped_packets(dropped);
     reply->set_refused_publishes(refused_.load(std::memory_order_relaxed));
     return Status::OK;
@@ -536,17 +410,9 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
   // is ordered after what it received, whatever the nodes' wall clocks say.
   uint64_t hlc_now() { return hlc_.now(unix_ns()); }
 
-  // A batch ready to store: the header and counters, the events either as the re-encoded
-  // compact block (event ids set, `block` kept parsed for counting and fan-out) or as v1 samples
-  // (agent and event ids set). Built outside mu_: parsing is the costly part.
-  struct Prepared {
-    std::shared_ptr<mcp::v1::SamplePacket> packet;
-    std::shared_ptr<const mcp::v1::EventBlock> block;
-  };
-
   // Parses and checks Batch.events once (parse_event_block), sets every event id, merges the
   // batch's newest HLC. Swaps the batch's contents out.
-  Status prepare(const std::string& agent_id, mcp::v1::Batch* batch, Prepared* out) {
+  Status prepare(const std::string& agent_id, mcp::v1::Batch* batch, PreparedBatch* out) {
     const uint64_t seq = batch->sequence();
     auto packet = std::make_shared<mcp::v1::SamplePacket>();
     packet->set_agent_id(agent_id);
@@ -580,71 +446,29 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
   }
 
   // *duplicate for a replay (acked, not stored again); a refused batch is neither stored nor
-  // counted. The store runs under mu_ so journal order is delivery order.
+  // counted.
   Status ingest(const std::string& agent_id, const std::string& credential, mcp::v1::Batch* batch,
                 bool* duplicate) {
-    const uint64_t seq = batch->sequence();
-    Prepared prepared;
+    PreparedBatch prepared;
     if (Status st = prepare(agent_id, batch, &prepared); !st.ok()) return st;
-    if (nats_) {
-      *duplicate = !ingest_nats(prepared);
-      return Status::OK;
-    }
-    std::lock_guard lock(mu_);
-    switch (dedup_.check(agent_id, credential, seq, unix_ns() / 1000)) {
-      case Admission::kDuplicate:
-        ++duplicates_;
-        *duplicate = true;
-        return Status::OK;
-      case Admission::kForeignCredential:
-        return Status(StatusCode::PERMISSION_DENIED,
-                      "agent id '" + agent_id + "' is bound to another credential");
-      case Admission::kBeyondWindow:
-        return Status(StatusCode::INVALID_ARGUMENT,
-                      "sequence " + std::to_string(seq) + " jumps too far past the last stored " +
-                          std::to_string(dedup_.high_water(agent_id)) + " (see 'Broker limits')");
-      case Admission::kNew:
-        break;
-    }
-    *duplicate = false;
-    mcp::v1::SamplePacket& packet = *prepared.packet;
-    const uint32_t events = prepared.block ? static_cast<uint32_t>(prepared.block->events_size())
-                                           : static_cast<uint32_t>(packet.samples_size());
-    const uint64_t offset = journal_.append(packet.SerializeAsString(), events);
-    dedup_.record(agent_id, credential, seq);
-    dedup_.persist();
-    count_events(packet, prepared.block.get(), probe_counts_);  // counted once stored
-    packet.set_offset(offset);
-    packet.set_broker_hlc(hlc_now());
-    ++batches_;
-    // Each form (v1 samples, compact block) is built at most once for all subscribers.
-    PacketForms forms(std::move(prepared.packet), std::move(prepared.block));
-    for (const auto& sub : subscribers_) {
-      uint64_t n = 0;
-      if (PacketPtr p = forms.for_subscriber(sub->filter, sub->compact, &n)) sub->queue.push(std::move(p), n);
-    }
-    return Status::OK;
-  }
-
-  // JetStream: no lock while publishing, so agents publish in parallel; JetStream orders them.
-  bool ingest_nats(Prepared& prepared) {
     prepared.packet->set_broker_hlc(hlc_now());
-    const PublishOutcome outcome = nats_->publish(*prepared.packet, prepared.block.get());  // throws when not acked in time
-    std::lock_guard lock(mu_);
-    if (outcome.duplicate) {
+    const Status st = backend_->store(agent_id, credential, prepared, duplicate, [&] {
+      std::lock_guard lock(mu_);
+      ++batches_;
+      count_events(*prepared.packet, prepared.block.get(), probe_counts_);  // counted once stored
+    });
+    if (st.ok() && *duplicate) {
+      std::lock_guard lock(mu_);
       ++duplicates_;
-      return false;
     }
-    ++batches_;
-    count_events(*prepared.packet, prepared.block.get(), probe_counts_);
-    return true;
+    return st;
   }
 
-  // JetStream, pipelined: batches are published as they arrive and acked back in sequence order
-  // as JetStream confirms them, so the agent's in-flight window overlaps the replication round
-  // trips. A batch JetStream will not take ends the stream; the agent replays from its last ack.
-  // At most limits.max_stream_bytes_in_flight of wire bytes wait for JetStream per stream: past
-  // that the stream stops reading (HTTP/2 flow control then holds the agent back).
+  // Pipelined (a backend that says so: JetStream): batches are stored as they arrive and acked
+  // back in sequence order as the store confirms them, so the agent's in-flight window overlaps
+  // the replication round trips. A batch the store will not take ends the stream; the agent
+  // replays from its last ack. At most limits.max_stream_bytes_in_flight of wire bytes wait per
+  // stream: past that the stream stops reading (HTTP/2 flow control then holds the agent back).
   Status publish_pipelined(ServerContext* ctx, RawStream* stream,
                            const std::shared_ptr<AgentConn>& conn, const std::string& agent_id,
                            mcp::v1::AgentMessage* msg, size_t wire_bytes) {
@@ -706,7 +530,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
       auto entry = std::make_shared<Entry>();
       entry->sequence = msg->batch().sequence();
       entry->bytes = wire_bytes;
-      Prepared prepared;
+      PreparedBatch prepared;
       if (!(refused = prepare(agent_id, msg->mutable_batch(), &prepared)).ok()) break;
       prepared.packet->set_broker_hlc(hlc_now());
       ProbeTotals counts;
@@ -721,11 +545,11 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
         window->entries.push_back(entry);
         window->bytes += entry->bytes;
       }
-      nats_->publish_async(*prepared.packet, prepared.block.get(), [this, window, entry, counts = std::move(counts)](
-                                       const PublishOutcome& outcome, const std::string& error) {
+      backend_->store_async(prepared, [this, window, entry, counts = std::move(counts)](
+                                          bool duplicate, const std::string& error) {
         if (error.empty()) {
           std::lock_guard lock(mu_);
-          if (outcome.duplicate) {
+          if (duplicate) {
             ++duplicates_;
           } else {
             ++batches_;
@@ -736,7 +560,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
         }
         std::lock_guard lock(window->mu);
         entry->done = true;
-        entry->duplicate = outcome.duplicate;
+        entry->duplicate = duplicate;
         if (!error.empty() && window->error.empty()) window->error = error;
         window->cv.notify_all();
       });
@@ -749,49 +573,12 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
     }
     acker.join();
     std::lock_guard lock(window->mu);
-    if (!window->error.empty()) return Status(StatusCode::UNAVAILABLE, "JetStream: " + window->error);
+    if (!window->error.empty()) return Status(StatusCode::UNAVAILABLE, "store: " + window->error);
     return refused;
   }
 
-  Status subscribe_nats(ServerContext* ctx, const mcp::v1::SubscriptionRequest* req,
-                        grpc::ServerWriter<mcp::v1::SamplePacket>* writer) {
-    const SubscriptionFilter filter = SubscriptionFilter::from(*req);
-    std::unique_ptr<NatsBackend::Feed> feed;
-    try {
-      feed = nats_->subscribe(filter.service, req->resume_after());
-    } catch (const Error& e) {
-      return Status(StatusCode::UNAVAILABLE, e.what());
-    }
-    {
-      std::lock_guard lock(mu_);
-      if (stopping_) return Status(StatusCode::UNAVAILABLE, "broker stopping");
-      ++nats_subscribers_;
-    }
-    spdlog::info("subscriber {} (service '{}', rate {}) on JetStream", ctx->peer(),
-                 req->service_name(), filter.rate);
-    Status status = Status::OK;
-    while (!stop_feeds_ && !ctx->IsCancelled()) {
-      std::unique_ptr<mcp::v1::SamplePacket> packet;
-      try {
-        packet = feed->next(std::chrono::milliseconds(200));
-      } catch (const Error& e) {
-        status = Status(StatusCode::UNAVAILABLE, e.what());  // the client resumes elsewhere
-        break;
-      }
-      if (!packet) continue;
-      PacketForms forms(std::move(packet));
-      const PacketPtr p = forms.for_subscriber(filter, req->compact());
-      if (p && !writer->Write(*p)) break;
-    }
-    {
-      std::lock_guard lock(mu_);
-      --nats_subscribers_;
-    }
-    spdlog::info("subscriber {} left{}", ctx->peer(), status.ok() ? "" : ": " + status.error_message());
-    return status;
-  }
-
-  // Called by the policy watcher for every change in the bucket, from any broker.
+  // Called by the backend for every stored policy (JetStream: every change in the bucket, from
+  // any broker).
   uint32_t push_policy(const mcp::v1::Policy& policy) {
     std::vector<std::shared_ptr<AgentConn>> agents;
     {
@@ -813,20 +600,14 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
 
   std::mutex mu_;  // guards everything below
   bool stopping_ = false;
-  SegmentLog journal_;
-  DedupTable dedup_;
-  PolicyStore policies_;
   std::set<std::shared_ptr<AgentConn>> agents_;
-  std::set<std::shared_ptr<Subscriber>> subscribers_;
-  std::map<std::pair<std::string, std::string>, ProbeCount> probe_counts_;
+  ProbeTotals probe_counts_;
   uint64_t batches_ = 0;
   uint64_t duplicates_ = 0;
-  uint64_t subscriber_dropped_ = 0;
-  uint32_t nats_subscribers_ = 0;
-  std::atomic<bool> stop_feeds_{false};
   std::atomic<uint64_t> refused_{0};
-  // Last: destroyed first, so its watcher never calls push_policy on a dismantled broker.
-  std::unique_ptr<NatsBackend> nats_;
+  // Last: destroyed first, so its threads (JetStream's policy watcher) never call push_policy
+  // on a dismantled broker.
+  std::unique_ptr<Backend> backend_;
 };
 
 Broker::Broker(BrokerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}

@@ -1,30 +1,33 @@
 // Broker: the mcp-broker gRPC server (service mcp.v1.Sampling) and its state.
 //
-// Publish: an agent's batches are deduplicated by (agent id, sequence), appended to the journal
-// (state_dir/journal, checksummed segments; memory when no state dir), then fanned out to every
-// subscriber's bounded queue and acknowledged. The dedup marks (state_dir/agents.json) are
-// written after the journal append; on start the newest journal segment repairs marks a kill
-// between the two left behind, so a replay after a restart is still delivered once.
+// Publish: an agent's batches, v1 `samples` or a compact `events` block (capability "events-v2",
+// event_block.h: parsed and checked once, event ids set once, stored as one encoded block), are
+// deduplicated by (agent id, sequence), stored by the backend (backend.h), fanned out and
+// acknowledged. Subscribers that set `compact` get blocks, others Samples (packet_forms.h); an
+// unfiltered compact subscriber gets the same encoded packet as every other.
 // Subscribe: filter by service and tags, downsample by rate (see downsample.h); a subscriber
-// resuming with resume_after = its last packet offset first gets the journal's later packets,
-// then live ones, so a consumer that reconnects across a broker restart sees no gap or repeat.
-// Policies (state_dir/policies.json) are pushed to every connected agent on connect and on apply.
+// resuming with resume_after = its last packet offset gets what it missed, then live packets,
+// so a consumer that reconnects across a broker restart sees no gap or repeat.
+// Policies are pushed to every connected agent on connect and on apply.
 // Access (access.h): Publish needs the publish role, Subscribe the subscribe role, ApplyPolicy
 // the policy role, Stats and ListPolicies any valid token; with TLS and a CA, clients must also
 // present a certificate signed by it (mTLS). A broker on a non-loopback address with neither
 // tokens nor a client CA refuses to start unless `insecure` is set.
 // Publish checks (publish_check.h, dedup_table.h): a message over the size or sample bounds is
 // refused with RESOURCE_EXHAUSTED before it is parsed, a malformed one (no agent id, bad fields,
-// bytes that do not parse) with INVALID_ARGUMENT, an agent id bound to another credential with
-// PERMISSION_DENIED, a sequence jump beyond the window with INVALID_ARGUMENT; nothing refused is
-// stored, counted in Stats or acked, and the stream ends with that status.
+// bytes that do not parse, a block index out of range) with INVALID_ARGUMENT, a capability or
+// field this broker does not know with FAILED_PRECONDITION, an agent id bound to another
+// credential with PERMISSION_DENIED, a sequence jump beyond the window with INVALID_ARGUMENT;
+// nothing refused is stored, counted in Stats (except Stats.refused_publishes) or acked, and the
+// stream ends with that status.
 //
-// Backends: by default (options.nats.servers empty) all of the above lives in this process
-// (the embedded backend). With NATS servers set, the broker is a stateless front end over a
-// JetStream cluster (nats_backend.h): batches are acked once JetStream stored them (dedup by the
-// JetStream message id instead of the local marks), subscribers get what every broker published
-// (offsets are stream sequences; a slow subscriber is slowed by flow control instead of losing
-// its oldest packets, so queue_packets does not apply), and policies live in a key-value bucket
+// Backends (backend.h): by default (options.nats.servers empty) the embedded backend keeps the
+// journal (state_dir/journal, checksummed segments; memory when no state dir), dedup marks
+// (state_dir/agents.json) and policies (state_dir/policies.json) in this process. With NATS
+// servers set, the broker is a stateless front end over a JetStream cluster (nats_backend.h):
+// batches are acked once JetStream stored them (dedup by the JetStream message id), subscribers
+// get what every broker published (offsets are stream sequences; flow control instead of a
+// bounded queue, so queue_packets does not apply), and policies live in a key-value bucket
 // watched by every broker. state_dir and journal_max_bytes do not apply there.
 #pragma once
 #include <chrono>

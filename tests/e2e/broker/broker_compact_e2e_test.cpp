@@ -23,50 +23,8 @@ using test::compact_batch_message;
 using test::compact_block;
 using test::hello_message;
 using test::publish_messages;
+using test::RawSubscriber;
 using test::wait_until;
-
-// A Subscribe call on its own thread that keeps every packet as received.
-class RawSubscriber {
- public:
-  RawSubscriber(const std::string& address, mcp::v1::SubscriptionRequest req)
-      : stub_(test::stub_for(address)) {
-    thread_ = std::thread([this, req] {
-      auto reader = stub_->Subscribe(&ctx_, req);
-      mcp::v1::SamplePacket p;
-      while (reader->Read(&p)) {
-        std::lock_guard lock(mu_);
-        packets_.push_back(p);
-      }
-      reader->Finish();
-    });
-  }
-  ~RawSubscriber() {
-    ctx_.TryCancel();
-    thread_.join();
-  }
-  std::vector<mcp::v1::SamplePacket> packets() const {
-    std::lock_guard lock(mu_);
-    return packets_;
-  }
-  // Events (compact) or samples (v1) received so far.
-  size_t events() const {
-    std::lock_guard lock(mu_);
-    size_t n = 0;
-    for (const auto& p : packets_) {
-      mcp::v1::EventBlock b;
-      n += static_cast<size_t>(p.samples_size());
-      if (!p.events().empty() && b.ParseFromString(p.events())) n += static_cast<size_t>(b.events_size());
-    }
-    return n;
-  }
-
- private:
-  std::unique_ptr<mcp::v1::Sampling::Stub> stub_;
-  grpc::ClientContext ctx_;
-  mutable std::mutex mu_;
-  std::vector<mcp::v1::SamplePacket> packets_;
-  std::thread thread_;
-};
 
 mcp::v1::SubscriptionRequest request(bool compact, const std::string& service = "") {
   mcp::v1::SubscriptionRequest r;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -28,13 +29,19 @@ inline std::filesystem::path make_temp_dir(const std::string& stem) {
   return dir;
 }
 
+// The mcp-broker under test: this build's, or $MCP_BROKER_BIN (benchmarks compare builds).
+inline std::string broker_binary() {
+  const char* other = std::getenv("MCP_BROKER_BIN");
+  return other != nullptr && *other != '\0' ? other : std::string(MCP_BIN_DIR) + "/mcp-broker";
+}
+
 class BrokerProcess {
  public:
   BrokerProcess(std::vector<std::string> args, std::filesystem::path log, int port = 0)
       : log_(std::move(log)) {
     if (std::find(args.begin(), args.end(), "--listen") == args.end())
       args.insert(args.begin(), {"--listen", "127.0.0.1:" + std::to_string(port)});
-    args.insert(args.begin(), std::string(MCP_BIN_DIR) + "/mcp-broker");
+    args.insert(args.begin(), broker_binary());
     pid_ = fork();
     if (pid_ == 0) {
       FILE* f = std::fopen(log_.c_str(), "w");
@@ -99,7 +106,7 @@ inline int run_broker(const std::vector<std::string>& args, const std::filesyste
   if (pid == 0) {
     FILE* f = std::fopen(log.c_str(), "w");
     if (f) dup2(fileno(f), 2);
-    std::vector<std::string> all{std::string(MCP_BIN_DIR) + "/mcp-broker"};
+    std::vector<std::string> all{broker_binary()};
     all.insert(all.end(), args.begin(), args.end());
     std::vector<char*> argv;
     for (auto& a : all) argv.push_back(a.data());

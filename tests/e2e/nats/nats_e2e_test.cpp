@@ -16,6 +16,7 @@
 #include "broker/downsample.h"
 #include "broker_client.h"
 #include "broker_process.h"
+#include "compact_block.h"
 #include "common/event.h"
 #include "forward/channel.h"
 #include "forward/forwarder.h"
@@ -265,6 +266,47 @@ TEST_F(NatsE2E, BatchReplayedThroughTheOtherBrokerIsAckedAsDuplicateAndDelivered
   EXPECT_FALSE(other_agent.duplicate());
   expect_exactly(collector, 20);  // the replay is not delivered; the other agent's batch is
   EXPECT_EQ(broker_stats(b_->address()).duplicate_batches(), 1u);
+}
+
+// Compact batches (events-v2) through JetStream: a batch of two services is two messages, each
+// a block of its own; compact subscribers on the other broker get blocks, v1 ones samples, and a
+// replay through the other broker is a duplicate.
+TEST_F(NatsE2E, CompactBatchThroughAReachesCompactAndV1SubscribersOnBOnce) {
+  mcp::v1::SubscriptionRequest compact_req;
+  compact_req.set_compact(true);
+  mcp::v1::SubscriptionRequest api_req = compact_req;
+  api_req.set_service_name("api");
+  test::RawSubscriber compact(b_->address(), compact_req);
+  test::RawSubscriber api(b_->address(), api_req);
+  test::RawSubscriber v1(b_->address(), mcp::v1::SubscriptionRequest());
+  ASSERT_TRUE(wait_until([&] { return broker_stats(b_->address()).subscribers() == 3; }, 10s));
+  auto hello = test::hello_message("compact-agent");
+  hello.mutable_hello()->add_capabilities("events-v2");
+  const auto batch = test::compact_batch_message(3, test::compact_block(10, 0));
+  auto r = test::publish_messages(a_->address(), {hello, batch});
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  ASSERT_EQ(r.acks.size(), 1u);
+  EXPECT_FALSE(r.acks[0].duplicate());
+  r = test::publish_messages(b_->address(), {hello, batch});
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  ASSERT_EQ(r.acks.size(), 1u);
+  EXPECT_TRUE(r.acks[0].duplicate());
+  ASSERT_TRUE(wait_until([&] { return compact.events() == 10 && api.events() == 5 && v1.events() == 10; }, 30s))
+      << compact.events() << " " << api.events() << " " << v1.events();
+  std::set<uint64_t> ids;
+  for (const auto& p : compact.packets()) {
+    mcp::v1::EventBlock b;
+    ASSERT_TRUE(b.ParseFromString(p.events()));
+    for (const auto& e : b.events()) ids.insert(e.event_id());
+  }
+  for (const auto& p : v1.packets())
+    for (const auto& s : p.samples()) {
+      EXPECT_EQ(s.probe(), "syscall:getppid");
+      EXPECT_EQ(s.agent_id(), "compact-agent");
+      EXPECT_TRUE(ids.count(s.event_id())) << "the same event ids in both forms";
+    }
+  EXPECT_EQ(ids.size(), 10u);
+  EXPECT_EQ(broker_stats(a_->address()).probes_size(), 2);
 }
 
 TEST_F(NatsE2E, StreamLeaderKilledMidStreamStillDeliversExactlyN) {

@@ -1,0 +1,77 @@
+// Backend: where the broker keeps batches and policies, behind one interface so the front end
+// (broker.cpp: auth, bounds, parsing, event ids, Stats, agent streams) never asks which one runs.
+// - embedded (make_embedded_backend): this process: the journal (state_dir/journal, or memory),
+//   dedup marks (state_dir/agents.json), bounded subscriber queues fed at store time, the
+//   policies file. Only this backend builds or scans a journal.
+// - JetStream (make_jetstream_backend, nats_backend.h): a stateless front end over a stream and a
+//   key-value bucket shared by every broker; stores are pipelined (store_async).
+// Every method is thread-safe. Refusals are grpc::Status values for the client; an unreachable
+// store throws mcp::Error (the front end answers INTERNAL / UNAVAILABLE).
+#pragma once
+#include <grpcpp/grpcpp.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mcp/v1/sampling.grpc.pb.h"
+
+namespace mcp::broker {
+
+struct BrokerOptions;
+
+// A checked batch ready to store: header and counters, events as the encoded compact block
+// (`block` kept parsed) or as v1 samples, agent and event ids set. broker_hlc is set by the
+// front end; offset by the backend.
+struct PreparedBatch {
+  std::shared_ptr<mcp::v1::SamplePacket> packet;
+  std::shared_ptr<const mcp::v1::EventBlock> block;  // null for a v1 batch
+  uint32_t events() const {
+    return block ? static_cast<uint32_t>(block->events_size())
+                 : static_cast<uint32_t>(packet->samples_size());
+  }
+};
+
+class Backend {
+ public:
+  // Pushes a stored or changed policy to this broker's agents; returns how many were told.
+  using PolicyListener = std::function<uint32_t(const mcp::v1::Policy&)>;
+  using StoreDone = std::function<void(bool duplicate, const std::string& error)>;
+
+  virtual ~Backend() = default;
+
+  // Stores one batch, returning once it is durable. OK with *duplicate for a replay (acked, not
+  // stored again); otherwise the refusal for the client (nothing stored). `on_stored` runs once
+  // for a new batch, after it is stored and before this broker's subscribers can see it (the
+  // front end counts it there, so Stats never lags what a subscriber received); it may not call
+  // back into the backend.
+  virtual grpc::Status store(const std::string& agent_id, const std::string& credential,
+                             PreparedBatch& batch, bool* duplicate,
+                             const std::function<void()>& on_stored) = 0;
+  // True when store_async may be used: batches overlap their round trips to the store.
+  virtual bool pipelined() const { return false; }
+  // `done` runs once, on a backend thread, when the batch is stored (error empty) or not.
+  virtual void store_async(PreparedBatch& batch, StoreDone done);
+
+  // Serves one subscription (request already checked) until the client leaves or stop().
+  virtual grpc::Status subscribe(grpc::ServerContext* ctx, const mcp::v1::SubscriptionRequest& req,
+                                 grpc::ServerWriter<mcp::v1::SamplePacket>* writer) = 0;
+  virtual uint32_t subscribers() const = 0;
+  virtual uint64_t subscriber_dropped_packets() const = 0;
+
+  // Validates, stamps and stores; mcp::Error usage for a bad policy. *pushed: agents told.
+  virtual mcp::v1::Policy apply_policy(const mcp::v1::Policy& policy, uint32_t* pushed) = 0;
+  virtual std::vector<mcp::v1::Policy> policies() const = 0;
+
+  // Ends every subscription stream (the broker is stopping).
+  virtual void stop() = 0;
+};
+
+std::unique_ptr<Backend> make_embedded_backend(const BrokerOptions& options,
+                                               Backend::PolicyListener push);
+std::unique_ptr<Backend> make_jetstream_backend(const BrokerOptions& options,
+                                                Backend::PolicyListener push);
+
+}  // namespace mcp::broker

@@ -1,0 +1,221 @@
+// The embedded backend (backend.h): journal, dedup marks, subscriber queues and policies in
+// this process. The dedup marks (state_dir/agents.json) are written after the journal append;
+// on start the newest journal segment repairs marks a kill between the two left behind, so a
+// replay after a restart is still delivered once. A subscriber resuming with resume_after = its
+// last packet offset first gets the journal's later packets, then live ones.
+#include <mutex>
+#include <set>
+
+#include <spdlog/spdlog.h>
+
+#include "broker/backend.h"
+#include "broker/broker.h"
+#include "broker/dedup_table.h"
+#include "broker/packet_forms.h"
+#include "broker/policy_store.h"
+#include "broker/subscriber_queue.h"
+#include "forward/segment_log.h"
+
+namespace mcp::broker {
+namespace {
+
+using grpc::Status;
+using grpc::StatusCode;
+
+uint64_t unix_us() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
+struct Subscriber {
+  SubscriptionFilter filter;
+  bool compact;  // wants SamplePacket.events
+  SubscriberQueue queue;
+  Subscriber(SubscriptionFilter f, bool c, size_t capacity)
+      : filter(std::move(f)), compact(c), queue(capacity) {}
+};
+
+class EmbeddedBackend final : public Backend {
+ public:
+  EmbeddedBackend(const BrokerOptions& options, PolicyListener push)
+      : subscriber_queue_(options.subscriber_queue),
+        push_(std::move(push)),
+        journal_(SegmentLogOptions{
+            options.state_dir.empty() ? std::filesystem::path() : options.state_dir / "journal",
+            4ull << 20,
+            options.state_dir.empty() ? std::min<uint64_t>(options.journal_max_bytes, 64ull << 20)
+                                      : options.journal_max_bytes}),
+        dedup_(options.state_dir.empty() ? std::filesystem::path() : options.state_dir / "agents.json"),
+        policies_(options.state_dir.empty() ? std::filesystem::path()
+                                            : options.state_dir / "policies.json") {
+    // A kill between the journal append and the marks file leaves the newest records unmarked.
+    for (const auto& record : journal_.newest_segment()) {
+      mcp::v1::SamplePacket packet;
+      if (packet.ParseFromString(record.payload)) dedup_.advance(packet.agent_id(), packet.sequence());
+    }
+  }
+
+  // Under mu_ so journal order is delivery order.
+  Status store(const std::string& agent_id, const std::string& credential, PreparedBatch& batch,
+               bool* duplicate, const std::function<void()>& on_stored) override {
+    mcp::v1::SamplePacket& packet = *batch.packet;
+    const uint64_t seq = packet.sequence();
+    std::lock_guard lock(mu_);
+    switch (dedup_.check(agent_id, credential, seq, unix_us())) {
+      case Admission::kDuplicate:
+        *duplicate = true;
+        return Status::OK;
+      case Admission::kForeignCredential:
+        return Status(StatusCode::PERMISSION_DENIED,
+                      "agent id '" + agent_id + "' is bound to another credential");
+      case Admission::kBeyondWindow:
+        return Status(StatusCode::INVALID_ARGUMENT,
+                      "sequence " + std::to_string(seq) + " jumps too far past the last stored " +
+                          std::to_string(dedup_.high_water(agent_id)) + " (see 'Broker limits')");
+      case Admission::kNew:
+        break;
+    }
+    *duplicate = false;
+    const uint64_t offset = journal_.append(packet.SerializeAsString(), batch.events());
+    dedup_.record(agent_id, credential, seq);
+    dedup_.persist();
+    packet.set_offset(offset);
+    on_stored();
+    // Each form (v1 samples, compact block) is built at most once for all subscribers.
+    PacketForms forms(batch.packet, batch.block);
+    for (const auto& sub : subscribers_) {
+      uint64_t n = 0;
+      if (PacketPtr p = forms.for_subscriber(sub->filter, sub->compact, &n)) sub->queue.push(std::move(p), n);
+    }
+    return Status::OK;
+  }
+
+  Status subscribe(grpc::ServerContext* ctx, const mcp::v1::SubscriptionRequest& req,
+                   grpc::ServerWriter<mcp::v1::SamplePacket>* writer) override {
+    const size_t capacity = req.queue_packets() == 0
+                                ? subscriber_queue_
+                                : std::min<size_t>(req.queue_packets(), subscriber_queue_);
+    auto sub = std::make_shared<Subscriber>(SubscriptionFilter::from(req), req.compact(), capacity);
+    uint64_t live_from = 0;
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return Status(StatusCode::UNAVAILABLE, "broker stopping");
+      subscribers_.insert(sub);
+      live_from = journal_.stats().next_offset;
+    }
+    spdlog::info("subscriber {} (service '{}', rate {}{})", ctx->peer(), req.service_name(),
+                 sub->filter.rate, sub->compact ? ", compact" : "");
+    uint64_t last = 0;
+    bool ok = true;
+    if (req.resume_after() > 0) {
+      uint64_t from = req.resume_after() + 1;
+      while (ok && !ctx->IsCancelled()) {
+        auto records = journal_.read_from(from, 64);
+        bool caught_up = records.empty();
+        for (auto& record : records) {
+          if (record.offset >= live_from) {
+            caught_up = true;
+            break;
+          }
+          from = record.offset + 1;
+          auto packet = std::make_shared<mcp::v1::SamplePacket>();
+          if (!packet->ParseFromString(record.payload)) continue;
+          packet->set_offset(record.offset);
+          PacketForms forms(std::move(packet));
+          const PacketPtr p = forms.for_subscriber(sub->filter, sub->compact);
+          if (!p) continue;
+          if (!(ok = writer->Write(*p))) break;
+          last = record.offset;
+        }
+        if (caught_up) break;
+      }
+    }
+    mcp::v1::SamplePacket out;
+    while (ok) {
+      PacketPtr packet = sub->queue.pop(std::chrono::milliseconds(200));
+      if (!packet) {
+        if (ctx->IsCancelled() || sub->queue.closed()) break;
+        continue;
+      }
+      if (packet->offset() <= last) continue;
+      last = packet->offset();
+      const DropCount dropped = sub->queue.take_dropped();
+      if (dropped.packets == 0) {
+        ok = writer->Write(*packet);
+      } else {
+        out = *packet;
+        out.set_dropped_packets(dropped.packets);
+        out.set_dropped_samples(dropped.samples);
+        ok = writer->Write(out);
+      }
+    }
+    const DropCount total = sub->queue.total_dropped();
+    {
+      std::lock_guard lock(mu_);
+      subscribers_.erase(sub);
+      subscriber_dropped_ += total.packets;
+    }
+    spdlog::info("subscriber {} left ({} packets dropped)", ctx->peer(), total.packets);
+    return Status::OK;
+  }
+
+  uint32_t subscribers() const override {
+    std::lock_guard lock(mu_);
+    return static_cast<uint32_t>(subscribers_.size());
+  }
+
+  uint64_t subscriber_dropped_packets() const override {
+    std::lock_guard lock(mu_);
+    uint64_t dropped = subscriber_dropped_;
+    for (const auto& s : subscribers_) dropped += s->queue.total_dropped().packets;
+    return dropped;
+  }
+
+  mcp::v1::Policy apply_policy(const mcp::v1::Policy& policy, uint32_t* pushed) override {
+    mcp::v1::Policy stored;
+    {
+      std::lock_guard lock(mu_);
+      stored = policies_.apply(policy);
+    }
+    *pushed = push_(stored);
+    return stored;
+  }
+
+  std::vector<mcp::v1::Policy> policies() const override {
+    std::lock_guard lock(mu_);
+    return policies_.list();
+  }
+
+  void stop() override {
+    std::vector<std::shared_ptr<Subscriber>> subs;
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+      subs.assign(subscribers_.begin(), subscribers_.end());
+    }
+    for (auto& s : subs) s->queue.close();
+  }
+
+ private:
+  const size_t subscriber_queue_;
+  PolicyListener push_;
+  mutable std::mutex mu_;  // guards everything below
+  bool stopping_ = false;
+  SegmentLog journal_;
+  DedupTable dedup_;
+  PolicyStore policies_;
+  std::set<std::shared_ptr<Subscriber>> subscribers_;
+  uint64_t subscriber_dropped_ = 0;
+};
+
+}  // namespace
+
+void Backend::store_async(PreparedBatch&, StoreDone done) { done(false, "not a pipelined backend"); }
+
+std::unique_ptr<Backend> make_embedded_backend(const BrokerOptions& options,
+                                               Backend::PolicyListener push) {
+  return std::make_unique<EmbeddedBackend>(options, std::move(push));
+}
+
+}  // namespace mcp::broker
