@@ -421,7 +421,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
     uint64_t newest = 0;
     uint32_t index = 0;
     if (!batch->events().empty()) {
-      auto block = std::make_shared<mcp::v1::EventBlock>();
+      auto block = make_arena_block(batch->events().size());
       if (const Verdict v = parse_event_block(batch->events(), options_.limits, block.get()); !v.ok())
         return to_status(v);
       for (auto& e : *block->mutable_events()) {

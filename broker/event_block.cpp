@@ -1,5 +1,6 @@
 #include "broker/event_block.h"
 
+#include <google/protobuf/arena.h>
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/wire_format_lite.h>
 
@@ -98,6 +99,16 @@ void copy_pairs(const EventBlock& block, uint32_t set, Map* out) {
 }
 
 }  // namespace
+
+std::shared_ptr<mcp::v1::EventBlock> make_arena_block(size_t wire_bytes) {
+  google::protobuf::ArenaOptions options;
+  // Parsed events take about three times their wire size; start there, grow in large blocks.
+  options.start_block_size = std::clamp<size_t>(wire_bytes * 3, 4096, 1 << 20);
+  options.max_block_size = 1 << 20;
+  auto arena = std::make_shared<google::protobuf::Arena>(options);
+  auto* block = google::protobuf::Arena::CreateMessage<mcp::v1::EventBlock>(arena.get());
+  return std::shared_ptr<mcp::v1::EventBlock>(std::move(arena), block);  // shares the arena's life
+}
 
 Verdict scan_event_block(std::string_view bytes, uint32_t max_events, uint32_t* events) {
   *events = 0;

@@ -14,6 +14,7 @@
 //   and pair set, not per event; the rate rescales kept thresholds as filter_packet does.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -24,6 +25,10 @@
 namespace mcp::broker {
 
 inline constexpr std::string_view kCapabilityEventsV2 = "events-v2";
+
+// An empty block on its own protobuf Arena, freed with the last reference: parsing a block of N
+// events then costs a few arena blocks instead of N+ heap allocations. `wire_bytes` sizes them.
+std::shared_ptr<mcp::v1::EventBlock> make_arena_block(size_t wire_bytes);
 
 // *events = the block's event count; kTooLarge above max_events, kInvalid when malformed.
 Verdict scan_event_block(std::string_view bytes, uint32_t max_events, uint32_t* events);

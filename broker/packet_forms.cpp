@@ -27,7 +27,7 @@ uint64_t PacketForms::events() {
 
 const mcp::v1::EventBlock& PacketForms::block() {
   if (!block_) {
-    auto block = std::make_shared<mcp::v1::EventBlock>();
+    auto block = make_arena_block(stored_->events().size());
     if (compact_stored()) {
       // Checked at ingest; a block that no longer parses or checks (a damaged record) is empty.
       if (!block->ParseFromString(stored_->events()) || !check_event_block(*block).ok()) block->Clear();
