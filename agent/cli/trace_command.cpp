@@ -279,6 +279,7 @@ int run_trace(TraceOptions& o) {
     // spool directory the id is kept there, so a later run's replays are deduplicated.
     fo.agent_id = !o.agent_id.empty() ? o.agent_id : !o.spool_dir.empty() ? stable_agent_id(o.spool_dir) : "";
     fo.spool_dir = o.spool_dir;
+    fo.compression = parse_compression(o.compression);
     fo.tls = {o.tls_ca, o.tls_cert, o.tls_key};
     fo.token_file = o.token_file;
     fo.on_policy = [&](const PolicyUpdate& p) {

@@ -39,6 +39,9 @@ void add_trace_options(CLI::App& sub, TraceOptions& o) {
   sub.add_option("--tls-key", o.tls_key, "Client key for mTLS");
   sub.add_option("--token-file", o.token_file, "Bearer token for the broker (first line of the file)");
   sub.add_option("--spool-dir", o.spool_dir, "Keep unacknowledged batches here (default: in memory)");
+  sub.add_option("--compression", o.compression, "Compression of batches to the broker: none or gzip")
+      ->check(CLI::IsMember({"none", "gzip"}))
+      ->capture_default_str();
   sub.add_option("--agent-id", o.agent_id, "Agent id the broker deduplicates by (default: hostname)");
   sub.add_option("--service", o.service, "Service name every event is labelled with");
   sub.add_option("--tag", o.tag_texts, "Tag every event: KEY=VALUE (repeatable)");

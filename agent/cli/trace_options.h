@@ -49,6 +49,7 @@ struct TraceOptions {
   bool also_stdout = false;
   std::string tls_ca, tls_cert, tls_key, token_file;
   std::string spool_dir;
+  std::string compression = "none";  // none | gzip
   std::string agent_id;
   std::string service;
   std::vector<std::string> tag_texts; // KEY=VALUE

@@ -31,6 +31,7 @@ struct BrokerConfig {
   std::vector<std::string> addresses;  // host:port, tried in order
   std::string token_file;              // bearer token, re-read on connect; empty: none
   std::optional<TlsConfig> tls;        // absent: plaintext
+  std::string compression = "none";    // none | gzip (batches to the broker)
   bool operator==(const BrokerConfig&) const = default;
 };
 

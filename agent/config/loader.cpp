@@ -357,7 +357,7 @@ void read_syscall(Ctx& ctx, const YAML::Node& n, std::vector<ProbeSpec>& out) {
 }
 
 void read_broker(Ctx& ctx, const YAML::Node& n, BrokerConfig& out) {
-  MapReader m(ctx, n, "broker", {"addresses", "token_file", "tls"});
+  MapReader m(ctx, n, "broker", {"addresses", "token_file", "tls", "compression"});
   if (!m.valid()) return;
   if (!m.has("addresses")) {
     ctx.error(n, "broker needs 'addresses'");
@@ -377,6 +377,12 @@ void read_broker(Ctx& ctx, const YAML::Node& n, BrokerConfig& out) {
   }
   if (m.has("token_file"))
     if (auto s = read_string(ctx, m.get("token_file"), "broker.token_file")) out.token_file = *s;
+  if (m.has("compression")) {
+    if (auto s = read_string(ctx, m.get("compression"), "broker.compression")) {
+      if (*s == "none" || *s == "gzip") out.compression = *s;
+      else ctx.error(m.get("compression"), "broker.compression must be none or gzip, not '" + *s + "'");
+    }
+  }
   if (m.has("tls")) {
     MapReader t(ctx, m.get("tls"), "broker.tls", {"ca", "cert", "key"});
     if (!t.valid()) return;

@@ -211,6 +211,7 @@ int run_daemon(const RunFlags& flags) {
     const char* state_dir = getenv("STATE_DIRECTORY");
     fo.agent_id = agent_id_for(*cfg0, state_dir);
     fo.token_file = cfg0->broker.token_file;
+    fo.compression = parse_compression(cfg0->broker.compression);
     if (cfg0->broker.tls) fo.tls = {cfg0->broker.tls->ca, cfg0->broker.tls->cert, cfg0->broker.tls->key};
     fo.spool_dir = state_dir && *state_dir ? std::string(state_dir) + "/spool" : "";
     fo.on_policy = [&](const PolicyUpdate& p) {

@@ -17,7 +17,7 @@
 #include "common/utf8.h"
 #include "forward/agent_id.h"
 #include "forward/channel.h"
-#include "forward/sample_convert.h"
+#include "forward/event_block.h"
 #include "forward/segment_log.h"
 #include "mcp/v1/sampling.grpc.pb.h"
 
@@ -44,6 +44,12 @@ std::vector<std::string> parse_broker_list(const std::string& text) {
   }
   if (out.empty()) throw usage_error("--broker needs at least one HOST:PORT");
   return out;
+}
+
+Compression parse_compression(const std::string& name) {
+  if (name == "none") return Compression::kNone;
+  if (name == "gzip") return Compression::kGzip;
+  throw usage_error("unknown compression '" + name + "' (use none or gzip)");
 }
 
 class Forwarder::Impl {
@@ -75,26 +81,40 @@ class Forwarder::Impl {
     sender_.join();
   }
 
+  // Encodes the event straight into the open block (no per-event message or queue node);
+  // a full block is closed into the queue of blocks waiting for the batcher.
   void consume(const Event& event) {
     flush_failed_.store(false, std::memory_order_relaxed);
-    mcp::v1::Sample sample;
-    to_sample(event, &sample);
-    sample.set_agent_id(options_.agent_id);
     {
       std::lock_guard lock(qmu_);
-      if (queue_.size() >= options_.queue_capacity) {
-        queue_.pop_front();
-        ++queue_dropped_;
-      }
-      const bool first = queue_.empty();
-      if (first) oldest_ = std::chrono::steady_clock::now();
-      queue_.push_back(std::move(sample));
+      open_.add(event);
+      const size_t n = open_.size();
+      if (n == 1) oldest_ = std::chrono::steady_clock::now();
+      const bool full = n >= block_limit();
+      if (full) close_open_block();
       // Wake the batcher when a batch starts (it sleeps on an empty queue and must
       // start the age clock) and when one is full; in between it times out by itself.
-      if (!first && queue_.size() < options_.batch_count) return;
+      if (n != 1 && !full) return;
     }
     qcv_.notify_one();
   }
+
+  size_t block_limit() const { return std::min(options_.batch_count, options_.queue_capacity); }
+
+  // Under qmu_. Over queue_capacity the oldest closed block is dropped and counted.
+  void close_open_block() {
+    auto& b = closed_.emplace_back();
+    b.events = static_cast<uint32_t>(open_.size());
+    open_.finish(b.bytes);
+    closed_events_ += b.events;
+    while (closed_events_ > options_.queue_capacity && !closed_.empty()) {
+      closed_events_ -= closed_.front().events;
+      queue_dropped_ += closed_.front().events;
+      closed_.pop_front();
+    }
+  }
+
+  size_t queued_events() const { return closed_events_ + open_.size(); }
 
   void consume_counts(const std::vector<ProbeIntervalCounts>& counts) {
     {
@@ -130,9 +150,9 @@ class Forwarder::Impl {
       std::unique_lock lock(qmu_);
       flushing_ = true;
       qcv_.notify_one();
-      qcv_.wait_until(lock, deadline, [&] { return queue_.empty() && counts_.empty() && !batching_; });
+      qcv_.wait_until(lock, deadline, [&] { return queued_events() == 0 && counts_.empty() && !batching_; });
       flushing_ = false;
-      if (!queue_.empty() || !counts_.empty() || batching_) return false;
+      if (queued_events() != 0 || !counts_.empty() || batching_) return false;
     }
     std::unique_lock lock(mu_);
     return scv_.wait_until(lock, deadline, [&] { return log_.last_offset() == 0; });
@@ -143,7 +163,7 @@ class Forwarder::Impl {
     const SegmentLogStats log = log_.stats();
     {
       std::lock_guard lock(qmu_);
-      s.queued = queue_.size();
+      s.queued = queued_events();
       s.dropped_oldest = queue_dropped_;
     }
     s.dropped_oldest += log.dropped_items;
@@ -167,17 +187,18 @@ class Forwarder::Impl {
  private:
   // Closes batches by count or age and writes them ahead into the spool.
   void batch_loop() {
-    std::vector<mcp::v1::Sample> taken;
+    ClosedBlock taken;
     std::vector<mcp::v1::ProbeCounts> counts;
+    mcp::v1::Batch batch;
+    std::string record;
     for (;;) {
       {
         std::unique_lock lock(qmu_);
         for (;;) {
-          if (queue_.size() >= options_.batch_count || (!queue_.empty() && (stop_ || flushing_)))
-            break;
+          if (!closed_.empty() || (open_.size() > 0 && (stop_ || flushing_))) break;
           if (!counts_.empty()) break;  // about one a second: ship the counters at once
-          if (stop_ && queue_.empty()) return;
-          if (queue_.empty()) {
+          if (stop_ && open_.size() == 0) return;
+          if (open_.size() == 0) {
             qcv_.wait(lock);
             continue;
           }
@@ -185,28 +206,34 @@ class Forwarder::Impl {
           if (std::chrono::steady_clock::now() >= due) break;
           qcv_.wait_until(lock, due);
         }
-        const size_t n = std::min(queue_.size(), options_.batch_count);
-        taken.assign(std::make_move_iterator(queue_.begin()),
-                     std::make_move_iterator(queue_.begin() + static_cast<ptrdiff_t>(n)));
-        queue_.erase(queue_.begin(), queue_.begin() + static_cast<ptrdiff_t>(n));
+        if (closed_.empty() && open_.size() > 0) close_open_block();
+        taken.events = 0;
+        taken.bytes.clear();
+        if (!closed_.empty()) {
+          taken = std::move(closed_.front());
+          closed_.pop_front();
+          closed_events_ -= taken.events;
+        }
         counts.swap(counts_);
         oldest_ = std::chrono::steady_clock::now();
         batching_ = true;
       }
-      mcp::v1::Batch batch;
-      batch.mutable_samples()->Reserve(static_cast<int>(taken.size()));
-      for (auto& s : taken) *batch.add_samples() = std::move(s);
+      // The spool holds the Batch with its events still encoded (Batch.events): the sender
+      // ships it as stored, nothing is parsed back into per-event messages.
+      batch.Clear();
+      if (taken.events) batch.set_events(std::move(taken.bytes));
       for (auto& c : counts) *batch.add_counts() = std::move(c);
       counts.clear();
       batch.set_created_unix_ns(unix_ns());
+      record.clear();
+      batch.AppendToString(&record);
       try {
-        log_.append(batch.SerializeAsString(), static_cast<uint32_t>(taken.size()));
+        log_.append(record, taken.events);
       } catch (const std::exception& e) {
         spdlog::error("forward: {}", e.what());
         std::lock_guard lock(qmu_);
-        queue_dropped_ += taken.size();
+        queue_dropped_ += taken.events;
       }
-      taken.clear();
       {
         std::lock_guard lock(qmu_);
         batching_ = false;
@@ -260,7 +287,7 @@ class Forwarder::Impl {
   bool run_stream(const std::string& address) {
     std::shared_ptr<grpc::Channel> channel;
     try {
-      channel = make_channel(address, options_.tls, options_.gzip);
+      channel = make_channel(address, options_.tls, options_.compression == Compression::kGzip);
     } catch (const std::exception& e) {
       spdlog::error("forward: {}", e.what());
       return false;
@@ -288,6 +315,7 @@ class Forwarder::Impl {
     mcp::v1::AgentMessage hello;
     hello.mutable_hello()->set_agent_id(options_.agent_id);
     hello.mutable_hello()->set_version("0.1.0");
+    hello.mutable_hello()->add_capabilities("events-v2");
     bool ok = stream->Write(hello);
     wire_idle_.store(ok);
 
@@ -398,7 +426,13 @@ class Forwarder::Impl {
 
   mutable std::mutex qmu_;
   std::condition_variable qcv_;
-  std::deque<mcp::v1::Sample> queue_;
+  struct ClosedBlock {
+    std::string bytes;  // serialized EventBlock
+    uint32_t events = 0;
+  };
+  EventBlockEncoder open_;               // guarded by qmu_: the batch being filled
+  std::deque<ClosedBlock> closed_;       // guarded by qmu_: full, waiting for the batcher
+  size_t closed_events_ = 0;
   std::vector<mcp::v1::ProbeCounts> counts_;  // guarded by qmu_
   std::chrono::steady_clock::time_point oldest_{};
   uint64_t queue_dropped_ = 0;

@@ -1,7 +1,8 @@
 // Forwarder: the EventSink that ships kept events to an mcp-broker over gRPC.
 //
-// consume() converts the event and appends it to a bounded in-memory queue (never blocks; when
-// the queue is full the oldest queued event is dropped and counted). A batching thread closes a
+// consume() encodes the event into the open compact block (forward/event_block.h, capability
+// "events-v2") and never blocks; full blocks wait in a bounded in-memory queue (queue_capacity
+// events; when it is full the oldest waiting block is dropped and its events counted). A batching thread closes a
 // batch at `batch_count` events or `batch_age`, and writes it ahead into the spool (segment files
 // with CRC32 when `spool_dir` is set, memory otherwise), whose offset becomes the batch sequence.
 // A sender thread streams unacknowledged batches in order to the broker; acks release them from
@@ -11,8 +12,10 @@
 // its oldest batches are dropped and counted in `dropped_oldest`, never silently.
 // flush() waits (up to flush_timeout) until every accepted event is acknowledged; with a spool
 // directory anything not yet acknowledged stays on disk and is replayed by the next run.
-// A spooled batch that cannot be parsed back is skipped, counted (unreadable_*) and logged.
-// Every string of an event is repaired to valid UTF-8 before it is spooled (sample_convert.h).
+// The spool holds each Batch as sent, events still encoded, so the sender never rebuilds
+// per-event messages. A spooled batch that cannot be parsed back is skipped, counted
+// (unreadable_*) and logged. Every string of an event is repaired to valid UTF-8 before it is
+// spooled.
 // No gRPC or protobuf types appear here: the generated headers stay inside forward/*.cpp.
 #pragma once
 #include <chrono>
@@ -43,6 +46,12 @@ struct PolicyUpdate {
   double target_qps = 0;       // 0: unset
 };
 
+// gRPC message compression to the broker. None by default: the compact events carry few
+// repeated bytes, and on loopback or a fast link gzip costs more CPU than it saves.
+enum class Compression { kNone, kGzip };
+// "none" or "gzip"; throws mcp::Error (usage) for anything else.
+Compression parse_compression(const std::string& name);
+
 struct ForwarderOptions {
   std::vector<std::string> brokers;             // host:port, first preferred; fail over in order
   std::string agent_id;                         // empty: unique_agent_id() (agent_id.h)
@@ -51,7 +60,7 @@ struct ForwarderOptions {
   // While the broker has acknowledged everything sent, a batch closes after only
   // this long: light traffic is not held for batch_age; under load batches grow.
   std::chrono::nanoseconds batch_linger = std::chrono::milliseconds(1);
-  bool gzip = true;
+  Compression compression = Compression::kNone;
   size_t queue_capacity = 65536;                // events held in memory before batching
   std::filesystem::path spool_dir;              // empty: spool in memory
   uint64_t spool_max_bytes = 256ull << 20;

@@ -3,7 +3,9 @@
 #include <fmt/compile.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <ctime>
+#include <vector>
 
 #include "common/error.h"
 #include "common/utf8.h"
@@ -42,17 +44,30 @@ void append_json_string(std::string& out, std::string_view s) {
 
 namespace {
 
+// Pairs in key order (stable, so a repeated key keeps its place): the compact wire format
+// sorts them (proto/mcp/v1/sampling.proto StringPairs), and `trace` and `subscribe` must print
+// the same bytes for the same event.
 void append_pairs(std::string& out, std::string_view key,
                   const std::vector<std::pair<std::string, std::string>>& pairs) {
   if (pairs.empty()) return;
   out += ",\"";
   out += key;
   out += "\":{";
-  for (size_t i = 0; i < pairs.size(); i++) {
-    if (i) out.push_back(',');
-    append_json_string(out, pairs[i].first);
+  const auto by_key = [](const auto& a, const auto& b) { return a.first < b.first; };
+  auto emit = [&](size_t n, const std::pair<std::string, std::string>& p) {
+    if (n) out.push_back(',');
+    append_json_string(out, p.first);
     out.push_back(':');
-    append_json_string(out, pairs[i].second);
+    append_json_string(out, p.second);
+  };
+  if (std::is_sorted(pairs.begin(), pairs.end(), by_key)) {
+    for (size_t i = 0; i < pairs.size(); i++) emit(i, pairs[i]);
+  } else {
+    std::vector<const std::pair<std::string, std::string>*> order;
+    order.reserve(pairs.size());
+    for (const auto& p : pairs) order.push_back(&p);
+    std::stable_sort(order.begin(), order.end(), [&](auto* a, auto* b) { return by_key(*a, *b); });
+    for (size_t i = 0; i < order.size(); i++) emit(i, *order[i]);
   }
   out.push_back('}');
 }

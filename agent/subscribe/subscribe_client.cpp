@@ -48,6 +48,7 @@ void SubscribeClient::run(const std::function<bool(const mcp::v1::SamplePacket&)
     req.set_service_name(options_.service);
     req.set_sampling_rate(options_.sampling_rate);
     req.set_queue_packets(options_.queue_packets);
+    req.set_compact(options_.compact);
     for (const auto& [k, v] : options_.tags) (*req.mutable_tags())[k] = v;
     {
       std::lock_guard lock(mu_);

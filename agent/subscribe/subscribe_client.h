@@ -37,6 +37,9 @@ struct SubscribeOptions {
   int receive_window_bytes = 0;
   // Packets the broker may queue for this subscriber (0: the broker's maximum).
   uint32_t queue_packets = 0;
+  // Ask for SamplePacket.events (compact "events-v2", forward/event_block.h); a broker that
+  // predates it sends samples, so consumers handle both (subscribe/packet_printer.h does).
+  bool compact = false;
 };
 
 struct SubscribeStats {

@@ -2,11 +2,13 @@
 
 #include <chrono>
 #include <cstdio>
-#include <iostream>
+#include <unistd.h>
+
+#include <cerrno>
 #include <memory>
 
 #include "common/error.h"
-#include "subscribe/sample_json.h"
+#include "subscribe/packet_printer.h"
 #include "subscribe/subscribe_client.h"
 
 namespace mcp {
@@ -40,28 +42,34 @@ int run_subscribe(const SubscribeFlags& flags) {
   options.tls = flags.tls;
   options.token_file = flags.token_file;
   options.reconnect = !flags.no_reconnect;
+  options.compact = true;
   SubscribeClient client(options);
-
-  const bool table = flags.format == "table";
-  if (table) std::cout << table_header() << '\n';
+  PacketPrinter printer(flags.format, flags.receipt_ns);
+  // One buffer, written once per packet (a few hundred events) with write(2): no stream
+  // formatting or per-event string on the way to the file.
+  std::string out;
+  out.reserve(1 << 20);
+  printer.header(out);
+  bool output_ok = true;
+  auto write_out = [&] {
+    size_t off = 0;
+    while (off < out.size()) {
+      const ssize_t n = ::write(STDOUT_FILENO, out.data() + off, out.size() - off);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        output_ok = false;  // a closed pipe (`| head`): stop quietly
+        break;
+      }
+      off += static_cast<size_t>(n);
+    }
+    out.clear();
+  };
   uint64_t packets = 0, events = 0;
   uint64_t reported_drops = 0;
   client.run([&](const mcp::v1::SamplePacket& packet) {
-    for (const auto& sample : packet.samples()) {
-      if (flags.max_events && events >= flags.max_events) break;
-      events++;
-      if (table) std::cout << sample_to_table_row(sample) << '\n';
-      else if (!flags.receipt_ns) std::cout << sample_to_json(sample).dump() << '\n';
-      else {
-        // For latency measurements: when this consumer got the event, on the same clock as ts_ns.
-        auto j = sample_to_json(sample);
-        j["received_ns"] = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                               std::chrono::system_clock::now().time_since_epoch())
-                               .count();
-        std::cout << j.dump() << '\n';
-      }
-    }
-    std::cout.flush();
+    const uint64_t room = flags.max_events ? flags.max_events - events : UINT64_MAX;
+    events += printer.print(packet, out, room);
+    write_out();
     if (packet.dropped_packets() > 0) {
       reported_drops += packet.dropped_packets();
       std::fprintf(stderr,
@@ -71,9 +79,11 @@ int run_subscribe(const SubscribeFlags& flags) {
                    static_cast<unsigned long long>(packet.dropped_samples()),
                    static_cast<unsigned long long>(reported_drops));
     }
+    if (!output_ok) return false;
     if (flags.max_events && events >= flags.max_events) return false;
     return flags.max_packets == 0 || ++packets < flags.max_packets;
   });
+  write_out();
   return 0;
 }
 

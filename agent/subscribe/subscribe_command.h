@@ -1,5 +1,5 @@
-// `mcp-agent subscribe`: a consumer that prints the broker's packets as JSON lines (the agent's
-// event field names, see sample_json.h) or a table. Registration follows common/command.h.
+// `mcp-agent subscribe`: a consumer that prints the broker's packets as JSON lines (the bytes `trace`
+// prints for the event plus the broker's fields, see packet_printer.h) or a table. Registration follows common/command.h.
 //   mcp-agent subscribe --broker ADDR[,ADDR...] [--service NAME] [--tag k=v]... [--sampling-rate R]
 //                       [--format json|table] [--max-packets N] [--tls-ca F --tls-cert F --tls-key F]
 //                       [--token-file F]

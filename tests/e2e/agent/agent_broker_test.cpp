@@ -74,6 +74,41 @@ TEST_F(AgentBrokerE2E, SubscriberReceivesExactlyTheTracedCalls) {
   EXPECT_NE(r.err.find("acked " + std::to_string(kCalls)), std::string::npos) << r.err;
 }
 
+// One encoder per format: the line `trace` prints for an event and the line `subscribe` prints
+// for the same event after the broker are the same bytes, apart from the broker's fields that
+// subscribe appends (agent_id, event_id). Tags given out of order exercise the sorted wire sets.
+TEST_F(AgentBrokerE2E, SubscribePrintsTheBytesTracePrintsPlusTheBrokersFields) {
+  constexpr int kCalls = 500;
+  auto sub = subscribe({"--service", "golden", "--max-events", std::to_string(kCalls)});
+  auto r = run_command({kAgent, "trace", "--uprobe", kWorkload + ":mcp_work", "--broker", broker_->address(),
+                        "--also-stdout", "--service", "golden", "--tag", "zone=a", "--tag", "env=prod", "--",
+                        kWorkload, "calls", std::to_string(kCalls)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto s = sub.get();
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  auto lines = [](const std::string& text) {
+    std::vector<std::string> out;
+    size_t b = 0;
+    for (size_t e; (e = text.find('\n', b)) != std::string::npos; b = e + 1) out.push_back(text.substr(b, e - b));
+    return out;
+  };
+  std::set<std::string> traced;
+  for (auto& l : lines(r.out))
+    if (l.rfind("{\"ts_ns\"", 0) == 0) traced.insert(l);
+  ASSERT_EQ(traced.size(), static_cast<size_t>(kCalls)) << r.out.substr(0, 2000);
+  size_t matched = 0;
+  for (const auto& l : lines(s.out)) {
+    const auto cut = l.find(",\"agent_id\":");
+    ASSERT_NE(cut, std::string::npos) << l;
+    EXPECT_NE(l.find("\",\"event_id\":", cut), std::string::npos) << l;
+    const std::string stripped = l.substr(0, cut) + "}";
+    EXPECT_TRUE(traced.count(stripped)) << "subscribe printed\n" << stripped << "\nwhich trace never printed, e.g.\n"
+                                        << *traced.begin();
+    matched += traced.count(stripped);
+  }
+  EXPECT_EQ(matched, static_cast<size_t>(kCalls));
+}
+
 TEST_F(AgentBrokerE2E, PolicyAppliedAtTheBrokerChangesTheAgentsKernelThreshold) {
   const std::string out = (dir_ / "events.json").string();
   auto agent = std::async(std::launch::async, [&] {

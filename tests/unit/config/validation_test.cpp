@@ -54,6 +54,7 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"NodeNameList", "node_name: [a]\n", 1, 12, "node_name must be a string"},
         // broker
         Bad{"BrokerNoAddresses", "broker:\n  token_file: /t\n", 2, 3, "needs 'addresses'"},
+        Bad{"BrokerCompression", "broker:\n  addresses: [a:1]\n  compression: zstd\n", 3, 16, "must be none or gzip"},
         Bad{"BrokerEmptyAddresses", "broker:\n  addresses: []\n", 2, 14, "must not be empty"},
         Bad{"BrokerBadAddress", "broker:\n  addresses: [\"a:1\", broker]\n", 2, 22, "'broker' is not host:port"},
         Bad{"BrokerPortRange", "broker:\n  addresses: [a:70000]\n", 2, 15, "not host:port"},

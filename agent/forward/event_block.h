@@ -1,0 +1,70 @@
+// Compact wire events (capability "events-v2", proto/mcp/v1/sampling.proto EventBlock):
+// EventBlockEncoder turns mcp::Event into one batch's EventBlock, each string sent once in the
+// block's dictionary (repaired to valid UTF-8 first, common/utf8.h, so no traced process can
+// poison a batch) and tag / attribute sets sorted by key and interned as pair sets.
+// EventBlockDecoder reads a block back into mcp::Event. Its input is untrusted (a broker, a
+// journal file): parse() checks every index, enum and length before any event is read, and
+// rejects the block with one reason instead of reading out of range. Decoded events view
+// strings owned by the decoder, valid until the next parse().
+// Only gRPC-facing libraries include this; it pulls in the generated protobuf header.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "common/event.h"
+#include "mcp/v1/sampling.pb.h"
+
+namespace mcp {
+
+class EventBlockEncoder {
+ public:
+  EventBlockEncoder();
+  void add(const Event& event);
+  size_t size() const { return static_cast<size_t>(block_.events_size()); }
+  // Appends the serialized block to `out` and starts an empty one (dictionaries reset: every
+  // block decodes on its own).
+  void finish(std::string& out);
+
+ private:
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  uint32_t intern(std::string_view raw);
+  uint32_t intern_pairs(const std::vector<std::pair<std::string, std::string>>& pairs);
+  void reset();
+
+  mcp::v1::EventBlock block_;
+  std::unordered_map<std::string, uint32_t, Hash, std::equal_to<>> strings_;  // raw bytes -> index
+  std::unordered_map<std::string, uint32_t, Hash, std::equal_to<>> pair_sets_;  // index pairs -> set
+  struct Pair {
+    std::string_view key;  // repaired key string
+    uint32_t k, v;         // string indices
+  };
+  std::vector<Pair> scratch_;
+  std::string scratch_key_;
+};
+
+class EventBlockDecoder {
+ public:
+  // Parses and validates a serialized EventBlock; false with `error` set when it is malformed
+  // (then size() is 0).
+  bool parse(std::string_view bytes, std::string& error);
+  size_t size() const { return static_cast<size_t>(block_.events_size()); }
+  // Event i into `out`, which callers reuse: once warm this allocates nothing. event_id is the
+  // broker's id (0 from an agent).
+  void get(size_t i, Event& out, uint64_t& event_id) const;
+
+ private:
+  mcp::v1::EventBlock block_;
+  std::vector<std::vector<std::pair<std::string, std::string>>> pair_sets_;
+};
+
+// A v1 Sample into `out` (reused like EventBlockDecoder::get); strings view into `sample`.
+void from_sample(const mcp::v1::Sample& sample, Event& out);
+
+}  // namespace mcp

@@ -1,0 +1,122 @@
+// Per-event cost of the compact wire format. Batches of 512 events like the forwarder's,
+// a syscall event labelled with a service and two tags (the bench/system/e2e shape).
+//   BM_EncodeBlock       agent: Event -> EventBlock bytes
+//   BM_SubscribeCompact  subscriber: SamplePacket.events -> JSON lines written to a file
+//   BM_SubscribeSamples  the same through v1 Samples (old brokers), for the ratio
+// items_per_second is events/s; the target for the subscriber is >= 500k events/s.
+#include <benchmark/benchmark.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+#include "forward/event_block.h"
+#include "forward/sample_convert.h"
+#include "subscribe/packet_printer.h"
+
+namespace mcp {
+namespace {
+
+constexpr int kBatch = 512;
+const std::string kProbe = "syscall:getppid";
+
+Event make(uint32_t i) {
+  Event e;
+  e.ts_ns = 1764700000000000000ull + i * 5000ull;
+  e.ktime_ns = 123456789000ull + i * 5000ull;
+  e.hlc = (e.ts_ns << 16) | (i & 0xff);
+  e.kind = EventKind::kSyscall;
+  e.probe = kProbe;
+  e.pid = 4242;
+  e.tid = 4242;
+  e.cpu = i & 1;
+  e.cgroup_id = 9876;
+  const char comm[] = "mcp-workload";
+  std::copy(comm, comm + sizeof(comm) - 1, e.comm.begin());
+  e.nargs = 0;
+  e.has_ret = true;
+  e.ret = 4241;
+  e.threshold = UINT64_MAX;
+  e.service = "bench";
+  e.tags = {{"env", "lab"}, {"zone", "a"}};
+  return e;
+}
+
+std::string block_bytes() {
+  EventBlockEncoder enc;
+  for (int i = 0; i < kBatch; ++i) enc.add(make(static_cast<uint32_t>(i)));
+  std::string out;
+  enc.finish(out);
+  return out;
+}
+
+void BM_EncodeBlock(benchmark::State& state) {
+  std::vector<Event> events;
+  for (int i = 0; i < kBatch; ++i) events.push_back(make(static_cast<uint32_t>(i)));
+  EventBlockEncoder enc;
+  std::string out;
+  for (auto _ : state) {
+    for (const auto& e : events) enc.add(e);
+    out.clear();
+    enc.finish(out);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations() * kBatch);
+  state.counters["bytes_per_event"] = static_cast<double>(out.size()) / kBatch;
+}
+
+// Decode + print + write(2) to a real file, one write per packet as the command does.
+void run_subscriber(benchmark::State& state, const mcp::v1::SamplePacket& packet) {
+  char path[] = "/tmp/bench_wire_XXXXXX";
+  const int fd = mkstemp(path);
+  PacketPrinter printer("json", true);
+  std::string out;
+  out.reserve(1 << 20);
+  uint64_t bytes = 0;
+  for (auto _ : state) {
+    printer.print(packet, out, UINT64_MAX);
+    if (::write(fd, out.data(), out.size()) != static_cast<ssize_t>(out.size())) state.SkipWithError("write");
+    bytes += out.size();
+    out.clear();
+    if (bytes > (256u << 20)) {  // keep the file small: start again
+      (void)ftruncate(fd, 0);
+      (void)lseek(fd, 0, SEEK_SET);
+      bytes = 0;
+    }
+  }
+  close(fd);
+  unlink(path);
+  state.SetItemsProcessed(state.iterations() * kBatch);
+}
+
+void BM_SubscribeCompact(benchmark::State& state) {
+  mcp::v1::SamplePacket packet;
+  packet.set_agent_id("node-1");
+  mcp::v1::EventBlock block;
+  block.ParseFromString(block_bytes());
+  for (int i = 0; i < block.events_size(); ++i) block.mutable_events(i)->set_event_id(1000000 + i);
+  packet.set_events(block.SerializeAsString());
+  run_subscriber(state, packet);
+}
+
+void BM_SubscribeSamples(benchmark::State& state) {
+  mcp::v1::SamplePacket packet;
+  packet.set_agent_id("node-1");
+  for (int i = 0; i < kBatch; ++i) {
+    auto* s = packet.add_samples();
+    to_sample(make(static_cast<uint32_t>(i)), s);
+    s->set_agent_id("node-1");
+    s->set_event_id(1000000 + i);
+  }
+  run_subscriber(state, packet);
+}
+
+BENCHMARK(BM_EncodeBlock);
+BENCHMARK(BM_SubscribeCompact);
+BENCHMARK(BM_SubscribeSamples);
+
+}  // namespace
+}  // namespace mcp
+
+BENCHMARK_MAIN();
