@@ -157,11 +157,12 @@ bool EventBlockDecoder::parse(std::string_view bytes, std::string& error) {
     return fail("event block does not parse");
   const auto nstrings = static_cast<uint32_t>(block_.strings_size());
   const auto nsets = static_cast<uint32_t>(block_.pair_sets_size());
-  if (nstrings == 0 || !block_.strings(0).empty()) return fail("event block: strings[0] must be \"\"");
-  if (nsets == 0 || block_.pair_sets(0).keys_size() != 0 || block_.pair_sets(0).values_size() != 0)
+  // Index 0 means unset even when a dictionary is empty (a block with no strings at all).
+  if (nstrings > 0 && !block_.strings(0).empty()) return fail("event block: strings[0] must be \"\"");
+  if (nsets > 0 && (block_.pair_sets(0).keys_size() != 0 || block_.pair_sets(0).values_size() != 0))
     return fail("event block: pair_sets[0] must be empty");
-  auto str_ok = [&](uint32_t i) { return i < nstrings; };
-  pair_sets_.resize(nsets);
+  auto str_ok = [&](uint32_t i) { return i == 0 || i < nstrings; };
+  pair_sets_.resize(std::max<uint32_t>(nsets, 1));
   for (uint32_t s = 0; s < nsets; ++s) {
     const auto& set = block_.pair_sets(static_cast<int>(s));
     if (set.keys_size() != set.values_size()) return fail("event block: pair set " + std::to_string(s) + " has unequal keys and values");
@@ -179,7 +180,8 @@ bool EventBlockDecoder::parse(std::string_view bytes, std::string& error) {
     if (e.kind() < mcp::v1::EVENT_KIND_UPROBE || e.kind() > mcp::v1::EVENT_KIND_CUDA) return fail(where("has an unknown kind"));
     if (!str_ok(e.probe()) || !str_ok(e.comm()) || !str_ok(e.container_id()) || !str_ok(e.service()) || !str_ok(e.th()))
       return fail(where("names a string out of range"));
-    if (e.tags() >= nsets || e.attributes() >= nsets) return fail(where("names a pair set out of range"));
+    if (e.tags() >= pair_sets_.size() || e.attributes() >= pair_sets_.size())
+      return fail(where("names a pair set out of range"));
     if (e.args_size() > 6) return fail(where("has more than 6 args"));
     if (e.has_cuda()) {
       const auto& c = e.cuda();
@@ -192,7 +194,10 @@ bool EventBlockDecoder::parse(std::string_view bytes, std::string& error) {
 
 void EventBlockDecoder::get(size_t i, Event& out, uint64_t& event_id) const {
   const auto& e = block_.events(static_cast<int>(i));
-  const auto str = [&](uint32_t idx) -> const std::string& { return block_.strings(static_cast<int>(idx)); };
+  static const std::string kEmpty;
+  const auto str = [&](uint32_t idx) -> const std::string& {
+    return idx < static_cast<uint32_t>(block_.strings_size()) ? block_.strings(static_cast<int>(idx)) : kEmpty;
+  };
   out.ts_ns = e.ts_ns();
   out.ktime_ns = e.ktime_ns();
   out.hlc = e.hlc();

@@ -164,7 +164,7 @@ TEST(EventBlock, HostileBlocksAreRejectedCleanly) {
       {"cuda api", [](auto& b) { b.mutable_events(0)->mutable_cuda()->set_api(400); }},
       {"cuda grid", [](auto& b) { for (int i = 0; i < 4; ++i) b.mutable_events(0)->mutable_cuda()->add_grid(1); }},
       {"strings[0]", [](auto& b) { b.set_strings(0, "x"); }},
-      {"no strings", [](auto& b) { b.clear_strings(); b.clear_events(); }},
+      {"no strings, index 1", [](auto& b) { b.clear_strings(); }},
       {"pair_sets[0]", [](auto& b) { b.mutable_pair_sets(0)->add_keys(0); b.mutable_pair_sets(0)->add_values(0); }},
   };
   EventBlockDecoder dec;
@@ -178,6 +178,15 @@ TEST(EventBlock, HostileBlocksAreRejectedCleanly) {
   }
   std::string error;
   EXPECT_FALSE(dec.parse("\xff\xff\xff", error));
+  // Empty dictionaries are allowed: index 0 still means unset.
+  mcp::v1::EventBlock bare;
+  bare.add_events()->set_kind(mcp::v1::EVENT_KIND_SYSCALL);
+  EXPECT_TRUE(dec.parse(bare.SerializeAsString(), error)) << error;
+  Event e;
+  uint64_t id = 0;
+  dec.get(0, e, id);
+  EXPECT_EQ(e.probe, "");
+  EXPECT_TRUE(e.tags.empty());
   EXPECT_TRUE(dec.parse(good.SerializeAsString(), error)) << error;
 }
 
