@@ -15,6 +15,18 @@ namespace mcp::output {
 void append_json_string(std::string& out, std::string_view s) {
   out.push_back('"');
   for (size_t i = 0; i < s.size(); i++) {
+    // Runs of plain printable ASCII (nearly every byte of probes, comms, services) go in one append.
+    size_t run = i;
+    while (run < s.size()) {
+      const auto r = static_cast<unsigned char>(s[run]);
+      if (r < 0x20 || r >= 0x80 || r == '"' || r == '\\') break;
+      ++run;
+    }
+    if (run > i) {
+      out.append(s.data() + i, run - i);
+      i = run;
+      if (i == s.size()) break;
+    }
     const auto c = static_cast<unsigned char>(s[i]);
     if (c >= 0x80) {
       // comm is cut at 15 bytes, maybe mid-character, and a traced process picks its
