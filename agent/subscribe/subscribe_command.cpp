@@ -2,9 +2,11 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <memory>
 
 #include "common/error.h"
@@ -24,6 +26,7 @@ struct SubscribeFlags {
   uint64_t max_events = 0;
   bool receipt_ns = false;
   bool no_reconnect = false;
+  std::string output;  // empty: stdout
   TlsFiles tls;
   std::string token_file;
 };
@@ -45,6 +48,17 @@ int run_subscribe(const SubscribeFlags& flags) {
   options.compact = true;
   SubscribeClient client(options);
   PacketPrinter printer(flags.format, flags.receipt_ns);
+  int fd = STDOUT_FILENO;
+  if (!flags.output.empty()) {
+    fd = ::open(flags.output.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) throw usage_error("cannot write --output '" + flags.output + "': " + std::strerror(errno));
+  }
+  struct CloseFd {
+    int fd;
+    ~CloseFd() {
+      if (fd != STDOUT_FILENO) ::close(fd);
+    }
+  } close_fd{fd};
   // One buffer, written once per packet (a few hundred events) with write(2): no stream
   // formatting or per-event string on the way to the file.
   std::string out;
@@ -54,7 +68,7 @@ int run_subscribe(const SubscribeFlags& flags) {
   auto write_out = [&] {
     size_t off = 0;
     while (off < out.size()) {
-      const ssize_t n = ::write(STDOUT_FILENO, out.data() + off, out.size() - off);
+      const ssize_t n = ::write(fd, out.data() + off, out.size() - off);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
         output_ok = false;  // a closed pipe (`| head`): stop quietly
@@ -104,6 +118,7 @@ void add_subscribe_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("--max-packets", flags->max_packets, "exit after this many packets");
   cmd->add_option("--max-events", flags->max_events, "exit after printing this many events");
   cmd->add_flag("--receipt-ns", flags->receipt_ns, "add received_ns (wall clock at receipt) to each JSON line");
+  cmd->add_option("--output", flags->output, "write the events to this file instead of stdout");
   cmd->add_flag("--no-reconnect", flags->no_reconnect, "exit when the stream ends");
   cmd->add_option("--tls-ca", flags->tls.ca, "CA that signed the broker's certificate")
       ->check(CLI::ExistingFile);

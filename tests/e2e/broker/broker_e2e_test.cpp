@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <fstream>
 #include <future>
 #include <iostream>
 #include <mutex>
@@ -363,13 +364,12 @@ TEST_F(BrokerE2E, SubscribeCommandPrintsJsonLinesWithTheAgentsFieldNames) {
   CommandAction action;
   add_subscribe_command(app, action);
   const std::string address = broker.address();
+  const std::string out_path = (dir_ / "sub.json").string();
   const char* argv[] = {"mcp-agent", "subscribe", "--broker", address.c_str(), "--max-packets",
-                        "1"};
-  app.parse(6, const_cast<char**>(argv));
+                        "1", "--output", out_path.c_str()};
+  app.parse(8, const_cast<char**>(argv));
   ASSERT_TRUE(action);
 
-  std::ostringstream captured;
-  auto* old = std::cout.rdbuf(captured.rdbuf());
   auto result = std::async(std::launch::async, action);
   const bool subscribed =
       wait_until([&] { return broker_stats(address).subscribers() == 1; }, 5s);
@@ -381,12 +381,11 @@ TEST_F(BrokerE2E, SubscribeCommandPrintsJsonLinesWithTheAgentsFieldNames) {
     fwd.flush_for(10s);
   }
   const bool finished = result.wait_for(10s) == std::future_status::ready;
-  std::cout.rdbuf(old);
   ASSERT_TRUE(subscribed);
   ASSERT_TRUE(finished);
   EXPECT_EQ(result.get(), 0);
 
-  std::istringstream lines(captured.str());
+  std::ifstream lines(out_path);
   std::string line;
   int n = 0;
   while (std::getline(lines, line)) {
