@@ -158,6 +158,18 @@ TEST(JsonFormatter, ValidUtf8PassesThrough) {
   EXPECT_EQ(format_json(e).at("comm"), comm);
 }
 
+// The compact wire sorts tag sets by key, so trace prints them in key order too: the same
+// event gives the same bytes from `trace` and from `subscribe`.
+TEST(JsonFormatter, TagsAndAttributesPrintInKeyOrder) {
+  auto e = make_event(EventKind::kUprobe);
+  e.tags = {{"zone", "a"}, {"env", "prod"}, {"app", "x"}};
+  e.attributes = {{"b", "2"}, {"a", "1"}};
+  std::string out;
+  make_formatter("json")->format(e, out);
+  EXPECT_NE(out.find(R"("tags":{"app":"x","env":"prod","zone":"a"})"), std::string::npos) << out;
+  EXPECT_NE(out.find(R"("attributes":{"a":"1","b":"2"})"), std::string::npos) << out;
+}
+
 TEST(AppendJsonString, EscapesControlCharactersAsUnicode) {
   std::string out;
   append_json_string(out, std::string_view("\x01x\x1f", 3));
