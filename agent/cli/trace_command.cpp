@@ -17,7 +17,6 @@
 #include "cli/trace_options.h"
 #include "clock/timestamper.h"
 #include "common/error.h"
-#include "control/estimate_corrector.h"
 #include "cuda/cuda_attach.h"
 #include "cuda/cuda_targets.h"
 #include "cuda/kernel_symbolizer.h"
@@ -29,6 +28,9 @@
 #include "output/stream_sink.h"
 #include "pipeline/ring_consumer.h"
 #include "runtime/control_loop.h"
+#include "runtime/export_filter.h"
+#include "runtime/interval_counts.h"
+#include "runtime/readiness.h"
 
 #ifndef MCP_VERSION
 #define MCP_VERSION "0.0.0"
@@ -49,45 +51,6 @@ void install_signal_handlers() {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
-}
-
-struct ProbeTally {
-  uint64_t delivered = 0;
-};
-
-// Where the previous interval ended, per probe id.
-struct IntervalMark {
-  loader::ProbeCounters counters;
-  uint64_t delivered = 0;
-  double estimate = 0;
-};
-
-// Closes an interval for every probe from one batch read of the kernel counters: the
-// estimate's correction, and (with a forwarder) the interval's counters on the wire.
-void close_interval(const loader::BpfSession& session, control::EstimateCorrector& estimates,
-                    const std::vector<ProbeTally>& tallies, std::vector<IntervalMark>& marks, Forwarder* forwarder,
-                    const std::string& service) {
-  const auto all = session.all_counters();
-  std::vector<ProbeIntervalCounts> out;
-  for (const auto& p : session.probes()) {
-    const auto& c = all[p.id];
-    estimates.close_interval(p.id, c.kept, c.quota_dropped);
-    if (!forwarder || p.internal) continue;
-    IntervalMark& m = marks[p.id];
-    ProbeIntervalCounts ic;
-    ic.service = service;
-    ic.probe = p.name;
-    ic.seen = c.seen - m.counters.seen;
-    ic.kept = c.kept - m.counters.kept;
-    ic.lost = c.lost - m.counters.lost;
-    ic.quota_dropped = c.quota_dropped - m.counters.quota_dropped;
-    ic.orphaned = c.orphaned - m.counters.orphaned;
-    ic.delivered = tallies[p.id].delivered - m.delivered;
-    ic.estimate = estimates.estimate(p.id) - m.estimate;
-    m = {c, tallies[p.id].delivered, estimates.estimate(p.id)};
-    if (ic.seen || ic.delivered || ic.orphaned) out.push_back(std::move(ic));
-  }
-  if (!out.empty()) forwarder->consume_counts(out);
 }
 
 // Launch latencies per kernel, for the CUDA summary.
@@ -175,20 +138,18 @@ void print_return_mode(const loader::BpfSession& session) {
   if (!runs.empty()) fprintf(stderr, "mcp-agent: bpf program runs:%s\n", runs.c_str());
 }
 
-void print_summary(const loader::BpfSession& session, const std::vector<ProbeTally>& tallies,
-                   const control::EstimateCorrector& estimates, const pipeline::RingConsumer& consumer,
-                   double seconds) {
+void print_summary(const loader::BpfSession& session, const runtime::IntervalCounts& counts,
+                   const pipeline::RingConsumer& consumer, double seconds) {
   fprintf(stderr, "\nmcp-agent: summary after %.1f s\n", seconds);
   fprintf(stderr, "%-48s %12s %12s %10s %12s %10s %12s %14s\n", "PROBE", "SEEN", "KEPT", "LOST", "QUOTA_DROP",
           "ORPHANED", "DELIVERED", "EST_COUNT");
   for (const auto& p : session.probes()) {
     if (p.internal) continue;
     const auto c = session.counters(p.id);
-    const ProbeTally t = p.id < tallies.size() ? tallies[p.id] : ProbeTally{};
     fprintf(stderr, "%-48s %12llu %12llu %10llu %12llu %10llu %12llu %14.0f\n", p.name.c_str(),
             (unsigned long long)c.seen, (unsigned long long)c.kept, (unsigned long long)c.lost,
-            (unsigned long long)c.quota_dropped, (unsigned long long)c.orphaned, (unsigned long long)t.delivered,
-            estimates.estimate(p.id));
+            (unsigned long long)c.quota_dropped, (unsigned long long)c.orphaned,
+            (unsigned long long)counts.delivered(p.id), counts.estimates().estimate(p.id));
     if (c.lost)
       fprintf(stderr, "mcp-agent: warning: %s lost %llu events (ring buffer full; raise --ringbuf-size)\n",
               p.name.c_str(), (unsigned long long)c.lost);
@@ -242,6 +203,7 @@ int run_trace(TraceOptions& o) {
   if (o.trace_id_arg) {
     config.trace_id_arg = o.trace_id_arg->arg_index;
     config.trace_id_bytes16 = o.trace_id_arg->format == control::TraceIdFormat::kBytes16;
+    config.trace_id_integer = o.trace_id_arg->format == control::TraceIdFormat::kU64;
   }
   for (const auto& spec : o.uprobes) {
     // A child has not exec'd yet: its maps are ours, so resolve through the linker cache.
@@ -292,9 +254,12 @@ int run_trace(TraceOptions& o) {
     fo.on_broker_hlc = [&timestamper](uint64_t hlc) { timestamper.merge_remote(hlc); };
     forwarder = make_forwarder(std::move(fo));
   }
-  std::vector<ProbeTally> tallies(MCP_MAX_PROBES);  // indexed by probe id: no lookup per event
-  control::EstimateCorrector estimates;             // EST_COUNT, corrected every second
-  std::vector<IntervalMark> marks(MCP_MAX_PROBES);
+  runtime::IntervalCounts counts(MCP_MAX_PROBES);  // DELIVERED, EST_COUNT, the wire's ProbeCounts
+  runtime::ExportFilter filter;
+  const auto close_interval = [&] {
+    auto out = counts.close(*session, [&](uint32_t) { return o.service; });
+    if (forwarder && !out.empty()) forwarder->consume_counts(out);
+  };
   uint64_t printed = 0;
   pipeline::RingConsumer consumer(
       session->ringbuf_fd(), [&](uint32_t id) { return pipeline::ProbeRef{session->probe_name(id), session->probe_nargs(id)}; },
@@ -305,11 +270,11 @@ int run_trace(TraceOptions& o) {
           if (!e.cuda.kernel.empty()) kernels[e.cuda.kernel].push_back(e.duration_ns);
         }
         timestamper.stamp(e);
-        tallies[e.probe_id % MCP_MAX_PROBES].delivered++;
-        estimates.on_delivered(e.probe_id, e.weight());
-        if (o.max_events && printed >= o.max_events) return;
         if (!o.service.empty()) e.service = o.service;
         if (!o.tags.empty()) e.tags = o.tags;
+        if (!filter.keep(o.export_filter, e)) return;
+        counts.on_delivered(e);
+        if (o.max_events && printed >= o.max_events) return;
         if (printer) printer->consume(e);
         if (forwarder) forwarder->consume(e);
         printed++;
@@ -325,14 +290,18 @@ int run_trace(TraceOptions& o) {
     control->start();
   }
   session->track_process_tree();
-  if (child) child->start();
-  spdlog::info("tracing {} probe(s)", session->probes().size());
+  if (child) child->start();  // an exec failure is reported before readiness
+  {
+    const auto probes = session->probes();
+    runtime::announce_ready(std::count_if(probes.begin(), probes.end(), [](const auto& p) { return !p.internal; }),
+                            o.ready_file);
+  }
   const auto start = std::chrono::steady_clock::now();
   auto next_interval = start + std::chrono::seconds(1);
   while (g_signals.load() == 0) {
     consumer.poll(pipeline::kPollTimeoutMs);
     if (const auto now = std::chrono::steady_clock::now(); now >= next_interval) {
-      close_interval(*session, estimates, tallies, marks, forwarder.get(), o.service);
+      close_interval();
       next_interval = now + std::chrono::seconds(1);
     }
     if (printer) printer->flush();
@@ -346,14 +315,14 @@ int run_trace(TraceOptions& o) {
   control->stop();
   session->detach_all();
   consumer.drain();
-  close_interval(*session, estimates, tallies, marks, forwarder.get(), o.service);
+  close_interval();
   if (printer) printer->flush();
   bool delivered = true;
   if (forwarder) delivered = drain_forwarder(*forwarder);
   if (out_fd != STDOUT_FILENO) close(out_fd);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!o.quiet_summary) {
-    print_summary(*session, tallies, estimates, consumer, secs);
+    print_summary(*session, counts, consumer, secs);
     if (quotas) print_tenants(*session, *quotas);
     print_kernels(kernels);
     if (forwarder) {

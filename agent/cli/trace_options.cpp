@@ -5,6 +5,9 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include "common/duration.h"
 #include "common/error.h"
@@ -31,7 +34,7 @@ void add_trace_options(CLI::App& sub, TraceOptions& o) {
                  "Hard quota for a cgroup: CGROUP_PATH=RATE[:BURST] events/s (repeatable)");
   sub.add_option("--default-quota", o.default_quota_text, "Quota for every other cgroup: RATE[:BURST]");
   sub.add_option("--trace-id-arg", o.trace_id_arg_text,
-                 "Consistent sampling on a trace id: argument N points at it, N[:hex32|:bytes16]");
+                 "Consistent sampling on a trace id in argument N: N:hex32, N:bytes16 (pointers) or N:u64");
   sub.add_option("--broker", o.brokers, "Forward events to mcp-broker HOST:PORT[,HOST:PORT...] (fail over in order)");
   sub.add_flag("--also-stdout", o.also_stdout, "With --broker, print events as well");
   sub.add_option("--tls-ca", o.tls_ca, "CA of the broker's certificate (enables TLS)");
@@ -45,6 +48,10 @@ void add_trace_options(CLI::App& sub, TraceOptions& o) {
   sub.add_option("--agent-id", o.agent_id, "Agent id the broker deduplicates by (default: hostname)");
   sub.add_option("--service", o.service, "Service name every event is labelled with");
   sub.add_option("--tag", o.tag_texts, "Tag every event: KEY=VALUE (repeatable)");
+  sub.add_option("--rules", o.rules_file, "Compliance rules file (drop, redact, exempt, rate), as compliance.file");
+  sub.add_flag("--error-only", o.error_only, "Export only events whose return value marks an error");
+  sub.add_option("--export-sample-rate", o.export_sample_rate, "Extra uniform sampling before export, (0, 1]");
+  sub.add_option("--ready-file", o.ready_file, "Write the readiness line to this file once every probe is attached");
   sub.add_flag("--cuda", o.cuda, "Trace CUDA kernel launches and API calls of the target");
   sub.add_option("--cuda-lib", o.cuda_libs, "CUDA runtime/driver library (or static binary) to probe (repeatable)");
   sub.add_option("--slow-launch", o.slow_launch_text,
@@ -104,6 +111,23 @@ void validate(TraceOptions& o) {
   for (const auto& t : o.tenant_quota_texts) o.tenant_quotas.push_back(control::parse_tenant_quota(t));
   if (!o.default_quota_text.empty()) o.default_quota = control::parse_quota(o.default_quota_text);
   if (!o.trace_id_arg_text.empty()) o.trace_id_arg = control::parse_trace_id_arg(o.trace_id_arg_text);
+  if (!(o.export_sample_rate > 0.0 && o.export_sample_rate <= 1.0))
+    throw usage_error("--export-sample-rate must be in (0, 1], got " + std::to_string(o.export_sample_rate));
+  o.export_filter = {};
+  o.export_filter.error_only = o.error_only;
+  o.export_filter.sample_rate = o.export_sample_rate;
+  if (!o.rules_file.empty()) {
+    std::ifstream in(o.rules_file);
+    if (!in) throw usage_error("--rules " + o.rules_file + ": " + std::strerror(errno));
+    std::stringstream text;
+    text << in.rdbuf();
+    try {
+      o.export_filter.rules = std::make_shared<const rules::RuleSet>(rules::RuleSet::compile(text.str()));
+    } catch (const rules::RulesError& e) {
+      throw usage_error(o.rules_file + ":" + std::to_string(e.pos().line) + ":" + std::to_string(e.pos().column) +
+                        ": " + e.reason());
+    }
+  }
   for (const auto& s : o.syscalls)
     if (s.empty() || s.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
       throw usage_error("bad --syscall '" + s + "' (expected a name such as getppid)");

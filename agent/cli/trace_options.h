@@ -11,6 +11,7 @@
 
 #include "control/tenant_quota.h"
 #include "control/trace_id_arg.h"
+#include "runtime/export_filter.h"
 
 namespace CLI {
 class App;
@@ -54,6 +55,12 @@ struct TraceOptions {
   std::string service;
   std::vector<std::string> tag_texts; // KEY=VALUE
   std::vector<std::pair<std::string, std::string>> tags;
+  // Exporter step, as the config's `compliance` and `exporter` sections
+  std::string rules_file;             // compliance rules (the language of compliance.rules)
+  bool error_only = false;
+  double export_sample_rate = 1.0;
+  runtime::ExportFilterSpec export_filter;  // derived by validate()
+  std::string ready_file;             // written once every probe is attached
   // CUDA
   bool cuda = false;
   std::vector<std::string> cuda_libs;

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "control/trace_id_arg.h"
 #include "rules/ruleset.h"
 
 namespace mcp::config {
@@ -43,14 +44,8 @@ struct Sampling {
   bool operator==(const Sampling&) const = default;
 };
 
-// Where a uprobe reads the trace id: argument N (0-based), as the integer itself, a pointer
-// to 32 hex characters, or a pointer to 16 raw bytes.
-struct TraceIdArg {
-  enum class Format : uint8_t { kInteger, kHex32, kBytes16 };
-  uint8_t index = 0;
-  Format format = Format::kInteger;
-  bool operator==(const TraceIdArg&) const = default;
-};
+// Where a uprobe reads the trace id: the same type and spelling as `trace --trace-id-arg`.
+using TraceIdArg = control::TraceIdArg;
 
 struct Selector {
   std::string container_id;  // only processes in this container (prefix of the full id)

@@ -274,20 +274,6 @@ void read_tags(Ctx& ctx, const YAML::Node& n, std::vector<std::pair<std::string,
   }
 }
 
-std::optional<TraceIdArg> parse_trace_id(std::string_view s) {
-  TraceIdArg t;
-  const auto colon = s.find(':');
-  const std::string_view idx = s.substr(0, colon);
-  if (idx.size() != 1 || idx[0] < '0' || idx[0] > '5') return std::nullopt;
-  t.index = static_cast<uint8_t>(idx[0] - '0');
-  if (colon == std::string_view::npos) return t;
-  const std::string_view fmt = s.substr(colon + 1);
-  if (fmt == "hex32") t.format = TraceIdArg::Format::kHex32;
-  else if (fmt == "bytes16") t.format = TraceIdArg::Format::kBytes16;
-  else return std::nullopt;
-  return t;
-}
-
 void read_probe_common(Ctx& ctx, const MapReader& m, ProbeSpec& p) {
   if (m.has("selector")) read_selector(ctx, m.get("selector"), p.selector);
   if (m.has("service"))
@@ -319,9 +305,11 @@ void read_uprobe(Ctx& ctx, const YAML::Node& n, std::vector<ProbeSpec>& out) {
   else if (auto s = read_string(ctx, m.get("symbol"), "symbol")) p.symbol = *s;
   if (m.has("trace_id")) {
     const YAML::Node t = m.get("trace_id");
-    auto parsed = t.IsScalar() ? parse_trace_id(t.Scalar()) : std::nullopt;
-    if (!parsed) ctx.error(t, "trace_id must be N, N:hex32 or N:bytes16 with N an argument index 0..5");
-    p.trace_id = parsed;
+    TraceIdArg parsed;
+    const std::string why = t.IsScalar() ? control::trace_id_arg_error(t.Scalar(), parsed)
+                                         : "expected N:hex32, N:bytes16 or N:u64 with N an argument index 0..5";
+    if (!why.empty()) ctx.error(t, "trace_id: " + why);
+    else p.trace_id = parsed;
   }
   if (m.has("latency"))
     if (auto b = read_bool(ctx, m.get("latency"), "latency")) p.latency = *b;

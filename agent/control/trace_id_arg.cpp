@@ -21,33 +21,34 @@ int hex_value(uint8_t c) {
 }  // namespace
 
 std::string_view to_string(TraceIdFormat format) {
-  return format == TraceIdFormat::kHex32 ? "hex32" : "bytes16";
+  return format == TraceIdFormat::kHex32 ? "hex32" : format == TraceIdFormat::kBytes16 ? "bytes16" : "u64";
+}
+
+std::string trace_id_arg_error(std::string_view text, TraceIdArg& out) {
+  const auto colon = text.find(':');
+  const std::string_view index = text.substr(0, colon);
+  unsigned value = 0;
+  const auto [ptr, ec] = std::from_chars(index.data(), index.data() + index.size(), value);
+  if (index.empty() || ec != std::errc() || ptr != index.data() + index.size())
+    return "expected N:hex32, N:bytes16 or N:u64 with N an argument index 0..5";
+  if (value > 5) return "argument index must be 0..5";
+  if (colon == std::string_view::npos)
+    return "say what argument " + std::string(index) + " holds: " + std::string(index) + ":hex32 (pointer to 32 hex "
+           "characters), " + std::string(index) + ":bytes16 (pointer to 16 bytes) or " + std::string(index) +
+           ":u64 (the id itself)";
+  const std::string_view format = text.substr(colon + 1);
+  if (format == "hex32") out.format = TraceIdFormat::kHex32;
+  else if (format == "bytes16") out.format = TraceIdFormat::kBytes16;
+  else if (format == "u64") out.format = TraceIdFormat::kU64;
+  else return "format must be hex32, bytes16 or u64";
+  out.arg_index = static_cast<uint8_t>(value);
+  return {};
 }
 
 TraceIdArg parse_trace_id_arg(std::string_view text) {
-  const auto bad = [&](const std::string& why) {
-    return usage_error("--trace-id-arg '" + std::string(text) + "': " + why);
-  };
   TraceIdArg out;
-  std::string_view index = text;
-  if (const auto colon = text.find(':'); colon != std::string_view::npos) {
-    index = text.substr(0, colon);
-    const std::string_view format = text.substr(colon + 1);
-    if (format == "hex32") {
-      out.format = TraceIdFormat::kHex32;
-    } else if (format == "bytes16") {
-      out.format = TraceIdFormat::kBytes16;
-    } else {
-      throw bad("format must be hex32 or bytes16");
-    }
-  }
-  unsigned value = 0;
-  const auto [ptr, ec] = std::from_chars(index.data(), index.data() + index.size(), value);
-  if (index.empty() || ec != std::errc() || ptr != index.data() + index.size()) {
-    throw bad("expected N[:hex32|:bytes16] with N an argument index");
-  }
-  if (value > 5) throw bad("argument index must be 0..5");
-  out.arg_index = static_cast<uint8_t>(value);
+  if (auto why = trace_id_arg_error(text, out); !why.empty())
+    throw usage_error("--trace-id-arg '" + std::string(text) + "': " + why);
   return out;
 }
 

@@ -1,9 +1,12 @@
 // Trace-id sampling argument and the userspace reference of the kernel's consistent decision.
 //
 // Contract:
-// - parse_trace_id_arg("N[:hex32|:bytes16]"): N is the probed function's argument index 0..5;
-//   that argument is a pointer to the trace id, either 32 hex characters (default, `hex32`) or
-//   16 raw bytes (`bytes16`). Bad text throws mcp::Error (usage) with a one-line reason.
+// - One spelling for `--trace-id-arg` and the config's `trace_id`: "N:hex32|N:bytes16|N:u64".
+//   N is the probed function's argument index 0..5; that argument is a pointer to the trace id
+//   as 32 hex characters (`hex32`) or 16 raw bytes (`bytes16`), or the id itself (`u64`). A
+//   bare "N" is rejected: the CLI once read it as hex32 and the config as u64.
+//   parse_trace_id_arg throws mcp::Error (usage) with a one-line reason; trace_id_arg_error
+//   returns the reason (empty: parsed) for callers with their own positions.
 // - Randomness (W3C trace-context level 2, as OpenTelemetry threshold sampling uses it): the
 //   last 7 bytes of the 16-byte trace id read as a big-endian integer, i.e. 56 bits.
 //     bytes16: r = id[9] << 48 | id[10] << 40 | ... | id[15]
@@ -25,7 +28,7 @@
 
 namespace mcp::control {
 
-enum class TraceIdFormat : uint8_t { kHex32 = 0, kBytes16 = 1 };
+enum class TraceIdFormat : uint8_t { kHex32 = 0, kBytes16 = 1, kU64 = 2 };
 
 struct TraceIdArg {
   uint8_t arg_index = 0;  // 0..5
@@ -36,6 +39,7 @@ struct TraceIdArg {
 inline constexpr uint64_t kRandomness56Mask = (uint64_t{1} << 56) - 1;
 
 TraceIdArg parse_trace_id_arg(std::string_view text);
+std::string trace_id_arg_error(std::string_view text, TraceIdArg& out);
 std::string_view to_string(TraceIdFormat format);
 
 // `raw` is what the probe reads at the argument's address: 32 characters (hex32) or 16 bytes

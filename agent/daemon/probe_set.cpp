@@ -105,9 +105,9 @@ loader::ProbeConfig ProbeSet::base_config(const config::ProbeSpec& spec) const {
   // Steered probes start at rate 1 and the controller takes them from there.
   c.threshold = probability_to_threshold(spec.sampling.rate.value_or(1.0));
   if (spec.trace_id && spec.sampling.consistent) {
-    c.trace_id_arg = spec.trace_id->index;
-    c.trace_id_bytes16 = spec.trace_id->format == config::TraceIdArg::Format::kBytes16;
-    c.trace_id_integer = spec.trace_id->format == config::TraceIdArg::Format::kInteger;
+    c.trace_id_arg = spec.trace_id->arg_index;
+    c.trace_id_bytes16 = spec.trace_id->format == control::TraceIdFormat::kBytes16;
+    c.trace_id_integer = spec.trace_id->format == control::TraceIdFormat::kU64;
   }
   c.cgroup_id = selector_cgroup_id(spec.selector);
   return c;

@@ -29,8 +29,11 @@
 #include "reload/config_store.h"
 #include "reload/reloader.h"
 #include "reload/watcher.h"
-#include "rules/ruleset.h"
+#include "mcp_abi.h"
 #include "runtime/control_loop.h"
+#include "runtime/export_filter.h"
+#include "runtime/interval_counts.h"
+#include "runtime/readiness.h"
 
 namespace mcp::daemon {
 namespace {
@@ -50,8 +53,13 @@ std::string agent_id_for(const config::Config& cfg, const char* state_dir) {
 
 struct RunFlags {
   std::string config;
+  std::string ready_file;
   bool verbose = false;
 };
+
+runtime::ExportFilterSpec export_spec(const config::Config& cfg) {
+  return {cfg.compliance.rules, cfg.exporter.error_only, cfg.exporter.sample_rate};
+}
 
 std::optional<control::TenantQuotaTable> quota_table(const config::QuotaConfig& q) {
   if (!q.default_quota && q.tenants.empty()) return std::nullopt;
@@ -61,38 +69,6 @@ std::optional<control::TenantQuotaTable> quota_table(const config::QuotaConfig& 
   control::Quota def{0, 0};  // burst 0: unlimited
   if (q.default_quota) def = {q.default_quota->rate, static_cast<uint64_t>(std::max(1.0, q.default_quota->burst))};
   return control::build_tenant_quota_table(specs, def, control::find_cgroup2_mount());
-}
-
-uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-// Exporter step: compliance rules (redaction, exemption, drop), error_only and
-// the exporter's own sample rate. Returns false to drop. A sampled-in event's
-// threshold is lowered to match, so its weight stays the true adjusted count.
-bool export_filter(const config::Config& cfg, Event& e, rules::Decision& scratch) {
-  double rate = cfg.exporter.sample_rate;
-  bool exempt = false;
-  if (cfg.compliance.rules && !cfg.compliance.rules->empty()) {
-    rules::apply(*cfg.compliance.rules, e, scratch);
-    if (scratch.drop) return false;
-    exempt = scratch.exempt;
-    if (scratch.rate) rate = std::min(rate, *scratch.rate);
-  }
-  if (exempt) return true;
-  if (cfg.exporter.error_only) {
-    const bool error = e.has_ret && (e.kind == EventKind::kCuda ? e.ret != 0 : e.ret < 0);
-    if (!error) return false;
-  }
-  if (rate < 1.0) {
-    // Decided on the event's identity, so a replayed event gets the same verdict.
-    const uint64_t h = mix64(e.ktime_ns ^ (static_cast<uint64_t>(e.tid) << 32) ^ e.probe_id);
-    if (h >= probability_to_threshold(rate)) return false;
-    e.threshold = probability_to_threshold(threshold_to_probability(e.threshold) * rate);
-  }
-  return true;
 }
 
 void register_metrics(metrics::Registry& reg, loader::BpfSession& session, runtime::ControlLoop& control,
@@ -265,8 +241,17 @@ int run_daemon(const RunFlags& flags) {
                forwarder ? "forwarding to " + cfg0->broker.addresses.front() + " as agent " + forwarder_id
                          : std::string("events to stdout"));
 
-  rules::Decision scratch;
+  runtime::ExportFilter filter;
+  runtime::IntervalCounts counts(MCP_MAX_PROBES);  // the ProbeCounts shipped beside the events
+  const auto close_interval = [&] {
+    auto out = counts.close(*session, [&](uint32_t id) {
+      const auto meta = probes.meta(id);
+      return meta ? meta->service : std::string();
+    });
+    if (forwarder && !out.empty()) forwarder->consume_counts(out);
+  };
   reload::ConfigSnapshot cfg = store.current();
+  runtime::ExportFilterSpec spec = export_spec(*cfg);
   pipeline::RingConsumer consumer(
       session->ringbuf_fd(),
       [&](uint32_t id) { return pipeline::ProbeRef{session->probe_name(id), session->probe_nargs(id)}; },
@@ -281,13 +266,23 @@ int run_daemon(const RunFlags& flags) {
           e.tags = meta->tags;
         }
         timestamper.stamp(e);
-        if (!export_filter(*cfg, e, scratch)) return;
+        if (!filter.keep(spec, e)) return;
+        counts.on_delivered(e);
         if (forwarder) forwarder->consume(e);
         else printer->consume(e);
       });
+  runtime::announce_ready(probes.size(), flags.ready_file);
+  auto next_interval = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   while (g_signals.load() == 0) {
-    cfg = store.current();  // one snapshot per batch: a reload never splits an event
+    if (auto now_cfg = store.current(); now_cfg != cfg) {  // one snapshot per batch: a reload never splits an event
+      cfg = std::move(now_cfg);
+      spec = export_spec(*cfg);
+    }
     consumer.poll(pipeline::kPollTimeoutMs);
+    if (const auto now = std::chrono::steady_clock::now(); now >= next_interval) {
+      close_interval();
+      next_interval = now + std::chrono::seconds(1);
+    }
     if (printer) printer->flush();
     last_poll.store(std::chrono::steady_clock::now().time_since_epoch().count());
   }
@@ -297,6 +292,7 @@ int run_daemon(const RunFlags& flags) {
   reload::remove_sighup_trigger();
   control.stop();
   consumer.drain();
+  close_interval();
   if (printer) printer->flush();
   int rc = 0;
   if (forwarder) {
@@ -318,6 +314,7 @@ void add_run_command(CLI::App& app, CommandAction& action) {
   auto flags = std::make_shared<RunFlags>();
   auto* sub = app.add_subcommand("run", "Run the node agent from a configuration file (hot-reloaded)");
   sub->add_option("--config,-c", flags->config, "agent.yaml (a ConfigMap mount works)")->required();
+  sub->add_option("--ready-file", flags->ready_file, "Write the readiness line to this file once probes are attached");
   sub->add_flag("--verbose,-v", flags->verbose, "Debug logging");
   sub->callback([flags, &action] { action = [flags] { return run_daemon(*flags); }; });
 }

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "loader/kernel_maps.h"
 #include "loader/target_resolver.h"
 #include "mcp_abi.h"
 
@@ -36,24 +37,6 @@ struct SessionOptions {
   uint64_t cuda_hold_ns = 10000000000ull; // how long slow mode lasts
 };
 
-enum class ProbeFamily { kUprobe, kSyscall, kCuda };
-
-// Summed over CPUs; meanings in bpf/mcp_abi.h (struct mcp_counters). orphaned
-// includes the entries the agent swept after detaching (calls never returned).
-struct ProbeCounters {
-  uint64_t seen = 0, kept = 0, lost = 0, quota_dropped = 0, orphaned = 0;
-};
-
-struct ProbeInfo {
-  uint32_t id = 0;
-  std::string name;      // "/usr/bin/x:fn" or "syscall:getppid"
-  ProbeFamily family = ProbeFamily::kUprobe;
-  bool latency = false;  // uprobe with uretprobe
-  uint8_t nargs = 6;     // meaningful arguments (a syscall's arity)
-  bool internal = false; // bookkeeping probe: no rate control, not in summaries
-  std::string symbol;    // uprobe and CUDA probes: the function name
-};
-
 struct ProbeConfig {
   uint64_t threshold = UINT64_MAX;
   int trace_id_arg = -1;      // -1: random draw; 0..5: argument holding the trace id
@@ -71,10 +54,10 @@ struct ProbeConfig {
 // Checks privileges and BTF; throws mcp::Error with one line naming what is missing.
 void check_environment();
 
-class BpfSession {
+class BpfSession : public KernelMaps {
  public:
   static std::unique_ptr<BpfSession> open(const SessionOptions& options);
-  ~BpfSession();
+  ~BpfSession() override;
   BpfSession(const BpfSession&) = delete;
   BpfSession& operator=(const BpfSession&) = delete;
 
@@ -102,20 +85,20 @@ class BpfSession {
   void drop_earlier_targets(uint32_t id);
 
   void configure(uint32_t id, const ProbeConfig& config);
-  void set_threshold(uint32_t id, uint64_t threshold);
-  uint64_t threshold(uint32_t id) const;
+  void set_threshold(uint32_t id, uint64_t threshold) override;
+  uint64_t threshold(uint32_t id) const override;
   ProbeCounters counters(uint32_t id) const;
   // Every probe id's counters with one batch lookup (index = probe id).
-  std::vector<ProbeCounters> all_counters() const;
+  std::vector<ProbeCounters> all_counters() const override;
   // Tenant quota bucket (0..63): rate per second for the whole node, split over
   // the CPUs' token buckets by `cpu_shares` (summing to 1; empty: evenly); each
   // CPU's bucket holds up to `burst`. burst == 0 removes the quota.
-  void set_quota(uint32_t bucket, double rate_per_sec, uint64_t burst, const std::vector<double>& cpu_shares = {});
+  void set_quota(uint32_t bucket, double rate_per_sec, uint64_t burst, const std::vector<double>& cpu_shares = {}) override;
   ProbeCounters tenant_counters(uint32_t bucket) const;
   // Per CPU: events of this bucket that were sampled in (kept + quota-dropped),
   // the demand the quota split follows.
-  std::vector<uint64_t> tenant_demand_per_cpu(uint32_t bucket) const;
-  int ncpus() const { return ncpus_; }
+  std::vector<uint64_t> tenant_demand_per_cpu(uint32_t bucket) const override;
+  int ncpus() const override { return ncpus_; }
 
   // True when latency probes attach as uprobe sessions (BPF_TRACE_UPROBE_SESSION,
   // Linux 6.13+): a call the entry does not keep takes no return trap. False:
@@ -139,7 +122,7 @@ class BpfSession {
   // Stable for the life of the probe: events keep a string_view to it.
   std::string_view probe_name(uint32_t id) const;
   uint8_t probe_nargs(uint32_t id) const;
-  std::vector<ProbeInfo> probes() const;
+  std::vector<ProbeInfo> probes() const override;
 
   int ringbuf_fd() const;
   uint64_t ringbuf_bytes() const { return ringbuf_bytes_; }

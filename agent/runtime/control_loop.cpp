@@ -16,7 +16,7 @@ uint64_t monotonic_ns() {
 
 }  // namespace
 
-ControlLoop::ControlLoop(loader::BpfSession& session, ControlSettings settings)
+ControlLoop::ControlLoop(loader::KernelMaps& session, ControlSettings settings)
     : session_(session), settings_(std::move(settings)) {
   if (settings_.target_qps || settings_.accept_policies) {
     // Probes keep their fixed rate until a target (flag, policy or config) makes

@@ -1,6 +1,7 @@
 // ControlLoop: the agent's steering thread. Every tick (100 ms) it reads the
 // kernel's per-CPU counters, runs the per-probe rate controllers (target QPS)
 // and writes their thresholds, and re-splits tenant quotas over CPUs by demand.
+// It reaches the kernel only through loader::KernelMaps.
 // Owns its thread; stop() (or the destructor) joins it.
 #pragma once
 #include <atomic>
@@ -16,7 +17,7 @@
 #include "control/quota_balancer.h"
 #include "control/rate_controller.h"
 #include "control/tenant_quota.h"
-#include "loader/bpf_session.h"
+#include "loader/kernel_maps.h"
 
 namespace mcp::runtime {
 
@@ -29,7 +30,7 @@ struct ControlSettings {
 
 class ControlLoop {
  public:
-  ControlLoop(loader::BpfSession& session, ControlSettings settings);
+  ControlLoop(loader::KernelMaps& session, ControlSettings settings);
   // A daemon loop: a controller that probes join through set_target(), quotas
   // through set_quotas(); always runs.
   ~ControlLoop();
@@ -49,13 +50,14 @@ class ControlLoop {
   void set_quotas(std::optional<control::TenantQuotaTable> quotas);
   // Current kept/offered rates per probe (after stop(), the last ones).
   std::vector<control::ProbeRateStats> rate_stats() const;
+  // One steering step at `now_ns` (the thread calls it every tick; tests call it directly).
+  void tick(uint64_t now_ns);
 
  private:
   void run();
-  void tick(uint64_t now_ns);
   void apply_quotas(bool rebalance);
 
-  loader::BpfSession& session_;
+  loader::KernelMaps& session_;
   ControlSettings settings_;
   std::mutex rates_mu_;  // the controller is shared with apply_policy()
   std::unique_ptr<control::RateController> rates_;

@@ -13,6 +13,7 @@
 #include <regex>
 #include <thread>
 
+#include "../../support/process.h"
 #include "../../support/run_command.h"
 
 namespace {
@@ -54,39 +55,22 @@ class ConfigMapDir {
   int n_ = 0;
 };
 
+// `mcp-agent run` as a test::Process; construction returns once the agent says it is
+// ready (every probe attached, consumer running), port() then names its metrics port.
 class Daemon {
  public:
-  Daemon(const fs::path& config, const fs::path& dir) : out_(dir / "events.json"), err_(dir / "agent.log") {
-    pid_ = fork();
-    if (pid_ == 0) {
-      freopen(out_.c_str(), "w", stdout);
-      freopen(err_.c_str(), "w", stderr);
-      execl(kAgent.c_str(), kAgent.c_str(), "run", "--config", config.c_str(), nullptr);
-      _exit(127);
-    }
-    const std::regex re("metrics on 127\\.0\\.0\\.1:([0-9]+)");
-    for (int i = 0; i < 300 && !port_; i++) {
-      std::smatch m;
-      const std::string log = slurp(err_);
-      if (std::regex_search(log, m, re)) port_ = std::stoi(m[1]);
-      std::this_thread::sleep_for(20ms);
-    }
-  }
-  ~Daemon() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
+  Daemon(const fs::path& config, const fs::path& dir)
+      : p_({kAgent, "run", "--config", config.string()}, dir, "agent") {
+    std::smatch m;
+    if (p_.wait_for_err(std::regex("metrics on 127\\.0\\.0\\.1:([0-9]+)[^]*mcp-agent: ready: "), 10s, &m))
+      port_ = std::stoi(m[1]);
   }
   int port() const { return port_; }
-  std::string log() const { return slurp(err_); }
-  std::vector<nlohmann::json> events() const { return parse_json_lines(slurp(out_)); }
+  std::string log() const { return p_.err(); }
+  std::vector<nlohmann::json> events() const { return parse_json_lines(p_.out()); }
   int terminate() {
-    kill(pid_, SIGTERM);
-    int st = 0;
-    waitpid(pid_, &st, 0);
-    pid_ = -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    p_.signal(SIGTERM);
+    return p_.wait(30s).value_or(-1);
   }
   std::string get(const std::string& path) const {
     httplib::Client c("127.0.0.1", port_);
@@ -95,8 +79,7 @@ class Daemon {
   }
 
  private:
-  fs::path out_, err_;
-  pid_t pid_ = -1;
+  mcp::test::Process p_;
   int port_ = 0;
 };
 
@@ -107,6 +90,13 @@ bool wait_for(const std::function<bool()>& done, std::chrono::milliseconds limit
     std::this_thread::sleep_for(50ms);
   }
   return done();
+}
+
+size_t count_uprobe_events(const std::vector<nlohmann::json>& events, const std::string& symbol = "mcp_work") {
+  size_t n = 0;
+  for (const auto& e : events)
+    n += (e["kind"] == "uprobe" || e["kind"] == "uretprobe") && e["probe"].get<std::string>().ends_with(":" + symbol);
+  return n;
 }
 
 class DaemonTest : public ::testing::Test {
@@ -139,7 +129,8 @@ TEST_F(DaemonTest, ConfigMapSwapRetunesTheKernelWithoutAGapForUnchangedProbes) {
   ASSERT_GT(d.port(), 0) << d.log();
   // The uprobe (unchanged by the reload) sees a steady stream across it.
   std::thread calls([] { std::system((kWorkload + " rate 500 4 >/dev/null").c_str()); });
-  std::this_thread::sleep_for(1s);
+  // The stream is flowing before the first batch of calls and the reload.
+  ASSERT_TRUE(wait_for([&] { return count_uprobe_events(d.events()) >= 100; })) << d.log();
   ASSERT_EQ(std::system((caller() + " getppid 200").c_str()), 0);
   cm_->publish(config_text(0.25));
   ASSERT_TRUE(wait_for([&] { return d.log().find("reloaded") != std::string::npos; })) << d.log();
@@ -199,13 +190,6 @@ double metric(const std::string& page, const std::string& series) {
 std::string uprobe_config(const fs::path& binary, const std::string& extra = "") {
   return "version: 1\nmetrics:\n  listen: 127.0.0.1:0\nprobes:\n  - binary: " + binary.string() +
          "\n    symbol: mcp_work\n" + extra;
-}
-
-size_t count_uprobe_events(const std::vector<nlohmann::json>& events, const std::string& symbol = "mcp_work") {
-  size_t n = 0;
-  for (const auto& e : events)
-    n += (e["kind"] == "uprobe" || e["kind"] == "uretprobe") && e["probe"].get<std::string>().ends_with(":" + symbol);
-  return n;
 }
 
 size_t count(const std::string& text, const std::string& what) {

@@ -132,6 +132,73 @@ TEST(TraceRingBuffer, TinyBufferCountsLostEventsAndReportsThem) {
   EXPECT_NE(r.err.find("lost"), std::string::npos);
 }
 
+// The exporter step of `run` (compliance rules, error_only, exporter sampling) in `trace`:
+// a rules file drops the first ten calls and redacts the second argument of the rest.
+TEST(TraceExport, RulesFileDropsAndRedactsBeforePrinting) {
+  MCP_REQUIRE_BPF();
+  char dir[] = "/tmp/mcp-rules-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string rules = std::string(dir) + "/rules";
+  std::ofstream(rules) << "rule \"warm-up\" when args[0] < 10 then drop = true end\n"
+                          "rule \"pii\" when kind == \"uprobe\" then redact = [\"args[1]\"] end\n";
+  auto r = run_command({kAgent, "trace", "--uprobe", kWorkload + ":mcp_work", "--rules", rules, "--", kWorkload,
+                        "calls", "100"});
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto events = parse_json_lines(r.out);
+  ASSERT_EQ(events.size(), 90u) << r.err;
+  for (size_t i = 0; i < events.size(); i++) EXPECT_EQ(events[i]["args"], nlohmann::json({i + 10, 0, 3, 4, 5, 6}));
+  const auto row = parse_summary(r.err)[probe("mcp_work")];
+  EXPECT_EQ(row.seen, 100u);
+  EXPECT_EQ(row.delivered, 90u);
+}
+
+TEST(TraceExport, ErrorOnlyKeepsOnlyFailedCalls) {
+  MCP_REQUIRE_BPF();
+  // getppid never fails: with --error-only nothing is exported.
+  auto r = run_command({kAgent, "trace", "--syscall", "getppid", "--latency", "--error-only", "--", kWorkload,
+                        "getppid", "50"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(parse_json_lines(r.out).empty()) << r.out;
+  EXPECT_EQ(parse_summary(r.err)["syscall:getppid"].delivered, 0u) << r.err;
+}
+
+TEST(TraceExport, BadRulesFileIsOneUsageLineWithFileLineColumn) {
+  char dir[] = "/tmp/mcp-rules-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string rules = std::string(dir) + "/rules";
+  std::ofstream(rules) << "rule \"ok\" when pid == 1 then drop = true end\nrule \"bad\" when then end\n";
+  auto r = run_command({kAgent, "trace", "--syscall", "getppid", "--rules", rules});
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(r.err.rfind("mcp-agent: " + rules + ":2:", 0), 0u) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+// Readiness: the line on stderr and the --ready-file, both written once probes are attached;
+// a test (or a supervisor) waits on them instead of sleeping.
+TEST(TraceReadiness, ReadyLineAndFileAppearOnceAttachedAndCallsAfterThemAreSeen) {
+  MCP_REQUIRE_BPF();
+  char dir[] = "/tmp/mcp-ready-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string ready = std::string(dir) + "/ready";
+  mcp::test::Process agent({kAgent, "trace", "--syscall", "getppid", "--pid", std::to_string(getpid()),
+                            "--ready-file", ready, "--no-summary"},
+                           dir, "agent");
+  ASSERT_TRUE(agent.wait_for_err(std::regex("mcp-agent: ready: 1 probes attached\n"), std::chrono::seconds(20)))
+      << agent.err();
+  EXPECT_EQ(mcp::test::slurp(ready), "mcp-agent: ready: 1 probes attached\n");
+  for (int i = 0; i < 5; i++) getppid();
+  // Our five calls (and nothing else of ours) arrive without any sleep before them.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (parse_json_lines(agent.out()).size() < 5 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  agent.signal(SIGINT);
+  EXPECT_EQ(agent.wait(std::chrono::seconds(20)), 0) << agent.err();
+  EXPECT_EQ(parse_json_lines(agent.out()).size(), 5u) << agent.out();
+  std::filesystem::remove_all(dir);
+}
+
 TEST(TraceErrors, EachFailureIsOneLineWithTheRightExitCode) {
   struct Case {
     std::vector<std::string> args;

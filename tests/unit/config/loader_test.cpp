@@ -24,8 +24,8 @@ TEST(ConfigLoader, ShippedExampleIsValidAndMeansWhatItsCommentsSay) {
   EXPECT_EQ(p.key(), "uprobe:/usr/local/bin/checkout:handle_order");
   EXPECT_EQ(p.tags, (std::vector<std::pair<std::string, std::string>>{{"version", "v1"}, {"team", "payments"}}));
   ASSERT_TRUE(p.trace_id.has_value());
-  EXPECT_EQ(p.trace_id->index, 1);
-  EXPECT_EQ(p.trace_id->format, TraceIdArg::Format::kHex32);
+  EXPECT_EQ(p.trace_id->arg_index, 1);
+  EXPECT_EQ(p.trace_id->format, control::TraceIdFormat::kHex32);
   EXPECT_TRUE(p.latency);
   EXPECT_EQ(p.sampling.target_qps, 200.0);
   EXPECT_TRUE(p.sampling.consistent);

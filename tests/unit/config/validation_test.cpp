@@ -72,8 +72,10 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"ProbeEmptySymbol", "probes:\n  - binary: /x\n    symbol: \"\"\n", 3, 13, "symbol must not be empty"},
         Bad{"ProbeTypo", "probes:\n  - symbl: f\n    binary: /x\n", 2, 5, "did you mean 'symbol'"},
         Bad{"TraceIdIndex", "probes:\n  - binary: /x\n    symbol: f\n    trace_id: 6\n", 4, 15, "0..5"},
+        // Old configs meant a bare index as the integer id; the CLI meant a pointer to hex.
+        Bad{"TraceIdBareIndex", "probes:\n  - binary: /x\n    symbol: f\n    trace_id: 1\n", 4, 15, "1:u64"},
         Bad{"TraceIdFormat", "probes:\n  - binary: /x\n    symbol: f\n    trace_id: \"1:hex\"\n", 4, 15,
-            "N:hex32 or N:bytes16"},
+            "hex32, bytes16 or u64"},
         Bad{"LatencyNotBool", "probes:\n  - binary: /x\n    symbol: f\n    latency: yes\n", 4, 14,
             "must be true or false, found 'yes'"},
         Bad{"LatencyQuoted", "probes:\n  - binary: /x\n    symbol: f\n    latency: \"true\"\n", 4, 14,

@@ -13,13 +13,13 @@ namespace mcp::control {
 namespace {
 
 TEST(TraceIdArg, ParsesIndexAndFormat) {
-  EXPECT_EQ(parse_trace_id_arg("0"), (TraceIdArg{0, TraceIdFormat::kHex32}));
+  EXPECT_EQ(parse_trace_id_arg("3:u64"), (TraceIdArg{3, TraceIdFormat::kU64}));
   EXPECT_EQ(parse_trace_id_arg("2:hex32"), (TraceIdArg{2, TraceIdFormat::kHex32}));
   EXPECT_EQ(parse_trace_id_arg("5:bytes16"), (TraceIdArg{5, TraceIdFormat::kBytes16}));
 }
 
 TEST(TraceIdArg, BadValuesAreUsageErrors) {
-  for (const char* bad : {"", "6", "-1", "x", "1:", "1:hex", "1:HEX32", ":hex32", "1:bytes16:x",
+  for (const char* bad : {"", "0", "6", "-1", "x", "1:", "1:hex", "1:HEX32", ":hex32", "1:bytes16:x",
                           "01x", " 1"}) {
     try {
       parse_trace_id_arg(bad);
@@ -29,6 +29,14 @@ TEST(TraceIdArg, BadValuesAreUsageErrors) {
       EXPECT_NE(std::string(e.what()).find("--trace-id-arg"), std::string::npos);
     }
   }
+}
+
+// The CLI once read a bare "1" as a pointer to hex and the config as the integer itself:
+// the bare spelling now names the three meanings instead of picking one.
+TEST(TraceIdArg, BareIndexIsRejectedNamingEachExplicitForm) {
+  TraceIdArg out;
+  const std::string why = trace_id_arg_error("1", out);
+  for (const char* form : {"1:hex32", "1:bytes16", "1:u64"}) EXPECT_NE(why.find(form), std::string::npos) << why;
 }
 
 // Vectors for the BPF side: W3C example trace id, randomness = last 7 bytes big-endian.

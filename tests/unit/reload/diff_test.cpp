@@ -24,7 +24,7 @@ const char* kBefore = R"(
 probes:
   - {binary: /bin/a, symbol: f, sampling: {rate: 0.5}}
   - {binary: /bin/b, symbol: g, service: s, tags: {version: v1}}
-  - {binary: /bin/c, symbol: h, trace_id: 0}
+  - {binary: /bin/c, symbol: h, trace_id: "0:u64"}
   - {binary: /bin/d, symbol: i}
 syscalls: [openat, read]
 )";

@@ -1,0 +1,47 @@
+// KernelMaps: the slice of the kernel side the control loop and the interval counts
+// use: the probe list, per-probe counters and thresholds, tenant quotas. BpfSession
+// implements it over the BPF maps; unit tests implement it in memory, so steering is
+// tested without a kernel. Implementations are safe to call from the control thread
+// while the consumer thread reads.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mcp::loader {
+
+enum class ProbeFamily { kUprobe, kSyscall, kCuda };
+
+// Summed over CPUs; meanings in bpf/mcp_abi.h (struct mcp_counters). orphaned
+// includes the entries the agent swept after detaching (calls never returned).
+struct ProbeCounters {
+  uint64_t seen = 0, kept = 0, lost = 0, quota_dropped = 0, orphaned = 0;
+};
+
+struct ProbeInfo {
+  uint32_t id = 0;
+  std::string name;      // "/usr/bin/x:fn" or "syscall:getppid"
+  ProbeFamily family = ProbeFamily::kUprobe;
+  bool latency = false;  // uprobe with uretprobe
+  uint8_t nargs = 6;     // meaningful arguments (a syscall's arity)
+  bool internal = false; // bookkeeping probe: no rate control, not in summaries
+  std::string symbol;    // uprobe and CUDA probes: the function name
+};
+
+class KernelMaps {
+ public:
+  virtual ~KernelMaps() = default;
+  virtual std::vector<ProbeInfo> probes() const = 0;
+  // Every probe id's counters (index = probe id), one batch read.
+  virtual std::vector<ProbeCounters> all_counters() const = 0;
+  virtual void set_threshold(uint32_t id, uint64_t threshold) = 0;
+  virtual uint64_t threshold(uint32_t id) const = 0;
+  // Tenant bucket quota split over CPUs by cpu_shares (empty: evenly); burst 0 removes it.
+  virtual void set_quota(uint32_t bucket, double rate_per_sec, uint64_t burst,
+                         const std::vector<double>& cpu_shares = {}) = 0;
+  // Per CPU: the bucket's sampled-in events (kept + quota-dropped), the demand quotas follow.
+  virtual std::vector<uint64_t> tenant_demand_per_cpu(uint32_t bucket) const = 0;
+  virtual int ncpus() const = 0;
+};
+
+}  // namespace mcp::loader

@@ -1,0 +1,33 @@
+#include "runtime/export_filter.h"
+
+#include <algorithm>
+
+namespace mcp::runtime {
+
+uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+bool ExportFilter::keep(const ExportFilterSpec& spec, Event& e) {
+  double rate = spec.sample_rate;
+  if (spec.rules && !spec.rules->empty()) {
+    rules::apply(*spec.rules, e, scratch_);
+    if (scratch_.drop) return false;
+    if (scratch_.exempt) return true;
+    if (scratch_.rate) rate = std::min(rate, *scratch_.rate);
+  }
+  if (spec.error_only) {
+    const bool error = e.has_ret && (e.kind == EventKind::kCuda ? e.ret != 0 : e.ret < 0);
+    if (!error) return false;
+  }
+  if (rate < 1.0) {
+    const uint64_t h = mix64(e.ktime_ns ^ (static_cast<uint64_t>(e.tid) << 32) ^ e.probe_id);
+    if (h >= probability_to_threshold(rate)) return false;
+    e.threshold = probability_to_threshold(threshold_to_probability(e.threshold) * rate);
+  }
+  return true;
+}
+
+}  // namespace mcp::runtime

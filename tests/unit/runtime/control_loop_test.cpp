@@ -1,0 +1,103 @@
+// The control loop against FakeKernelMaps: what it writes into the kernel's
+// threshold and quota maps, driven by tick() with synthetic times (no thread, no clock).
+#include "runtime/control_loop.h"
+
+#include <gtest/gtest.h>
+
+#include "fake_kernel_maps.h"
+
+namespace mcp::runtime {
+namespace {
+
+using test::FakeKernelMaps;
+constexpr uint64_t kTickNs = 100'000'000;
+
+TEST(ControlLoop, SteersAProbeOfferedTenTimesItsTargetToAboutOneTenth) {
+  FakeKernelMaps maps;
+  const uint32_t id = maps.add("syscall:getppid");
+  ControlSettings s;
+  s.target_qps = 100;
+  ControlLoop loop(maps, s);
+  uint64_t now = kTickNs;
+  for (int i = 0; i < 300; i++, now += kTickNs) {  // 30 s at 1000 calls/s
+    maps.advance(100);
+    loop.tick(now);
+  }
+  const double p = threshold_to_probability(maps.threshold(id));
+  EXPECT_GT(p, 0.07);
+  EXPECT_LT(p, 0.14);
+  ASSERT_EQ(loop.rate_stats().size(), 1u);
+  EXPECT_NEAR(loop.rate_stats()[0].kept_qps, 100, 30);
+}
+
+TEST(ControlLoop, WithoutATargetProbesKeepTheirFixedRate) {
+  FakeKernelMaps maps;
+  const uint32_t id = maps.add("syscall:getppid");
+  maps.set_threshold(id, probability_to_threshold(0.5));
+  ControlLoop loop(maps, ControlSettings{});
+  for (uint64_t now = kTickNs; now < 50 * kTickNs; now += kTickNs) {
+    maps.advance(1000);
+    loop.tick(now);
+  }
+  EXPECT_EQ(maps.threshold(id), probability_to_threshold(0.5));
+}
+
+TEST(ControlLoop, PolicyRateMatchesByNameOrSymbolAndSkipsInternalProbes) {
+  FakeKernelMaps maps;
+  const uint32_t a = maps.add("/bin/x:handle", false, "handle");
+  const uint32_t b = maps.add("syscall:read");
+  const uint32_t internal = maps.add("/lib/libcudart.so:__cudaGetKernel", true, "__cudaGetKernel");
+  ControlSettings s;
+  s.accept_policies = true;
+  ControlLoop loop(maps, s);
+  EXPECT_EQ(loop.apply_policy("handle", 0.25, 0), 1);
+  EXPECT_EQ(maps.threshold(a), probability_to_threshold(0.25));
+  EXPECT_EQ(maps.threshold(b), UINT64_MAX);
+  EXPECT_EQ(loop.apply_policy("", 0.5, 0), 2);  // every probe but the bookkeeping one
+  EXPECT_EQ(maps.threshold(b), probability_to_threshold(0.5));
+  EXPECT_EQ(maps.threshold(internal), UINT64_MAX);
+  EXPECT_EQ(loop.apply_policy("nope", 0.5, 0), 0);
+}
+
+TEST(ControlLoop, PolicyTargetHandsAFixedProbeToTheController) {
+  FakeKernelMaps maps;
+  const uint32_t id = maps.add("syscall:getppid");
+  ControlSettings s;
+  s.accept_policies = true;
+  ControlLoop loop(maps, s);
+  ASSERT_EQ(loop.apply_policy("syscall:getppid", 0, 50), 1);
+  uint64_t now = kTickNs;
+  for (int i = 0; i < 300; i++, now += kTickNs) {
+    maps.advance(100);
+    loop.tick(now);
+  }
+  EXPECT_LT(threshold_to_probability(maps.threshold(id)), 0.1);
+  loop.set_fixed_rate(id, 1.0);  // the config takes it back
+  EXPECT_EQ(maps.threshold(id), UINT64_MAX);
+  maps.advance(100);
+  loop.tick(now);
+  EXPECT_EQ(maps.threshold(id), UINT64_MAX);
+}
+
+TEST(ControlLoop, QuotasAreWrittenAndRemovedBucketsBecomeUnlimited) {
+  FakeKernelMaps maps;
+  maps.add("syscall:getppid");
+  ControlLoop loop(maps, ControlSettings{});
+  control::TenantQuotaTable table;
+  table.buckets.fill({0.0, 0});  // burst 0: unlimited
+  table.buckets[3] = {500.0, 20};
+  table.configured[3] = true;
+  loop.set_quotas(table);
+  ASSERT_EQ(maps.quota_writes.size(), 1u);
+  EXPECT_EQ(maps.quota_writes[0].bucket, 3u);
+  EXPECT_EQ(maps.quota_writes[0].rate, 500.0);
+  EXPECT_EQ(maps.quota_writes[0].burst, 20u);
+  maps.quota_writes.clear();
+  loop.set_quotas(std::nullopt);
+  ASSERT_EQ(maps.quota_writes.size(), 1u);
+  EXPECT_EQ(maps.quota_writes[0].bucket, 3u);
+  EXPECT_EQ(maps.quota_writes[0].burst, 0u);
+}
+
+}  // namespace
+}  // namespace mcp::runtime
