@@ -4,14 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <cinttypes>
-#include <cmath>
-#include <fstream>
 #include <future>
-#include <regex>
 #include <set>
 #include <thread>
 
-#include "../../support/process.h"
 #include "../../support/run_command.h"
 #include "../broker/broker_client.h"
 #include "../broker/broker_process.h"
@@ -153,36 +149,6 @@ TEST_F(AgentBrokerE2E, StatsReportExactSeenAndAnEstimateCorrectedForTheQuota) {
   EXPECT_EQ(row.seen(), calls);
   EXPECT_LT(row.adjusted_count(), 0.2 * static_cast<double>(calls)) << "raw weights miss what the quota dropped";
   EXPECT_NEAR(row.corrected_count(), static_cast<double>(calls), 0.05 * static_cast<double>(calls));
-}
-
-// `run` ships the same per-interval ProbeCounts as `trace` (the runtime's IntervalCounts), so
-// the broker's Stats see every call the daemon's kernel saw, sampled out or not.
-TEST_F(AgentBrokerE2E, DaemonShipsProbeCountsSoStatsSeeEveryCall) {
-  constexpr uint64_t kCalls = 5000;
-  const auto copy = dir_ / "wl-daemon";  // its own inode: no other test's calls are seen
-  std::filesystem::copy_file(kWorkload, copy);
-  const auto cfg = dir_ / "agent.yaml";
-  std::ofstream(cfg) << "version: 1\nmetrics:\n  listen: 127.0.0.1:0\nbroker:\n  addresses: [\""
-                     << broker_->address() << "\"]\nprobes:\n  - binary: " << copy.string()
-                     << "\n    symbol: mcp_work\n    service: daemon-counts\n    sampling: { rate: 0.5 }\n";
-  test::Process agent({kAgent, "run", "--config", cfg.string()}, dir_, "daemon");
-  ASSERT_TRUE(agent.wait_for_err(std::regex("mcp-agent: ready: 1 probes attached"), 20s)) << agent.err();
-  ASSERT_EQ(std::system((copy.string() + " calls " + std::to_string(kCalls) + " >/dev/null").c_str()), 0);
-  mcp::v1::ProbeStats row;
-  const auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (row.seen() < kCalls && std::chrono::steady_clock::now() < deadline) {
-    for (const auto& p : test::broker_stats(broker_->address()).probes())
-      if (p.service() == "daemon-counts") row = p;
-    if (row.seen() < kCalls) std::this_thread::sleep_for(100ms);
-  }
-  EXPECT_EQ(row.seen(), kCalls) << "shipped while running: " << agent.err();
-  agent.signal(SIGTERM);
-  EXPECT_EQ(agent.wait(30s), 0) << agent.err();
-  for (const auto& p : test::broker_stats(broker_->address()).probes())  // with the last interval
-    if (p.service() == "daemon-counts") row = p;
-  EXPECT_EQ(row.seen(), kCalls);
-  const double sigma = std::sqrt(kCalls * 0.5 * 0.5) * 2;  // weight 2 per kept event
-  EXPECT_NEAR(row.corrected_count(), static_cast<double>(kCalls), 5 * sigma);
 }
 
 }  // namespace
