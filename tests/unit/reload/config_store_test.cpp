@@ -49,6 +49,7 @@ TEST(ConfigStore, ConcurrentReadersNeverSeeATornConfig) {
   std::atomic<bool> done{false};
   std::atomic<int> bad{0};
   std::atomic<long> reads{0};
+  std::atomic<bool> reading{false};
   std::vector<std::thread> readers;
   for (int r = 0; r < 3; ++r) {
     readers.emplace_back([&] {
@@ -59,9 +60,13 @@ TEST(ConfigStore, ConcurrentReadersNeverSeeATornConfig) {
         if (!consistent(*snap) || n < last) ++bad;  // torn, or time went backwards
         last = n;
         ++reads;
+        reading = true;
       }
     });
   }
+  // A loaded machine may not run a reader before 5000 publishes are done: start publishing
+  // once readers are reading, so the test always races them.
+  while (!reading.load()) std::this_thread::yield();
   for (int n = 1; n <= 5000; ++n) store.publish(generation(n));
   done = true;
   for (auto& t : readers) t.join();
