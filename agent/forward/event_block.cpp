@@ -48,6 +48,20 @@ void copy_triplet(const Repeated& in, Array& out) {
   for (int i = 0; i < in.size() && i < static_cast<int>(out.size()); ++i) out[static_cast<size_t>(i)] = in[i];
 }
 
+// The numeric CUDA fields, named alike in CompactCuda and v1's CudaDetails (the names differ:
+// indices in one, strings in the other, so the callers copy those).
+template <typename Cuda>
+void copy_cuda_numbers(const Cuda& c, CudaInfo& out) {
+  copy_triplet(c.grid(), out.grid);
+  copy_triplet(c.block(), out.block);
+  out.shared_mem = c.shared_mem();
+  out.stream = c.stream();
+  out.bytes = c.bytes();
+  out.memcpy_kind = c.memcpy_kind();
+  out.slow_mode = c.slow_mode();
+  out.user_stack.assign(c.user_stack().begin(), c.user_stack().end());
+}
+
 }  // namespace
 
 EventBlockEncoder::EventBlockEncoder() { reset(); }
@@ -226,14 +240,7 @@ void EventBlockDecoder::get(size_t i, Event& out, uint64_t& event_id) const {
     const auto& c = e.cuda();
     out.cuda.api = str(c.api());
     out.cuda.kernel = str(c.kernel());
-    copy_triplet(c.grid(), out.cuda.grid);
-    copy_triplet(c.block(), out.cuda.block);
-    out.cuda.shared_mem = c.shared_mem();
-    out.cuda.stream = c.stream();
-    out.cuda.bytes = c.bytes();
-    out.cuda.memcpy_kind = c.memcpy_kind();
-    out.cuda.slow_mode = c.slow_mode();
-    out.cuda.user_stack.assign(c.user_stack().begin(), c.user_stack().end());
+    copy_cuda_numbers(c, out.cuda);
   } else {
     out.cuda = CudaInfo{};
   }
@@ -268,14 +275,7 @@ void from_sample(const mcp::v1::Sample& s, Event& out) {
     const auto& c = s.cuda();
     out.cuda.api = c.api();
     out.cuda.kernel = c.kernel();
-    copy_triplet(c.grid(), out.cuda.grid);
-    copy_triplet(c.block(), out.cuda.block);
-    out.cuda.shared_mem = c.shared_mem();
-    out.cuda.stream = c.stream();
-    out.cuda.bytes = c.bytes();
-    out.cuda.memcpy_kind = c.memcpy_kind();
-    out.cuda.slow_mode = c.slow_mode();
-    out.cuda.user_stack.assign(c.user_stack().begin(), c.user_stack().end());
+    copy_cuda_numbers(c, out.cuda);
   } else {
     out.cuda = CudaInfo{};
   }
