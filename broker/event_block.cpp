@@ -153,6 +153,7 @@ Verdict check_event_block(const EventBlock& block) {
     if (!str_ok(e.probe())) return out_of_range(i, "probe", e.probe());
     if (!str_ok(e.comm())) return out_of_range(i, "comm", e.comm());
     if (!str_ok(e.container_id())) return out_of_range(i, "container_id", e.container_id());
+    if (!str_ok(e.pod_uid())) return out_of_range(i, "pod_uid", e.pod_uid());
     if (!str_ok(e.service())) return out_of_range(i, "service", e.service());
     if (!str_ok(e.th())) return out_of_range(i, "th", e.th());
     if (e.tags() != 0 && e.tags() >= sets) return out_of_range(i, "tags", e.tags());
@@ -187,6 +188,7 @@ void block_to_samples(const EventBlock& block, const std::string& agent_id,
     s->set_cgroup_id(e.cgroup_id());
     s->set_comm(block_string(block, e.comm()));
     s->set_container_id(block_string(block, e.container_id()));
+    s->set_pod_uid(block_string(block, e.pod_uid()));
     s->set_service(block_string(block, e.service()));
     copy_pairs(block, e.tags(), s->mutable_tags());
     s->mutable_args()->CopyFrom(e.args());
@@ -236,6 +238,7 @@ void samples_to_block(const google::protobuf::RepeatedPtrField<mcp::v1::Sample>&
     e->set_cgroup_id(s.cgroup_id());
     e->set_comm(dict.string(s.comm()));
     e->set_container_id(dict.string(s.container_id()));
+    e->set_pod_uid(dict.string(s.pod_uid()));
     e->set_service(dict.string(s.service()));
     e->set_tags(dict.pairs(s.tags()));
     e->mutable_args()->CopyFrom(s.args());

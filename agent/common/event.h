@@ -66,7 +66,8 @@ struct Event {
   bool consistent = false;  // decided on the trace id (OTel consistent sampling): has a `th`
   // Enrichment, filled by later pipeline stages; empty by default.
   std::string service;
-  std::string container_id;
+  std::string container_id;  // the container runtime's id (k8s/pod_identity.h)
+  std::string pod_uid;       // the Kubernetes pod's metadata.uid
   std::vector<std::pair<std::string, std::string>> tags;
   std::vector<std::pair<std::string, std::string>> attributes;
   CudaInfo cuda;            // meaningful when kind == kCuda

@@ -129,6 +129,7 @@ void EventBlockEncoder::add(const Event& e) {
   c->set_cgroup_id(e.cgroup_id);
   c->set_comm(intern(e.comm_view()));
   c->set_container_id(intern(e.container_id));
+  c->set_pod_uid(intern(e.pod_uid));
   c->set_service(intern(e.service));
   c->set_tags(intern_pairs(e.tags));
   for (uint8_t i = 0; i < e.nargs && i < e.args.size(); ++i) c->add_args(e.args[i]);
@@ -192,7 +193,7 @@ bool EventBlockDecoder::parse(std::string_view bytes, std::string& error) {
     const auto& e = block_.events(i);
     const auto where = [&](const char* what) { return "event block: event " + std::to_string(i) + " " + what; };
     if (e.kind() < mcp::v1::EVENT_KIND_UPROBE || e.kind() > mcp::v1::EVENT_KIND_CUDA) return fail(where("has an unknown kind"));
-    if (!str_ok(e.probe()) || !str_ok(e.comm()) || !str_ok(e.container_id()) || !str_ok(e.service()) || !str_ok(e.th()))
+    if (!str_ok(e.probe()) || !str_ok(e.comm()) || !str_ok(e.container_id()) || !str_ok(e.pod_uid()) || !str_ok(e.service()) || !str_ok(e.th()))
       return fail(where("names a string out of range"));
     if (e.tags() >= pair_sets_.size() || e.attributes() >= pair_sets_.size())
       return fail(where("names a pair set out of range"));
@@ -233,6 +234,7 @@ void EventBlockDecoder::get(size_t i, Event& out, uint64_t& event_id) const {
   out.consistent = e.th() != 0;
   out.service = str(e.service());
   out.container_id = str(e.container_id());
+  out.pod_uid = str(e.pod_uid());
   out.tags = pair_sets_[e.tags()];
   out.attributes = pair_sets_[e.attributes()];
   event_id = e.event_id();
@@ -268,6 +270,7 @@ void from_sample(const mcp::v1::Sample& s, Event& out) {
   out.consistent = !s.th().empty();
   out.service = s.service();
   out.container_id = s.container_id();
+  out.pod_uid = s.pod_uid();
   // proto maps have no order; the JSON encoder prints pairs sorted by key.
   out.tags.assign(s.tags().begin(), s.tags().end());
   out.attributes.assign(s.attributes().begin(), s.attributes().end());

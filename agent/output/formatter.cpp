@@ -169,6 +169,10 @@ class JsonFormatter final : public Formatter {
       out += ",\"container_id\":";
       append_json_string(out, e.container_id);
     }
+    if (!e.pod_uid.empty()) {
+      out += ",\"pod_uid\":";
+      append_json_string(out, e.pod_uid);
+    }
     append_pairs(out, "tags", e.tags);
     append_pairs(out, "attributes", e.attributes);
     if (e.kind == EventKind::kCuda) append_cuda(out, e.cuda);

@@ -92,6 +92,7 @@ bool decode_record(const void* data, size_t size, const ProbeNameLookup& names, 
   out.hlc = 0;
   out.service.clear();
   out.container_id.clear();
+  out.pod_uid.clear();
   out.tags.clear();
   out.attributes.clear();
   out.ktime_ns = h.ktime_ns;

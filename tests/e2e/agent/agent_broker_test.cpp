@@ -5,9 +5,11 @@
 
 #include <cinttypes>
 #include <future>
+#include <map>
 #include <set>
 #include <thread>
 
+#include "../../support/cgroup.h"
 #include "../../support/run_command.h"
 #include "../broker/broker_client.h"
 #include "../broker/broker_process.h"
@@ -107,6 +109,64 @@ TEST_F(AgentBrokerE2E, SubscribePrintsTheBytesTracePrintsPlusTheBrokersFields) {
     matched += traced.count(stripped);
   }
   EXPECT_EQ(matched, static_cast<size_t>(kCalls));
+}
+
+// Pod identity from real cgroups in the kubelet's layouts (systemd driver with containerd and
+// cri-o, cgroupfs driver): every event of a container's process carries its container id and
+// pod uid, in trace's JSON and, through the compact wire and the broker, in the subscriber's.
+TEST_F(AgentBrokerE2E, ContainerAndPodFromKubeletCgroupsReachTraceAndSubscriber) {
+  std::unique_ptr<test::CgroupTree> tree;
+  try {
+    tree = std::make_unique<test::CgroupTree>("mcp-k8s-e2e-" + std::to_string(getpid()));
+  } catch (const std::exception& e) {
+    GTEST_SKIP() << "no cgroup2 mount: " << e.what();
+  }
+  struct Container {
+    std::string path, pod_uid, container_id;
+    uint64_t cgroup_id = 0;
+  };
+  const std::string id_a(64, 'a'), id_b = std::string(63, 'b') + "0", id_c = "0123456789abcdef" + std::string(48, 'c');
+  std::vector<Container> pods = {
+      {"kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1b4e28ba_2fa1_11d2_883f_0016d3cca427.slice/"
+       "cri-containerd-" + id_a + ".scope",
+       "1b4e28ba-2fa1-11d2-883f-0016d3cca427", id_a},
+      {"kubepods.slice/kubepods-pod2c5f39cb_3fb2_22e3_994f_1127e4ddb538.slice/crio-" + id_b + ".scope",
+       "2c5f39cb-3fb2-22e3-994f-1127e4ddb538", id_b},
+      {"kubepods/besteffort/pod3d6a4adc-4ac3-33f4-a55f-2238f5eec649/" + id_c, "3d6a4adc-4ac3-33f4-a55f-2238f5eec649",
+       id_c},
+  };
+  // Each container's workload moves itself into its cgroup, then the last one runs where the test runs.
+  std::string script;
+  for (auto& p : pods) {
+    const auto dir = tree->add(p.path);
+    p.cgroup_id = control::resolve_cgroup_id(dir.string(), tree->mount());
+    script += "sh -c 'echo $$ > " + (dir / "cgroup.procs").string() + " && exec " + kWorkload + " calls 100' && ";
+  }
+  script += "exec " + kWorkload + " calls 100";
+  constexpr size_t kEvents = 400;
+  auto sub = subscribe({"--service", "pods", "--max-events", std::to_string(kEvents)});
+  auto r = run_command({kAgent, "trace", "--uprobe", kWorkload + ":mcp_work", "--broker", broker_->address(),
+                        "--also-stdout", "--service", "pods", "--", "/bin/sh", "-c", script});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto s = sub.get();
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  for (const auto& [who, text] : {std::pair<std::string, std::string>{"trace", r.out}, {"subscribe", s.out}}) {
+    std::map<uint64_t, size_t> per_pod;  // pod index (pods.size(): no pod) -> events
+    for (const auto& e : parse_json_lines(text)) {
+      if (!e.contains("probe")) continue;
+      size_t i = 0;
+      while (i < pods.size() && pods[i].cgroup_id != e["cgroup_id"].get<uint64_t>()) i++;
+      per_pod[i]++;
+      if (i == pods.size()) {
+        EXPECT_FALSE(e.contains("container_id")) << who << ": " << e.dump();
+        EXPECT_FALSE(e.contains("pod_uid")) << who << ": " << e.dump();
+      } else {
+        EXPECT_EQ(e.value("container_id", ""), pods[i].container_id) << who << ": " << e.dump();
+        EXPECT_EQ(e.value("pod_uid", ""), pods[i].pod_uid) << who << ": " << e.dump();
+      }
+    }
+    for (size_t i = 0; i <= pods.size(); i++) EXPECT_EQ(per_pod[i], 100u) << who << ": pod " << i;
+  }
 }
 
 TEST_F(AgentBrokerE2E, PolicyAppliedAtTheBrokerChangesTheAgentsKernelThreshold) {

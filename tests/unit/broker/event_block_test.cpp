@@ -53,6 +53,29 @@ TEST(EventBlock, SamplesRoundTripThroughABlock) {
     EXPECT_EQ(again[i].SerializeAsString(), samples[i].SerializeAsString()) << i;
 }
 
+TEST(EventBlock, PodIdentityCrossesTheBrokerBothWays) {
+  auto block = compact_block(2);
+  block.add_strings("0a1b");                                  // 12
+  block.add_strings("5f2d8a4e-6c1b-4b0f-9a3e-1d2c3b4a5e6f");  // 13
+  block.mutable_events(1)->set_container_id(12);
+  block.mutable_events(1)->set_pod_uid(13);
+  mcp::v1::EventBlock parsed;
+  ASSERT_TRUE(parse(block, &parsed).ok());
+  google::protobuf::RepeatedPtrField<mcp::v1::Sample> samples;
+  block_to_samples(parsed, "a", &samples);
+  EXPECT_EQ(samples[1].container_id(), "0a1b");
+  EXPECT_EQ(samples[1].pod_uid(), "5f2d8a4e-6c1b-4b0f-9a3e-1d2c3b4a5e6f");
+  EXPECT_TRUE(samples[0].pod_uid().empty());
+  mcp::v1::EventBlock again;
+  samples_to_block(samples, &again);
+  google::protobuf::RepeatedPtrField<mcp::v1::Sample> back;
+  block_to_samples(again, "a", &back);
+  EXPECT_EQ(back[1].pod_uid(), "5f2d8a4e-6c1b-4b0f-9a3e-1d2c3b4a5e6f");
+  EXPECT_EQ(back[1].container_id(), "0a1b");
+  block.mutable_events(0)->set_pod_uid(14);  // one past the dictionary
+  EXPECT_EQ(parse(block, &parsed).code, Verdict::kInvalid);
+}
+
 TEST(EventBlock, HostileIndicesAndCountsAreRefused) {
   mcp::v1::EventBlock out;
   auto bad = compact_block(2);

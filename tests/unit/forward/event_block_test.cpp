@@ -37,6 +37,7 @@ Event sample_event(uint32_t pid) {
   e.consistent = true;
   e.service = "checkout";
   e.container_id = "abc123";
+  e.pod_uid = "5f2d8a4e-6c1b-4b0f-9a3e-1d2c3b4a5e6f";
   e.tags = {{"zone", "a"}, {"env", "prod"}};  // unsorted: the wire sorts them
   e.attributes = {{"k", "v"}};
   return e;
@@ -88,8 +89,9 @@ TEST(EventBlock, RepeatedStringsAreSentOncePerBlock) {
   for (uint32_t i = 0; i < 100; ++i) events.push_back(sample_event(i));
   mcp::v1::EventBlock block;
   ASSERT_TRUE(block.ParseFromString(encode(events)));
-  // "", probe, comm, container, service, zone, a, env, prod, k, v, th
-  EXPECT_EQ(block.strings_size(), 12);
+  // "", probe, comm, container, pod uid, service, zone, a, env, prod, k, v, th
+  EXPECT_EQ(block.strings_size(), 13);
+  EXPECT_EQ(block.strings(static_cast<int>(block.events(99).pod_uid())), "5f2d8a4e-6c1b-4b0f-9a3e-1d2c3b4a5e6f");
   EXPECT_EQ(block.pair_sets_size(), 3);  // none, tags, attributes
   const auto& tags = block.pair_sets(static_cast<int>(block.events(0).tags()));
   ASSERT_EQ(tags.keys_size(), 2);
@@ -153,6 +155,8 @@ TEST(EventBlock, HostileBlocksAreRejectedCleanly) {
       {"comm index", [](auto& b) { b.mutable_events(0)->set_comm(UINT32_MAX); }},
       {"service index", [&](auto& b) { b.mutable_events(0)->set_service(static_cast<uint32_t>(b.strings_size())); }},
       {"th index", [](auto& b) { b.mutable_events(0)->set_th(77); }},
+      {"container index", [](auto& b) { b.mutable_events(0)->set_container_id(77); }},
+      {"pod uid index", [](auto& b) { b.mutable_events(0)->set_pod_uid(77); }},
       {"tags set", [](auto& b) { b.mutable_events(0)->set_tags(9); }},
       {"attributes set", [](auto& b) { b.mutable_events(0)->set_attributes(9); }},
       {"pair key", [](auto& b) { b.mutable_pair_sets(1)->set_keys(0, 500); }},

@@ -172,6 +172,7 @@ TEST(DecodeRecord, ReusedEventLosesPreviousEnrichment) {
   ev.hlc = 222;
   ev.service = "checkout";
   ev.container_id = "abc123";
+  ev.pod_uid = "5f2d8a4e-6c1b-4b0f-9a3e-1d2c3b4a5e6f";
   ev.tags = {{"env", "prod"}};
   ev.attributes = {{"trace_id", "deadbeef"}};
   ASSERT_TRUE(decode_record(&rec, sizeof(rec), names.fn(), ev));
@@ -179,6 +180,7 @@ TEST(DecodeRecord, ReusedEventLosesPreviousEnrichment) {
   EXPECT_EQ(ev.hlc, 0u);
   EXPECT_TRUE(ev.service.empty());
   EXPECT_TRUE(ev.container_id.empty());
+  EXPECT_TRUE(ev.pod_uid.empty());
   EXPECT_TRUE(ev.tags.empty());
   EXPECT_TRUE(ev.attributes.empty());
 }

@@ -157,6 +157,17 @@ TEST(JsonFormatter, ValidUtf8PassesThrough) {
   std::copy(comm.begin(), comm.end(), e.comm.begin());
   EXPECT_EQ(format_json(e).at("comm"), comm);
 }
+TEST(JsonFormatter, PodIdentityPrintsOnlyWhereKnown) {
+  auto e = make_event(EventKind::kUprobe);
+  json j = format_json(e);
+  EXPECT_FALSE(j.contains("container_id"));
+  EXPECT_FALSE(j.contains("pod_uid"));
+  e.container_id = std::string(64, 'a');
+  e.pod_uid = "5f2d8a4e-6c1b-4b0f-9a3e-1d2c3b4a5e6f";
+  j = format_json(e);
+  EXPECT_EQ(j.at("container_id"), std::string(64, 'a'));
+  EXPECT_EQ(j.at("pod_uid"), "5f2d8a4e-6c1b-4b0f-9a3e-1d2c3b4a5e6f");
+}
 
 // The compact wire sorts tag sets by key, so trace prints them in key order too: the same
 // event gives the same bytes from `trace` and from `subscribe`.
