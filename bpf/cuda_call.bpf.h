@@ -154,7 +154,7 @@ static __always_inline int cuda_return(struct pt_regs *ctx)
 		if (flags & MCP_ENTRY_SAMPLED_OUT) {
 			/* kept for being slow, not by the draw: weight 1, within the quota */
 			if (mcp_admit(mcp_counters_of(key.probe_id),
-				      quotas_enabled ? bpf_get_current_cgroup_id() : 0, now) != MCP_KEEP) {
+				      quotas_enabled ? mcp_tenant_id() : 0, now) != MCP_KEEP) {
 				bpf_map_delete_elem(&cuda_entries, &key);
 				return 0;
 			}

@@ -66,6 +66,37 @@ struct {
 	__type(value, struct mcp_quota_state);
 } quota_states SEC(".maps") __weak;
 
+/*
+ * Scope by cgroup subtree: slot = probe id, the probe's selector cgroup (set by the agent
+ * when the probe's config has a cgroup_id). bpf_current_task_under_cgroup tests ancestry,
+ * so every task below the cgroup is in scope, whatever cgroup namespace the agent is in.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_CGROUP_ARRAY);
+	__uint(max_entries, MCP_MAX_PROBES);
+	__type(key, __u32);
+	__type(value, __u32);
+} selector_cgroups SEC(".maps") __weak;
+
+/*
+ * Configured tenants as subtrees, most specific (deepest) first: slot i of tenant_cgroups
+ * holds the cgroup, tenant_ids[i] its id (what the quota bucket hashes); the first 0 id
+ * ends the list. A task's tenant is the first of them it is under, else its own cgroup.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_CGROUP_ARRAY);
+	__uint(max_entries, MCP_MAX_TENANTS);
+	__type(key, __u32);
+	__type(value, __u32);
+} tenant_cgroups SEC(".maps") __weak;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MCP_MAX_TENANTS);
+	__type(key, __u32);
+	__type(value, __u64);
+} tenant_ids SEC(".maps") __weak;
+
 /* tenant bucket -> struct mcp_counters, same meanings as per probe. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

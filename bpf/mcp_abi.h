@@ -18,6 +18,7 @@
 #define MCP_MAX_PROBES 256      /* probe ids are 1..MCP_MAX_PROBES-1; 0 is "none" */
 #define MCP_MAX_ARGS 6          /* integer argument registers captured (SysV ABI) */
 #define MCP_TENANT_BUCKETS 64   /* cgroup ids hashed (FNV-1a 64) into this many quota buckets */
+#define MCP_MAX_TENANTS 64      /* configured tenant cgroups (subtrees) the kernel matches */
 #define MCP_COMM_LEN 16
 #define MCP_MAX_STACK_DEPTH 32  /* user stack frames captured for slow CUDA launches */
 
@@ -75,7 +76,7 @@ enum mcp_decision {
 /* Common header of every ring-buffer record. */
 struct mcp_event_header {
 	__u64 ktime_ns;        /* bpf_ktime_get_ns() at the event (CLOCK_MONOTONIC), ns */
-	__u64 cgroup_id;       /* cgroup v2 id of the task (the tenant) */
+	__u64 cgroup_id;       /* cgroup v2 id of the task (its own cgroup, not its tenant's) */
 	__u64 threshold;       /* sampling threshold that kept it: p = threshold / 2^64, ~0 = 1 */
 	__u32 pid;             /* tgid */
 	__u32 tid;             /* kernel pid of the thread */
@@ -109,7 +110,8 @@ struct mcp_probe_config {
 	__u8 ret_deref_arg;    /* N+1: copy 8 bytes through argument N at return */
 	__u8 cuda_flags;       /* MCP_CUDA_CFG_* */
 	__u8 pad;
-	__u64 cgroup_id;       /* only tasks in this cgroup (v2 id); 0 = any */
+	__u64 cgroup_id;       /* only tasks in this cgroup or below it (v2 id; the cgroup itself is
+	                        * slot probe_id of selector_cgroups); 0 = any */
 };
 MCP_STATIC_ASSERT(sizeof(struct mcp_probe_config) == 24, "mcp_probe_config layout");
 

@@ -176,6 +176,24 @@ static __always_inline __u32 mcp_tenant_bucket(__u64 cgroup_id)
 }
 
 /*
+ * The current task's tenant id: the first configured tenant cgroup (deepest first) it
+ * is under, a QoS slice or a pod holding all processes below it; else its own cgroup.
+ */
+static __always_inline __u64 mcp_tenant_id(void)
+{
+	for (__u32 i = 0; i < MCP_MAX_TENANTS; i++) {
+		__u32 key = i;
+		__u64 *id = bpf_map_lookup_elem(&tenant_ids, &key);
+
+		if (!id || !*id)
+			break;
+		if (bpf_current_task_under_cgroup(&tenant_cgroups, i) == 1)
+			return *id;
+	}
+	return bpf_get_current_cgroup_id();
+}
+
+/*
  * Tenant quota: this CPU's token bucket of the tenant's bucket. True = within
  * quota. Lock-free, because a program preempted on this CPU may be interleaved
  * with another: the refill is claimed by a compare-and-swap on last_ns (one
@@ -310,11 +328,11 @@ static __always_inline enum mcp_decision mcp_sample(__u32 probe_id, const __u64 
 	*threshold = 0;
 	if (!cfg)
 		return MCP_NOT_OURS;
-	/* a probe scoped to one cgroup (container selector) does not see the others */
-	if (cfg->cgroup_id || quotas_enabled)
-		cgroup_id = bpf_get_current_cgroup_id();
-	if (cfg->cgroup_id && cfg->cgroup_id != cgroup_id)
+	/* a probe scoped to a cgroup (a pod, a container) sees only the tasks below it */
+	if (cfg->cgroup_id && bpf_current_task_under_cgroup(&selector_cgroups, probe_id) != 1)
 		return MCP_NOT_OURS;
+	if (quotas_enabled)
+		cgroup_id = mcp_tenant_id();
 	c = mcp_counters_of(probe_id);
 	mcp_bump(c, seen);
 	if (quotas_enabled)

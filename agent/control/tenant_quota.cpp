@@ -1,7 +1,12 @@
 #include "control/tenant_quota.h"
 
-#include <algorithm>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include <charconv>
 #include <cmath>
@@ -127,13 +132,55 @@ std::filesystem::path find_cgroup2_mount(const std::filesystem::path& mountinfo)
   throw runtime_error("no cgroup2 mount in " + mountinfo.string());
 }
 
-uint64_t resolve_cgroup_id(std::string_view path, const std::filesystem::path& cgroup2_root) {
-  if (path.empty()) throw usage_error("empty cgroup path");
+namespace {
+
+// "/kubepods.slice/..." as /proc/PID/cgroup writes it is relative to the cgroup2
+// mount; a path already under the mount is taken as it is.
+std::filesystem::path under_mount(std::string_view path, const std::filesystem::path& cgroup2_root) {
   std::filesystem::path p(path);
-  // "/kubepods.slice/..." as /proc/PID/cgroup writes it is relative to the cgroup2
-  // mount; a path already under the mount is taken as it is.
   const auto [root_end, p_it] = std::mismatch(cgroup2_root.begin(), cgroup2_root.end(), p.begin(), p.end());
   if (p.is_relative() || root_end != cgroup2_root.end()) p = cgroup2_root / p.relative_path();
+  return p.lexically_normal();
+}
+
+uint32_t cgroup_depth(std::string_view path, const std::filesystem::path& cgroup2_root) {
+  uint32_t depth = 0;
+  for (const auto& part : under_mount(path, cgroup2_root).lexically_relative(cgroup2_root.lexically_normal()))
+    if (!part.empty() && part != ".") depth++;
+  return depth;
+}
+
+}  // namespace
+
+int open_cgroup_by_id(uint64_t id, const std::filesystem::path& cgroup2_root) {
+  const int root = ::open(cgroup2_root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (root < 0) throw runtime_error("cannot open " + cgroup2_root.string() + ": " + std::strerror(errno));
+  struct {
+    file_handle h;
+    unsigned char id[8];
+  } handle{};
+  handle.h.handle_bytes = sizeof(id);
+  handle.h.handle_type = 0xfe;  // FILEID_KERNFS: the cgroup's 64-bit id
+  std::memcpy(handle.h.f_handle, &id, sizeof(id));
+  const int fd = open_by_handle_at(root, &handle.h, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int err = errno;
+  ::close(root);
+  if (fd < 0) throw runtime_error("cannot open cgroup id " + std::to_string(id) + ": " + std::strerror(err));
+  return fd;
+}
+
+std::vector<uint64_t> tenant_match_order(const std::vector<ResolvedTenant>& tenants) {
+  std::vector<const ResolvedTenant*> sorted;
+  for (const auto& t : tenants) sorted.push_back(&t);
+  std::stable_sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->depth > b->depth; });
+  std::vector<uint64_t> ids;
+  for (auto* t : sorted) ids.push_back(t->cgroup_id);
+  return ids;
+}
+
+uint64_t resolve_cgroup_id(std::string_view path, const std::filesystem::path& cgroup2_root) {
+  if (path.empty()) throw usage_error("empty cgroup path");
+  const std::filesystem::path p = under_mount(path, cgroup2_root);
   struct stat st {};
   if (::stat(p.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     throw usage_error("cgroup '" + std::string(path) + "': no such directory (" + p.string() + ")");
@@ -155,6 +202,7 @@ TenantQuotaTable build_tenant_quota_table(std::span<const TenantQuotaSpec> specs
     ResolvedTenant t{spec.cgroup_path, resolve_cgroup_id(spec.cgroup_path, cgroup2_root), 0,
                      spec.quota};
     t.bucket = tenant_bucket(t.cgroup_id);
+    t.depth = cgroup_depth(spec.cgroup_path, cgroup2_root);
     ResolvedTenant* same = nullptr;
     for (ResolvedTenant& prev : table.tenants) {
       if (prev.cgroup_id == t.cgroup_id) same = &prev;

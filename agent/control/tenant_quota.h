@@ -62,12 +62,20 @@ std::filesystem::path find_cgroup2_mount(
 // absolute (as /proc/PID/cgroup writes it: "/kubepods.slice/..."), is taken below `cgroup2_root`. Throws mcp::Error (usage) when it is missing or not a directory.
 uint64_t resolve_cgroup_id(std::string_view path, const std::filesystem::path& cgroup2_root);
 
+// An O_DIRECTORY fd of the cgroup with v2 id `id` on the cgroup2 mount (open_by_handle_at:
+// the id is the kernfs file handle; needs CAP_DAC_READ_SEARCH). Throws mcp::Error (runtime).
+int open_cgroup_by_id(uint64_t id, const std::filesystem::path& cgroup2_root);
+
 struct ResolvedTenant {
   std::string cgroup_path;
   uint64_t cgroup_id = 0;
   uint32_t bucket = 0;
   Quota quota;
+  uint32_t depth = 0;  // components below the cgroup2 mount: a deeper tenant is more specific
 };
+
+// The tenants' cgroup ids, most specific (deepest) first: a task belongs to the first it is under.
+std::vector<uint64_t> tenant_match_order(const std::vector<ResolvedTenant>& tenants);
 
 struct TenantQuotaTable {
   std::array<Quota, kTenantBuckets> buckets{};      // what to write into the kernel map

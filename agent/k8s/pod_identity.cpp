@@ -4,16 +4,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstring>
 #include <fstream>
 
 #include "control/tenant_quota.h"
 
 namespace mcp::k8s {
 namespace {
-
-// The kernfs file handle of a cgroup (FILEID_KERNFS): its 64-bit id.
-constexpr int kFileIdKernfs = 0xfe;
 
 std::optional<std::string> readlink_fd(int fd) {
   char link[64];
@@ -38,9 +34,7 @@ std::optional<std::string> below(const std::string& full, const std::string& roo
 PodIdentityCache::PodIdentityCache(std::filesystem::path cgroup2_root, std::filesystem::path proc)
     : root_(std::move(cgroup2_root)), proc_(std::move(proc)) {}
 
-PodIdentityCache::~PodIdentityCache() {
-  if (root_fd_ >= 0) close(root_fd_);
-}
+PodIdentityCache::~PodIdentityCache() = default;
 
 std::optional<std::string> PodIdentityCache::cgroup_path(uint64_t id, uint32_t pid) {
   if (!root_tried_) {
@@ -52,24 +46,19 @@ std::optional<std::string> PodIdentityCache::cgroup_path(uint64_t id, uint32_t p
         return std::nullopt;  // no cgroup2: nothing to resolve, ever
       }
     }
-    root_fd_ = open(root_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   }
-  if (root_fd_ < 0 || id == 0) return std::nullopt;
+  if (root_.empty() || id == 0) return std::nullopt;
   lookups_++;
-  struct {
-    file_handle h;
-    unsigned char id[8];
-  } handle{};
-  handle.h.handle_bytes = sizeof(id);
-  handle.h.handle_type = kFileIdKernfs;
-  std::memcpy(handle.h.f_handle, &id, sizeof(id));
-  if (const int fd = open_by_handle_at(root_fd_, &handle.h, O_RDONLY | O_DIRECTORY | O_CLOEXEC); fd >= 0) {
+  try {
+    const int fd = control::open_cgroup_by_id(id, root_);
     auto full = readlink_fd(fd);
     close(fd);
     if (full) return below(*full, root_.string());
     return std::nullopt;
+  } catch (const std::exception&) {
+    // A cgroup already gone, no handle support or no privilege: try the process's own view.
   }
-  // No handle support or no privilege: the process's own view, if it still is that cgroup.
+  // The process's own view, used only if it still is in that cgroup.
   std::ifstream in(proc_ / std::to_string(pid) / "cgroup");
   for (std::string line; std::getline(in, line);) {
     if (!line.starts_with("0::/")) continue;

@@ -42,7 +42,6 @@ class PodIdentityCache {
 
   std::filesystem::path root_;
   std::filesystem::path proc_;
-  int root_fd_ = -1;
   bool root_tried_ = false;
   std::unordered_map<uint64_t, PodCgroup> cache_;  // an empty PodCgroup: not a pod's
   uint64_t last_id_ = 0;

@@ -22,6 +22,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "control/tenant_quota.h"
 #include "mcp_abi.h"
 #include "mcp_bpf.skel.h"
 
@@ -488,7 +489,43 @@ void BpfSession::drop_earlier_targets(uint32_t id) {
     for (auto& l : links) l.destroy();
 }
 
+namespace {
+
+// Puts cgroup `cgroup_id` into slot `slot` of a BPF_MAP_TYPE_CGROUP_ARRAY (0: empties it).
+void set_cgroup_slot(int map_fd, uint32_t slot, uint64_t cgroup_id, const char* map) {
+  if (cgroup_id == 0) {
+    bpf_map_delete_elem(map_fd, &slot);  // ENOENT when already empty
+    return;
+  }
+  const int fd = control::open_cgroup_by_id(cgroup_id, control::find_cgroup2_mount());
+  const uint32_t value = static_cast<uint32_t>(fd);
+  const int rc = bpf_map_update_elem(map_fd, &slot, &value, BPF_ANY);
+  const int err = errno;
+  close(fd);
+  if (rc) throw runtime_error(std::string("cannot update ") + map + ": " + errno_text(err));
+}
+
+}  // namespace
+
+void BpfSession::set_tenant_cgroups(const std::vector<uint64_t>& cgroup_ids) {
+  if (cgroup_ids.size() > MCP_MAX_TENANTS)
+    throw usage_error("at most " + std::to_string(MCP_MAX_TENANTS) + " tenant cgroups, not " +
+                      std::to_string(cgroup_ids.size()));
+  const int cgroups = bpf_map__fd(skel_->maps.tenant_cgroups), ids = bpf_map__fd(skel_->maps.tenant_ids);
+  // End the list first, fill it, then publish the ids: the kernel never reads an id whose cgroup slot is stale.
+  uint32_t end = static_cast<uint32_t>(cgroup_ids.size());
+  const uint64_t zero = 0;
+  if (end < MCP_MAX_TENANTS && bpf_map_update_elem(ids, &end, &zero, BPF_ANY))
+    throw runtime_error("cannot update tenant_ids: " + errno_text(errno));
+  for (uint32_t i = 0; i < end; i++) {
+    set_cgroup_slot(cgroups, i, cgroup_ids[i], "tenant_cgroups");
+    if (bpf_map_update_elem(ids, &i, &cgroup_ids[i], BPF_ANY))
+      throw runtime_error("cannot update tenant_ids: " + errno_text(errno));
+  }
+}
+
 void BpfSession::configure(uint32_t id, const ProbeConfig& config) {
+  set_cgroup_slot(bpf_map__fd(skel_->maps.selector_cgroups), id, config.cgroup_id, "selector_cgroups");
   mcp_probe_config value{};
   value.threshold = config.threshold;
   value.trace_id_arg = config.trace_id_arg >= 0 ? static_cast<uint8_t>(config.trace_id_arg + 1) : 0;

@@ -47,7 +47,7 @@ struct ProbeConfig {
   uint8_t entry_deref_arg = 0;
   uint8_t ret_deref_arg = 0;
   uint8_t cuda_flags = 0;     // MCP_CUDA_CFG_*
-  uint64_t cgroup_id = 0;     // only this cgroup's tasks (0: any)
+  uint64_t cgroup_id = 0;     // only tasks in this cgroup or below it (0: any)
   bool trace_id_integer = false;  // the trace-id argument is the id itself
 };
 
@@ -95,6 +95,8 @@ class BpfSession : public KernelMaps {
   // CPU's bucket holds up to `burst`. burst == 0 removes the quota.
   void set_quota(uint32_t bucket, double rate_per_sec, uint64_t burst, const std::vector<double>& cpu_shares = {}) override;
   ProbeCounters tenant_counters(uint32_t bucket) const;
+  // Throws mcp::Error (usage) for more than MCP_MAX_TENANTS, (runtime) for a cgroup gone.
+  void set_tenant_cgroups(const std::vector<uint64_t>& cgroup_ids) override;
   // Per CPU: events of this bucket that were sampled in (kept + quota-dropped),
   // the demand the quota split follows.
   std::vector<uint64_t> tenant_demand_per_cpu(uint32_t bucket) const override;

@@ -34,6 +34,7 @@ ControlLoop::ControlLoop(loader::KernelMaps& session, ControlSettings settings)
   if (settings_.quotas) {
     balancers_.assign(control::kTenantBuckets, control::QuotaBalancer(session_.ncpus()));
     apply_quotas(false);
+    session_.set_tenant_cgroups(control::tenant_match_order(settings_.quotas->tenants));
   }
 }
 
@@ -121,6 +122,8 @@ void ControlLoop::set_quotas(std::optional<control::TenantQuotaTable> quotas) {
     for (uint32_t b = 0; b < control::kTenantBuckets; b++)
       if (settings_.quotas->buckets[b].burst && (!quotas || quotas->buckets[b].burst == 0)) session_.set_quota(b, 0, 0);
   settings_.quotas = std::move(quotas);
+  session_.set_tenant_cgroups(settings_.quotas ? control::tenant_match_order(settings_.quotas->tenants)
+                                               : std::vector<uint64_t>{});
   if (settings_.quotas) {
     if (balancers_.empty()) balancers_.assign(control::kTenantBuckets, control::QuotaBalancer(session_.ncpus()));
     apply_quotas(false);

@@ -10,9 +10,11 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <thread>
 
+#include "../../support/cgroup.h"
 #include "../../support/process.h"
 #include "../../support/run_command.h"
 
@@ -122,6 +124,40 @@ class DaemonTest : public ::testing::Test {
   fs::path dir_;
   std::unique_ptr<ConfigMapDir> cm_;
 };
+
+// A selector names a pod's cgroup: every container of that pod is in scope (the cgroups
+// below it), its sibling pod is not. Real cgroups in the kubelet's systemd layout.
+TEST_F(DaemonTest, SelectorOnAPodSeesItsContainersAndNotItsSibling) {
+  std::unique_ptr<mcp::test::CgroupTree> tree;
+  try {
+    tree = std::make_unique<mcp::test::CgroupTree>("mcp-k8s-sel-" + std::to_string(getpid()));
+  } catch (const std::exception& e) {
+    GTEST_SKIP() << "no cgroup2 mount: " << e.what();
+  }
+  const std::string qos = "kubepods.slice/kubepods-burstable.slice/";
+  const std::string pod_a = qos + "kubepods-burstable-pod1b4e28ba_2fa1_11d2_883f_0016d3cca427.slice";
+  const std::string pod_b = qos + "kubepods-burstable-pod2c5f39cb_3fb2_22e3_994f_1127e4ddb538.slice";
+  const fs::path a1 = tree->add(pod_a + "/cri-containerd-" + std::string(64, 'a') + ".scope");
+  const fs::path a2 = tree->add(pod_a + "/cri-containerd-" + std::string(64, 'b') + ".scope");
+  const fs::path b1 = tree->add(pod_b + "/cri-containerd-" + std::string(64, 'c') + ".scope");
+  cm_->publish("version: 1\nmetrics:\n  listen: 127.0.0.1:0\nprobes:\n  - binary: " + kWorkload +
+               "\n    symbol: mcp_work\n    selector: { cgroup_path: " + tree->relative_root() + "/" + pod_a + " }\n");
+  Daemon d(cm_->file(), dir_);
+  ASSERT_GT(d.port(), 0) << d.log();
+  // The sibling first: by the time the pod's own calls are all delivered, any of its would be too.
+  for (const auto& cg : {b1, a1, a2})
+    ASSERT_EQ(mcp::test::wait_exit(mcp::test::spawn_in_cgroup(cg, {kWorkload, "calls", "50"})), 0) << cg;
+  ASSERT_TRUE(wait_for([&] { return count_uprobe_events(d.events()) >= 100; })) << d.log();
+  EXPECT_EQ(d.terminate(), 0) << d.log();
+  const auto id = [&](const fs::path& p) { return mcp::control::resolve_cgroup_id(p.string(), tree->mount()); };
+  std::map<uint64_t, int> per_cgroup;
+  for (const auto& e : d.events())
+    if (e["kind"] == "uprobe") per_cgroup[e["cgroup_id"].get<uint64_t>()]++;
+  EXPECT_EQ(per_cgroup[id(a1)], 50);
+  EXPECT_EQ(per_cgroup[id(a2)], 50);
+  EXPECT_EQ(per_cgroup[id(b1)], 0) << "the sibling pod is out of scope";
+  EXPECT_EQ(per_cgroup.size(), 3u) << "nothing from anywhere else";
+}
 
 TEST_F(DaemonTest, ConfigMapSwapRetunesTheKernelWithoutAGapForUnchangedProbes) {
   cm_->publish(config_text(1.0));

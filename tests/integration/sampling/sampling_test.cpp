@@ -3,6 +3,7 @@
 // reference, all through the real agent binary and real BPF.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
 
 #include <cinttypes>
@@ -10,9 +11,12 @@
 #include <filesystem>
 #include <future>
 #include <map>
+#include <regex>
 #include <set>
 #include <thread>
 
+#include "../../support/cgroup.h"
+#include "../../support/process.h"
 #include "../../support/run_command.h"
 #include "common/event.h"
 #include "control/tenant_quota.h"
@@ -22,6 +26,7 @@ namespace {
 
 using mcp::test::parse_json_lines;
 using mcp::test::run_command;
+using mcp::test::spawn_in_cgroup;
 namespace fs = std::filesystem;
 
 const std::string kAgent = std::string(MCP_BIN_DIR) + "/mcp-agent";
@@ -69,24 +74,6 @@ class ScopedCgroup {
  private:
   fs::path path_;
 };
-
-pid_t spawn_in_cgroup(const fs::path& cgroup, const std::vector<std::string>& argv) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const std::string me = std::to_string(getpid());
-    const int fd = open((cgroup / "cgroup.procs").c_str(), O_WRONLY);
-    if (fd < 0 || write(fd, me.c_str(), me.size()) < 0) _exit(126);
-    close(fd);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    int devnull = open("/dev/null", O_WRONLY);
-    dup2(devnull, STDOUT_FILENO);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  return pid;
-}
 
 TEST(TenantQuota, NoisyCgroupIsHeldToItsQuotaWhileTheQuietOneKeepsEverything) {
   MCP_REQUIRE_BPF();
@@ -162,6 +149,69 @@ TEST(TenantQuota, NoisyCgroupIsHeldToItsQuotaWhileTheQuietOneKeepsEverything) {
   const double span = static_cast<double>(last - first) / 1e9;
   ASSERT_GT(span, 2.0);
   // Each CPU's bucket may hold a whole burst (the rate is split by demand, the burst is not).
+  const double bursts = kBurst * static_cast<double>(sysconf(_SC_NPROCESSORS_CONF));
+  EXPECT_LE(static_cast<double>(count), kQuota * span * 1.1 + bursts) << "span " << span << " s";
+  EXPECT_GE(static_cast<double>(count), kQuota * span * 0.8) << "span " << span << " s";
+}
+
+// Tenants are subtrees: a quota on a QoS slice holds every pod below it, together. Two
+// "pods" in the kubelet's systemd layout, each far above the quota, share it.
+TEST(TenantQuota, QuotaOnAQosSliceHoldsTheProcessesOfItsPodsTogether) {
+  MCP_REQUIRE_BPF();
+  std::unique_ptr<mcp::test::CgroupTree> tree;
+  try {
+    tree = std::make_unique<mcp::test::CgroupTree>("mcp-k8s-qos-" + std::to_string(getpid()));
+  } catch (const std::exception& e) {
+    GTEST_SKIP() << "no cgroup2 mount: " << e.what();
+  }
+  const std::string slice = "kubepods.slice/kubepods-burstable.slice";
+  const fs::path a = tree->add(slice + "/kubepods-burstable-pod1b4e28ba_2fa1_11d2_883f_0016d3cca427.slice/cri-containerd-" +
+                               std::string(64, 'a') + ".scope");
+  const fs::path b = tree->add(slice + "/kubepods-burstable-pod2c5f39cb_3fb2_22e3_994f_1127e4ddb538.slice/crio-" +
+                               std::string(64, 'b') + ".scope");
+  const std::string tenant = tree->relative_root() + "/" + slice;
+  constexpr double kQuota = 1000, kBurst = 200;
+  const fs::path dir = fs::temp_directory_path() / ("mcp-k8s-qos-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string events = (dir / "events.json").string();
+  mcp::test::Process agent({kAgent, "trace", "--uprobe", kWorkload + ":mcp_work", "--output", events,
+                            "--tenant-quota", tenant + "=1000:200"},
+                           dir, "agent");
+  ASSERT_TRUE(agent.wait_for_err(std::regex("mcp-agent: ready: "), std::chrono::seconds(30))) << agent.err();
+  const pid_t pa = spawn_in_cgroup(a, {kWorkload, "rate", "10000", "3"});
+  const pid_t pb = spawn_in_cgroup(b, {kWorkload, "rate", "10000", "3"});
+  ASSERT_EQ(mcp::test::wait_exit(pa), 0);
+  ASSERT_EQ(mcp::test::wait_exit(pb), 0);
+  agent.signal(SIGINT);
+  ASSERT_EQ(agent.wait(std::chrono::seconds(30)), 0) << agent.err();
+  const std::string err = agent.err();
+
+  // TENANT  BUCKET  SEEN  KEPT  QUOTA_DROP: the slice's row counts both pods' calls.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(err, m, std::regex(tenant + R"(\s+\d+\s+(\d+)\s+(\d+)\s+(\d+))"))) << err;
+  const uint64_t seen = std::stoull(m[1]), kept = std::stoull(m[2]), dropped = std::stoull(m[3]);
+  EXPECT_GT(seen, 40000u) << "both pods' calls (2 x 10000/s for 3 s) are the slice's";
+  EXPECT_EQ(seen, kept + dropped);
+
+  const auto id_a = mcp::control::resolve_cgroup_id(a.string(), tree->mount());
+  const auto id_b = mcp::control::resolve_cgroup_id(b.string(), tree->mount());
+  uint64_t first = UINT64_MAX, last = 0, count = 0, from_a = 0;
+  for (const auto& e : parse_json_lines(mcp::test::slurp(events))) {
+    const uint64_t cg = e["cgroup_id"];
+    if (cg != id_a && cg != id_b) continue;
+    const uint64_t t = e["ktime_ns"];
+    first = std::min(first, t);
+    last = std::max(last, t);
+    count++;
+    from_a += cg == id_a;
+  }
+  fs::remove_all(dir);
+  EXPECT_EQ(count, kept);
+  EXPECT_GT(from_a, 0u);
+  EXPECT_GT(count - from_a, 0u);
+  const double span = static_cast<double>(last - first) / 1e9;
+  ASSERT_GT(span, 2.0);
+  // One quota for the two pods together; each CPU's bucket may hold a whole burst.
   const double bursts = kBurst * static_cast<double>(sysconf(_SC_NPROCESSORS_CONF));
   EXPECT_LE(static_cast<double>(count), kQuota * span * 1.1 + bursts) << "span " << span << " s";
   EXPECT_GE(static_cast<double>(count), kQuota * span * 0.8) << "span " << span << " s";

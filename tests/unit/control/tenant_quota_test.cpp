@@ -245,5 +245,25 @@ TEST(TenantQuotaTable, UnknownCgroupFailsTheWholeTable) {
   EXPECT_THROW(build_tenant_quota_table(specs, Quota{1, 1}, tree.root()), mcp::Error);
 }
 
+// A task belongs to the first tenant cgroup it is under: a pod inside a QoS slice inside
+// kubepods must be matched before its ancestors, however the paths are spelled.
+TEST(TenantQuotaTable, MatchOrderIsDeepestFirstWhateverThePathSpelling) {
+  FakeCgroupTree tree;
+  tree.add("kubepods.slice");
+  tree.add("kubepods.slice/kubepods-burstable.slice");
+  const fs::path pod = tree.add("kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podx.slice");
+  const TenantQuotaSpec specs[] = {parse_tenant_quota("/kubepods.slice=10"),
+                                   parse_tenant_quota(pod.string() + "/=30"),
+                                   parse_tenant_quota("kubepods.slice/./kubepods-burstable.slice=20")};
+  const TenantQuotaTable t = build_tenant_quota_table(specs, Quota{1, 1}, tree.root());
+  ASSERT_EQ(t.tenants.size(), 3u);
+  EXPECT_EQ(t.tenants[0].depth, 1u);
+  EXPECT_EQ(t.tenants[1].depth, 3u);
+  EXPECT_EQ(t.tenants[2].depth, 2u);
+  EXPECT_EQ(tenant_match_order(t.tenants),
+            (std::vector<uint64_t>{inode_of(pod), inode_of(tree.root() / "kubepods.slice/kubepods-burstable.slice"),
+                                   inode_of(tree.root() / "kubepods.slice")}));
+}
+
 }  // namespace
 }  // namespace mcp::control

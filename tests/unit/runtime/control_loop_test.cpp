@@ -99,5 +99,21 @@ TEST(ControlLoop, QuotasAreWrittenAndRemovedBucketsBecomeUnlimited) {
   EXPECT_EQ(maps.quota_writes[0].burst, 0u);
 }
 
+// Tenants are subtrees: the kernel takes the first configured cgroup a task is under, so a
+// pod's quota inside its QoS slice's quota must come first, whatever the configuration order.
+TEST(ControlLoop, TenantCgroupsGoToTheKernelMostSpecificFirst) {
+  FakeKernelMaps maps;
+  maps.add("syscall:getppid");
+  ControlLoop loop(maps, ControlSettings{});
+  control::TenantQuotaTable table;
+  table.tenants = {{"/kubepods.slice", 10, 1, {100.0, 1}, 1},
+                   {"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podX.slice", 30, 2, {100.0, 1}, 3},
+                   {"/kubepods.slice/kubepods-burstable.slice", 20, 3, {100.0, 1}, 2}};
+  loop.set_quotas(table);
+  EXPECT_EQ(maps.tenant_cgroups, (std::vector<uint64_t>{30, 20, 10}));
+  loop.set_quotas(std::nullopt);
+  EXPECT_TRUE(maps.tenant_cgroups.empty());
+}
+
 }  // namespace
 }  // namespace mcp::runtime

@@ -48,10 +48,12 @@ class FakeKernelMaps : public loader::KernelMaps {
   void set_quota(uint32_t bucket, double rate, uint64_t burst, const std::vector<double>&) override {
     quota_writes.push_back({bucket, rate, burst});
   }
+  void set_tenant_cgroups(const std::vector<uint64_t>& ids) override { tenant_cgroups = ids; }
   std::vector<uint64_t> tenant_demand_per_cpu(uint32_t) const override { return std::vector<uint64_t>(2, 0); }
   int ncpus() const override { return 2; }
 
   std::vector<QuotaWrite> quota_writes;
+  std::vector<uint64_t> tenant_cgroups;  // the last set_tenant_cgroups
 
  private:
   std::vector<loader::ProbeInfo> probes_;
