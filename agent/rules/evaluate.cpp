@@ -43,6 +43,7 @@ Value field_value(const FieldRef& f, const Event& e) {
     case K::kDuration: return e.has_duration ? num(static_cast<double>(e.duration_ns)) : Value{};
     case K::kCgroupId: return num(static_cast<double>(e.cgroup_id));
     case K::kContainerId: return e.container_id.empty() ? Value{} : str(e.container_id);
+    case K::kPodUid: return e.pod_uid.empty() ? Value{} : str(e.pod_uid);
     case K::kArg: return f.index < e.nargs ? num(static_cast<double>(e.args[f.index])) : Value{};
     case K::kArgs: return Value{};
     case K::kCudaKernel: return e.kind == EventKind::kCuda && !e.cuda.kernel.empty() ? str(e.cuda.kernel) : Value{};
@@ -203,6 +204,7 @@ void redact(const FieldRef& f, Event& e) {
       break;
     case K::kService: if (!e.service.empty()) e.service = kRedacted; break;
     case K::kContainerId: if (!e.container_id.empty()) e.container_id = kRedacted; break;
+    case K::kPodUid: if (!e.pod_uid.empty()) e.pod_uid = kRedacted; break;
     case K::kCudaKernel: if (!e.cuda.kernel.empty()) e.cuda.kernel = kRedacted; break;
     case K::kTag: redact_pairs(e.tags, f.name); break;
     case K::kAttribute: redact_pairs(e.attributes, f.name); break;

@@ -21,7 +21,8 @@ constexpr Builtin kBuiltins[] = {
     {"pid", FieldRef::Kind::kPid},           {"tid", FieldRef::Kind::kTid},
     {"cpu", FieldRef::Kind::kCpu},           {"ret", FieldRef::Kind::kRet},
     {"duration_ns", FieldRef::Kind::kDuration}, {"cgroup_id", FieldRef::Kind::kCgroupId},
-    {"container_id", FieldRef::Kind::kContainerId}, {"args", FieldRef::Kind::kArgs},
+    {"container_id", FieldRef::Kind::kContainerId}, {"pod_uid", FieldRef::Kind::kPodUid},
+    {"args", FieldRef::Kind::kArgs},
     {"cuda.kernel", FieldRef::Kind::kCudaKernel}, {"cuda.api", FieldRef::Kind::kCudaApi},
 };
 
@@ -310,7 +311,7 @@ class Compiler {
     switch (k) {
       case FieldRef::Kind::kArg: case FieldRef::Kind::kArgs: case FieldRef::Kind::kRet:
       case FieldRef::Kind::kComm: case FieldRef::Kind::kService: case FieldRef::Kind::kContainerId:
-      case FieldRef::Kind::kCudaKernel: case FieldRef::Kind::kTag: case FieldRef::Kind::kAttribute:
+      case FieldRef::Kind::kPodUid: case FieldRef::Kind::kCudaKernel: case FieldRef::Kind::kTag: case FieldRef::Kind::kAttribute:
       case FieldRef::Kind::kAttributeOrTag:
         return true;
       default:

@@ -11,7 +11,7 @@
 //              | ! cond | cond && cond | cond || cond | ( cond )
 //   operand   := "string" | number | true | false | dotted.identifier
 // Identifiers: service, probe, kind, comm, pid, tid, cpu, ret, duration_ns, cgroup_id,
-// container_id, args[N] (N 0..5), cuda.kernel, cuda.api; tags.X (tag X);
+// container_id, pod_uid, args[N] (N 0..5), cuda.kernel, cuda.api; tags.X (tag X);
 // attributes.X (attribute X); any other name looks up the attribute with that exact
 // dotted name, then the tag with that name. A name the event lacks is "missing".
 // Comparison semantics: the literal decides how a field's text is read ("42" compares as
@@ -44,7 +44,7 @@ namespace mcp::rules {
 struct FieldRef {
   enum class Kind : uint8_t {
     kService, kProbe, kKind, kComm, kPid, kTid, kCpu, kRet, kDuration, kCgroupId,
-    kContainerId, kArg, kArgs /* all args */, kCudaKernel, kCudaApi, kTag, kAttribute,
+    kContainerId, kPodUid, kArg, kArgs /* all args */, kCudaKernel, kCudaApi, kTag, kAttribute,
     kAttributeOrTag,
   };
   Kind kind = Kind::kAttributeOrTag;

@@ -71,6 +71,22 @@ end)");
   EXPECT_EQ(e.service, "ehr");
 }
 
+// Pod identity is matched and redacted like the container id: a rule can keep one tenant's
+// pods from naming themselves off the node.
+TEST(RulesApply, PodIdentityIsMatchedAndRedactable) {
+  auto rs = RuleSet::compile(R"(
+rule "hide_pod" when pod_uid == "5f2d8a4e-6c1b-4b0f-9a3e-1d2c3b4a5e6f" then
+  redact = ["pod_uid", "container_id"]
+end)");
+  Event e = patient_event();
+  EXPECT_FALSE(apply(rs, e).any()) << "no pod: the field is missing, == is false";
+  e.pod_uid = "5f2d8a4e-6c1b-4b0f-9a3e-1d2c3b4a5e6f";
+  e.container_id = std::string(64, 'a');
+  EXPECT_TRUE(apply(rs, e).any());
+  EXPECT_EQ(e.pod_uid, kRedacted);
+  EXPECT_EQ(e.container_id, kRedacted);
+}
+
 TEST(RulesApply, NonMatchingEventIsUntouched) {
   auto rs = RuleSet::compile("rule \"x\" when service == \"other\" then redact = [\"args\"] end");
   Event e = patient_event();
