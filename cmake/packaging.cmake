@@ -52,7 +52,7 @@ if(MCP_DPKG_SHLIBDEPS)
   set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 else()
   set(CPACK_DEBIAN_PACKAGE_DEPENDS
-      "libbpf1, libelf1, zlib1g, libcap2, libgrpc++1.51, libgrpc29, libprotobuf32, libyaml-cpp0.7, libcpp-httplib0.11, libspdlog1.10, libfmt9, libssl3, libstdc++6, libc6")
+      "libbpf1, libelf1, zlib1g, libcap2, libgrpc++1.51, libgrpc29, libprotobuf32, libyaml-cpp0.7, libcpp-httplib0.11, libprometheus-cpp-core1.0, libspdlog1.10, libfmt9, libssl3, libstdc++6, libc6")
 endif()
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "systemd")
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "bpftool")

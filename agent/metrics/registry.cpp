@@ -1,64 +1,14 @@
 #include "metrics/registry.h"
 
+#include <prometheus/check_names.h>
+#include <prometheus/metric_family.h>
+#include <prometheus/text_serializer.h>
+
 #include <algorithm>
-#include <charconv>
-#include <cmath>
-#include <variant>
 
 #include "common/error.h"
 
 namespace mcp::metrics {
-
-bool valid_metric_name(std::string_view name) {
-  if (name.empty()) return false;
-  for (size_t i = 0; i < name.size(); ++i) {
-    char c = name[i];
-    bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':';
-    if (!alpha && !(i > 0 && c >= '0' && c <= '9')) return false;
-  }
-  return true;
-}
-
-bool valid_label_name(std::string_view name) {
-  if (name.empty() || name.starts_with("__")) return false;  // __ is reserved by Prometheus
-  for (size_t i = 0; i < name.size(); ++i) {
-    char c = name[i];
-    bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-    if (!alpha && !(i > 0 && c >= '0' && c <= '9')) return false;
-  }
-  return true;
-}
-
-std::string escape_label_value(std::string_view value) {
-  std::string out;
-  out.reserve(value.size());
-  for (char c : value) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out += c;
-  }
-  return out;
-}
-
-std::string escape_help(std::string_view help) {
-  std::string out;
-  out.reserve(help.size());
-  for (char c : help) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '\n') out += "\\n";
-    else out += c;
-  }
-  return out;
-}
-
-std::string format_value(double v) {
-  if (std::isnan(v)) return "NaN";
-  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
-  char buf[64];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
-  return std::string(buf, end);
-}
 
 template <typename T>
 T& Family<T>::with(const std::vector<std::string>& label_values) {
@@ -66,61 +16,37 @@ T& Family<T>::with(const std::vector<std::string>& label_values) {
     throw usage_error("metric family expects " + std::to_string(label_names_.size()) +
                       " label values, got " + std::to_string(label_values.size()));
   }
-  std::lock_guard lock(mu_);
-  auto& child = children_[label_values];
-  if (!child) child = std::make_unique<T>();
-  return *child;
-}
-
-template <typename T>
-std::vector<std::pair<std::vector<std::string>, double>> Family<T>::snapshot() const {
-  std::lock_guard lock(mu_);
-  std::vector<std::pair<std::vector<std::string>, double>> out;
-  out.reserve(children_.size());
-  for (const auto& [labels, child] : children_) out.emplace_back(labels, child->value());
-  return out;
+  prometheus::Labels labels;
+  for (size_t i = 0; i < label_names_.size(); ++i) labels.emplace(label_names_[i], label_values[i]);
+  return family_.Add(labels);
 }
 
 template class Family<Counter>;
 template class Family<Gauge>;
 
-struct Registry::Entry {
+struct Registry::CollectorEntry {
   std::string name;
   std::string help;
   MetricType type;
   std::vector<std::string> label_names;
-  // Exactly one source: a directly updated family (unlabelled metrics are a family with
-  // no labels and one child) or a scrape-time collector.
-  std::variant<std::unique_ptr<CounterFamily>, std::unique_ptr<GaugeFamily>, Collector> source;
+  Collector collect;
 };
 
 Registry::Registry() = default;
 Registry::~Registry() = default;
 
-std::shared_ptr<Registry::Entry> Registry::add_entry(std::string name, std::string help,
-                                                     MetricType type,
-                                                     std::vector<std::string> label_names) {
-  if (!valid_metric_name(name)) throw usage_error("invalid metric name '" + name + "'");
+void Registry::claim(const std::string& name, const std::string& help,
+                     const std::vector<std::string>& label_names) {
+  if (!prometheus::CheckMetricName(name)) throw usage_error("invalid metric name '" + name + "'");
+  // prometheus-cpp 1.0.1's TextSerializer writes HELP as is: a newline would split the line and
+  // a backslash would start an escape, so neither may appear (our help texts are constants).
+  if (help.find_first_of("\\\n") != std::string::npos)
+    throw usage_error("metric " + name + ": help text may not contain a newline or a backslash");
   for (const auto& l : label_names) {
-    if (!valid_label_name(l)) throw usage_error("metric " + name + ": invalid label name '" + l + "'");
+    if (!prometheus::CheckLabelName(l)) throw usage_error("metric " + name + ": invalid label name '" + l + "'");
   }
-  auto e = std::make_shared<Entry>();
-  e->name = std::move(name);
-  e->help = std::move(help);
-  e->type = type;
-  e->label_names = std::move(label_names);
-  return e;
+  if (!order_.emplace(name, order_.size()).second) throw usage_error("metric " + name + " registered twice");
 }
-
-namespace {
-template <typename E>
-void insert_unique(std::vector<std::shared_ptr<E>>& entries, std::shared_ptr<E> e) {
-  for (const auto& other : entries) {
-    if (other->name == e->name) throw usage_error("metric " + e->name + " registered twice");
-  }
-  entries.push_back(std::move(e));
-}
-}  // namespace
 
 Counter& Registry::counter(std::string name, std::string help) {
   return counter_family(std::move(name), std::move(help), {}).with({});
@@ -132,27 +58,22 @@ Gauge& Registry::gauge(std::string name, std::string help) {
 
 CounterFamily& Registry::counter_family(std::string name, std::string help,
                                         std::vector<std::string> label_names) {
-  auto e = add_entry(std::move(name), std::move(help), MetricType::kCounter, label_names);
-  auto fam = std::make_unique<CounterFamily>(std::move(label_names));
-  auto* raw = fam.get();
-  e->source = std::move(fam);
   std::lock_guard lock(mu_);
-  insert_unique(entries_, std::move(e));
-  return *raw;
+  claim(name, help, label_names);
+  auto& family = prometheus::BuildCounter().Name(name).Help(help).Register(registry_);
+  counter_families_.push_back(std::make_unique<CounterFamily>(family, std::move(label_names)));
+  return *counter_families_.back();
 }
 
 GaugeFamily& Registry::gauge_family(std::string name, std::string help,
                                     std::vector<std::string> label_names) {
-  auto e = add_entry(std::move(name), std::move(help), MetricType::kGauge, label_names);
-  auto fam = std::make_unique<GaugeFamily>(std::move(label_names));
-  auto* raw = fam.get();
-  e->source = std::move(fam);
   std::lock_guard lock(mu_);
-  insert_unique(entries_, std::move(e));
-  return *raw;
+  claim(name, help, label_names);
+  auto& family = prometheus::BuildGauge().Name(name).Help(help).Register(registry_);
+  gauge_families_.push_back(std::make_unique<GaugeFamily>(family, std::move(label_names)));
+  return *gauge_families_.back();
 }
 
-namespace {
 std::vector<std::string> spec_labels(const MetricSpec& spec) {
   std::vector<std::string> out;
   for (size_t start = 0; start <= spec.label.size() && !spec.label.empty();) {
@@ -162,6 +83,8 @@ std::vector<std::string> spec_labels(const MetricSpec& spec) {
   }
   return out;
 }
+
+namespace {
 void expect_type(const MetricSpec& spec, MetricType type, bool labelled) {
   if (spec.type != type) throw usage_error("metric " + std::string(spec.name) + " has another type");
   if (labelled != !spec.label.empty()) {
@@ -191,10 +114,10 @@ GaugeFamily& Registry::gauge_family(const MetricSpec& spec) {
 void Registry::add_collector(std::string name, std::string help, MetricType type,
                              std::vector<std::string> label_names, Collector collect) {
   if (!collect) throw usage_error("metric " + name + ": empty collector");
-  auto e = add_entry(std::move(name), std::move(help), type, std::move(label_names));
-  e->source = std::move(collect);
   std::lock_guard lock(mu_);
-  insert_unique(entries_, std::move(e));
+  claim(name, help, label_names);
+  collectors_.push_back(std::make_shared<const CollectorEntry>(
+      CollectorEntry{std::move(name), std::move(help), type, std::move(label_names), std::move(collect)}));
 }
 
 void Registry::add_collector(const MetricSpec& spec, Collector collect) {
@@ -210,60 +133,54 @@ void Registry::add_callback(const MetricSpec& spec, std::function<double()> read
 }
 
 namespace {
-void render_sample(std::string& out, const std::string& name,
-                   const std::vector<std::string>& label_names,
-                   const std::vector<std::string>& label_values, double value) {
-  out += name;
-  if (!label_names.empty()) {
-    out += '{';
-    for (size_t i = 0; i < label_names.size(); ++i) {
-      if (i) out += ',';
-      out += label_names[i];
-      out += "=\"";
-      out += escape_label_value(label_values[i]);
-      out += '"';
+// A collector's samples as the family prometheus-cpp would have built; empty when the
+// collector throws or reports the wrong arity.
+prometheus::MetricFamily collect_family(const std::string& name, const std::string& help, MetricType type,
+                                        const std::vector<std::string>& label_names, const Collector& collect) {
+  prometheus::MetricFamily family;
+  family.name = name;
+  family.help = help;
+  family.type = type == MetricType::kCounter ? prometheus::MetricType::Counter : prometheus::MetricType::Gauge;
+  try {
+    for (auto& s : collect()) {
+      if (s.label_values.size() != label_names.size()) {
+        family.metric.clear();
+        break;
+      }
+      prometheus::ClientMetric m;
+      for (size_t i = 0; i < label_names.size(); ++i) m.label.push_back({label_names[i], s.label_values[i]});
+      std::sort(m.label.begin(), m.label.end());
+      if (type == MetricType::kCounter) m.counter.value = s.value;
+      else m.gauge.value = s.value;
+      family.metric.push_back(std::move(m));
     }
-    out += '}';
+  } catch (const std::exception&) {
+    family.metric.clear();
   }
-  out += ' ';
-  out += format_value(value);
-  out += '\n';
+  return family;
 }
 }  // namespace
 
 std::string Registry::render() const {
-  std::vector<std::shared_ptr<Entry>> entries;
+  std::vector<std::shared_ptr<const CollectorEntry>> collectors;
+  std::map<std::string, size_t> order;
   {
     // Copy the list so collectors run without the registry lock (they may be slow).
     std::lock_guard lock(mu_);
-    entries = entries_;
+    collectors = collectors_;
+    order = order_;
   }
-  std::string out;
-  out.reserve(entries.size() * 128);
-  for (const auto& e : entries) {
-    out += "# HELP " + e->name + " " + escape_help(e->help) + "\n";
-    out += "# TYPE " + e->name + (e->type == MetricType::kCounter ? " counter\n" : " gauge\n");
-    std::vector<std::pair<std::vector<std::string>, double>> samples;
-    if (auto* c = std::get_if<std::unique_ptr<CounterFamily>>(&e->source)) {
-      samples = (*c)->snapshot();
-    } else if (auto* g = std::get_if<std::unique_ptr<GaugeFamily>>(&e->source)) {
-      samples = (*g)->snapshot();
-    } else {
-      try {
-        for (auto& s : std::get<Collector>(e->source)()) {
-          if (s.label_values.size() != e->label_names.size()) {
-            samples.clear();
-            break;
-          }
-          samples.emplace_back(std::move(s.label_values), s.value);
-        }
-      } catch (const std::exception&) {
-        samples.clear();
-      }
-    }
-    for (const auto& [labels, value] : samples) render_sample(out, e->name, e->label_names, labels, value);
+  std::vector<prometheus::MetricFamily> families = registry_.Collect();
+  for (const auto& c : collectors) families.push_back(collect_family(c->name, c->help, c->type, c->label_names, c->collect));
+  // Families registered after the copy above are left for the next scrape.
+  std::erase_if(families, [&](const prometheus::MetricFamily& f) { return !order.count(f.name); });
+  std::sort(families.begin(), families.end(), [&](const auto& a, const auto& b) {
+    return order.at(a.name) < order.at(b.name);
+  });
+  for (auto& f : families) {
+    std::sort(f.metric.begin(), f.metric.end(), [](const auto& a, const auto& b) { return a.label < b.label; });
   }
-  return out;
+  return prometheus::TextSerializer().Serialize(families);
 }
 
 }  // namespace mcp::metrics

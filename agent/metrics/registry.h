@@ -1,16 +1,25 @@
-// A small Prometheus registry rendered in text exposition format 0.0.4.
+// Metrics registry on prometheus-cpp: one prometheus::Registry holds the families updated in
+// place, a list of scrape-time collectors holds the values kept elsewhere, and render() hands
+// both to prometheus::TextSerializer (text exposition format 0.0.4: the library's, not ours).
 // Contract:
-//  - Metrics are registered once by name (duplicate or malformed names/labels throw
-//    mcp::Error usage); registered metrics live as long as the registry, so references
-//    returned by counter()/gauge()/family.with() stay valid and are cheap to update from
-//    any thread (one relaxed atomic op, no lock).
-//  - Collectors are callbacks run at scrape time, for values the agent already keeps
-//    elsewhere (per-CPU BPF counters, queue sizes): nothing is copied between scrapes.
-//    A collector runs on the HTTP thread without any registry lock held; it must be
-//    thread-safe with respect to the data it reads and must not register metrics.
-//  - render() is safe to call concurrently with updates and registrations.
+//  - Metrics are registered once by name (a duplicate, a malformed name or label name, a help
+//    text with a newline or backslash throws mcp::Error usage); a family declares its label names at registration, so with() checks the
+//    arity. Registered metrics live as long as the registry: references returned by counter(),
+//    gauge() and Family::with() stay valid and are cheap to update from any thread
+//    (prometheus::Counter/Gauge: one atomic op, no lock).
+//  - Collectors are callbacks run at scrape time, for values the process already keeps
+//    elsewhere (per-CPU BPF counters, queue sizes, the broker's totals): nothing is copied
+//    between scrapes. A collector runs on the HTTP thread without any registry lock held; it
+//    must be thread-safe with respect to the data it reads and must not register metrics.
+//  - render() is safe to call concurrently with updates and registrations. Families come out
+//    in registration order, series in a family sorted by label values, label names in
+//    alphabetical order (prometheus-cpp keeps labels in a map).
 #pragma once
-#include <atomic>
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+
 #include <functional>
 #include <map>
 #include <memory>
@@ -23,44 +32,25 @@ namespace mcp::metrics {
 
 enum class MetricType { kCounter, kGauge };
 
-// Monotonic value; inc() with a negative delta is ignored (a counter never goes down).
-class Counter {
- public:
-  void inc(double delta = 1.0) {
-    if (delta > 0) value_.fetch_add(delta, std::memory_order_relaxed);
-  }
-  double value() const { return value_.load(std::memory_order_relaxed); }
+// prometheus-cpp's own: Increment()/Value(); a Counter ignores negative increments.
+using Counter = prometheus::Counter;
+using Gauge = prometheus::Gauge;
 
- private:
-  std::atomic<double> value_{0.0};
-};
-
-class Gauge {
- public:
-  void set(double v) { value_.store(v, std::memory_order_relaxed); }
-  void add(double delta) { value_.fetch_add(delta, std::memory_order_relaxed); }
-  double value() const { return value_.load(std::memory_order_relaxed); }
-
- private:
-  std::atomic<double> value_{0.0};
-};
-
-// One metric name with fixed label names; each distinct tuple of label values is a child.
+// One metric name with the label names fixed at registration; each distinct tuple of label
+// values is a child (prometheus::Family::Add).
 template <typename T>
 class Family {
  public:
-  explicit Family(std::vector<std::string> label_names) : label_names_(std::move(label_names)) {}
+  Family(prometheus::Family<T>& family, std::vector<std::string> label_names)
+      : family_(family), label_names_(std::move(label_names)) {}
   // Returns the child for these label values, creating it on first use. Throws
   // mcp::Error (usage) when the number of values differs from the label names.
   T& with(const std::vector<std::string>& label_values);
   const std::vector<std::string>& label_names() const { return label_names_; }
-  // Snapshot for rendering: (label values, value), ordered by label values.
-  std::vector<std::pair<std::vector<std::string>, double>> snapshot() const;
 
  private:
+  prometheus::Family<T>& family_;
   std::vector<std::string> label_names_;
-  mutable std::mutex mu_;
-  std::map<std::vector<std::string>, std::unique_ptr<T>> children_;
 };
 
 using CounterFamily = Family<Counter>;
@@ -95,8 +85,8 @@ class Registry {
   GaugeFamily& gauge_family(std::string name, std::string help,
                             std::vector<std::string> label_names);
 
-  // The same, named by a spec from metrics/names.h (the spec's label, if any, is the
-  // family's one label; counter()/gauge() require an unlabelled spec).
+  // The same, named by a spec (metrics/names.h, broker/broker_metrics.h): the spec's labels
+  // are the family's; counter()/gauge() require an unlabelled spec.
   Counter& counter(const MetricSpec& spec);
   Gauge& gauge(const MetricSpec& spec);
   CounterFamily& counter_family(const MetricSpec& spec);
@@ -109,25 +99,26 @@ class Registry {
   // Unlabelled shorthand: one value read at scrape time.
   void add_callback(const MetricSpec& spec, std::function<double()> read);
 
-  // Text exposition format 0.0.4, metrics in registration order. A collector that
-  // throws or reports the wrong number of label values is skipped (its HELP/TYPE stay,
-  // with no samples) so one broken source cannot take the whole endpoint down.
+  // Text exposition format 0.0.4 (prometheus::TextSerializer). A collector that throws or
+  // reports the wrong number of label values is skipped (its HELP/TYPE stay, with no
+  // samples) so one broken source cannot take the whole endpoint down.
   std::string render() const;
 
  private:
-  struct Entry;
-  std::shared_ptr<Entry> add_entry(std::string name, std::string help, MetricType type,
-                                   std::vector<std::string> label_names);
+  struct CollectorEntry;
+  void claim(const std::string& name, const std::string& help,
+             const std::vector<std::string>& label_names);  // under mu_
+
   mutable std::mutex mu_;
-  std::vector<std::shared_ptr<Entry>> entries_;
+  prometheus::Registry registry_{prometheus::Registry::InsertBehavior::Throw};
+  std::map<std::string, size_t> order_;  // name -> registration index
+  std::vector<std::shared_ptr<const CollectorEntry>> collectors_;
+  std::vector<std::unique_ptr<CounterFamily>> counter_families_;
+  std::vector<std::unique_ptr<GaugeFamily>> gauge_families_;
 };
 
-// Exposition helpers, exposed for tests and for anyone rendering by hand.
-bool valid_metric_name(std::string_view name);
-bool valid_label_name(std::string_view name);
-std::string escape_label_value(std::string_view value);  // \ " and newline
-std::string escape_help(std::string_view help);          // \ and newline
-std::string format_value(double v);                      // NaN, +Inf, -Inf, shortest round-trip
+// The label names in a spec ("probe,state" -> {"probe", "state"}).
+std::vector<std::string> spec_labels(const MetricSpec& spec);
 
 inline constexpr std::string_view kContentType = "text/plain; version=0.0.4; charset=utf-8";
 

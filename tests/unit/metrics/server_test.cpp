@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "metrics/names.h"
+#include "../../support/prometheus.h"
 
 namespace mcp::metrics {
 namespace {
@@ -73,7 +74,7 @@ TEST(MetricsServer, MetricsServesCurrentValuesInTextFormat) {
   httplib::Client c("127.0.0.1", s.port());
 
   lost = 12;
-  reloads.inc();
+  reloads.Increment();
   auto res = c.Get("/metrics");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200);
@@ -86,6 +87,26 @@ TEST(MetricsServer, MetricsServesCurrentValuesInTextFormat) {
   res = c.Get("/metrics");
   ASSERT_TRUE(res);
   EXPECT_NE(res->body.find("mcp_events_lost_total{probe=\"uprobe\"} 13\n"), std::string::npos);
+}
+
+// Every agent metric, served with a value, as Prometheus's own linter reads the page.
+TEST(MetricsServer, PromtoolAcceptsThePageWithEveryAgentMetric) {
+  if (!test::has_prometheus()) GTEST_SKIP() << "promtool not installed (scripts/setup installs prometheus)";
+  Registry r;
+  for (const auto& spec : kAgentMetrics) {
+    r.add_collector(spec, [&spec] {
+      const size_t labels = spec_labels(spec).size();
+      return std::vector<Sample>{{std::vector<std::string>(labels, "a\"b\\c"), 1},
+                                 {std::vector<std::string>(labels, "x"), 2.5}};
+    });
+  }
+  MetricsServer s(r, nullptr, any_port());
+  s.start();
+  auto res = httplib::Client("127.0.0.1", s.port()).Get("/metrics");
+  ASSERT_TRUE(res);
+  const auto check = test::promtool_check_metrics(res->body);
+  EXPECT_EQ(check.exit_code, 0) << check.out << check.err << res->body;
+  EXPECT_EQ(check.out + check.err, "");
 }
 
 TEST(MetricsServer, UnknownPathIs404) {
