@@ -323,6 +323,12 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
   Status Stats(ServerContext* ctx, const mcp::v1::StatsRequest*,
                mcp::v1::StatsReply* reply) override {
     if (Status st = check_auth(ctx, 0); !st.ok()) return st;
+    fill_stats(reply);
+    return Status::OK;
+  }
+
+  // The Stats reply without the access check: for the RPC above and for /metrics.
+  void fill_stats(mcp::v1::StatsReply* reply) {
     // The backend's numbers first: it may hold its lock while taking mu_ (store's on_stored).
     const uint32_t subscribers = backend_->subscribers();
     const uint64_t dropped = backend_->subscriber_dropped_packets();
@@ -342,7 +348,6 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
     reply->set_subscribers(subscribers);
     reply->set_subscriber_dropped_packets(dropped);
     reply->set_refused_publishes(refused_.load(std::memory_order_relaxed));
-    return Status::OK;
   }
 
  private:
@@ -613,6 +618,11 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
 Broker::Broker(BrokerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
 Broker::~Broker() = default;
 int Broker::port() const { return impl_->port(); }
+mcp::v1::StatsReply Broker::stats() const {
+  mcp::v1::StatsReply reply;
+  impl_->fill_stats(&reply);
+  return reply;
+}
 void Broker::shutdown(std::chrono::milliseconds grace) { impl_->shutdown(grace); }
 
 }  // namespace mcp::broker

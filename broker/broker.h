@@ -41,6 +41,7 @@
 #include "broker/access.h"
 #include "broker/nats_options.h"
 #include "broker/publish_check.h"
+#include "mcp/v1/sampling.pb.h"
 
 namespace mcp::broker {
 
@@ -69,6 +70,9 @@ class Broker {
   Broker& operator=(const Broker&) = delete;
 
   int port() const;
+  // What the Stats RPC answers (no access check): this broker's totals since it started.
+  // Thread-safe; /metrics reads it at scrape time (broker_metrics.h).
+  mcp::v1::StatsReply stats() const;
   // Stops accepting, ends subscriber streams, cancels what is still running after `grace`.
   void shutdown(std::chrono::milliseconds grace);
 

@@ -2,16 +2,20 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "broker/broker.h"
+#include "broker/broker_metrics.h"
 #include "broker/nats_naming.h"
 #include "common/duration.h"
 #include "common/error.h"
 #include "forward/channel.h"
+#include "metrics/registry.h"
+#include "metrics/server.h"
 
 namespace {
 
@@ -108,6 +112,10 @@ int main(int argc, char** argv) {
                  "async: pipeline an agent's batches to JetStream; sync: one round trip each")
       ->capture_default_str()
       ->check(CLI::IsMember({"async", "sync"}));
+  std::string metrics_listen;
+  app.add_option("--metrics-listen", metrics_listen,
+                 "serve /metrics (Prometheus) and /healthz on HOST:PORT (port 0: any free port); "
+                 "default: off");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error")->capture_default_str();
   try {
     app.parse(argc, argv);
@@ -135,7 +143,21 @@ int main(int argc, char** argv) {
       nats.publish_timeout =
           std::chrono::duration_cast<std::chrono::milliseconds>(mcp::parse_duration(publish_timeout));
     }
+    // Checked before the broker starts, so a bad address is a usage error with nothing running.
+    std::optional<mcp::metrics::ListenAddress> metrics_address;
+    if (!metrics_listen.empty()) metrics_address = mcp::metrics::parse_listen_address(metrics_listen);
     mcp::broker::Broker broker(options);
+    // Declared after the broker: the server (and its scrapes of broker.stats()) stops first.
+    mcp::metrics::Registry registry;
+    std::optional<mcp::metrics::MetricsServer> metrics_server;
+    if (metrics_address) {
+      mcp::broker::register_broker_metrics(registry, broker);
+      metrics_server.emplace(registry, nullptr, *metrics_address);
+      metrics_server->start();
+      // Before the "listening on" line: whoever waits for that one can read this one too.
+      std::fprintf(stderr, "mcp-broker: metrics on %s:%d\n", metrics_address->host.c_str(),
+                   metrics_server->port());
+    }
     const auto colon = options.listen.rfind(':');
     std::fprintf(stderr, "mcp-broker: listening on %s:%d\n",
                  options.listen.substr(0, colon).c_str(), broker.port());

@@ -2,9 +2,9 @@
 
 namespace mcp::metrics {
 
-std::string metrics_markdown_table() {
+std::string metrics_markdown_table(std::span<const MetricSpec> specs) {
   std::string out = "| Metric | Type | Labels | Meaning |\n|---|---|---|---|\n";
-  for (const auto& m : kAgentMetrics) {
+  for (const auto& m : specs) {
     out += "| `" + std::string(m.name) + "` | ";
     out += m.type == MetricType::kCounter ? "counter" : "gauge";
     std::string labels(m.label);

@@ -5,6 +5,7 @@
 // the agent's own counters at scrape time.
 #pragma once
 #include <array>
+#include <span>
 
 #include "metrics/registry.h"
 
@@ -102,7 +103,8 @@ inline constexpr std::array kAgentMetrics{
     kForwardErrors, kForwardDropped, kForwardUnreadable, kReloads,   kReloadFailures,      kClockDrift,     kClockResidual,
     kProbeState,  kProbeReattach, kUprobeSessions};
 
-// A Markdown table of kAgentMetrics (name, type, labels, help) for the docs.
-std::string metrics_markdown_table();
+// A Markdown table of `specs` (name, type, labels, help) for the docs; the broker's table is
+// generated from broker::kBrokerMetrics the same way.
+std::string metrics_markdown_table(std::span<const MetricSpec> specs = kAgentMetrics);
 
 }  // namespace mcp::metrics

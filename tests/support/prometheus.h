@@ -43,6 +43,18 @@ inline CommandResult promtool_check_metrics(const std::string& page) {
   return r;
 }
 
+// The value of one series in a /metrics page ("name" or "name{a=\"x\",b=\"y\"}", labels in
+// the page's order: alphabetical for prometheus-cpp), or nullopt when the page has no such line.
+inline std::optional<double> sample_value(const std::string& page, const std::string& series) {
+  std::istringstream in(page);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.size() > series.size() && line.compare(0, series.size(), series) == 0 && line[series.size()] == ' ')
+      return std::stod(line.substr(series.size() + 1));
+  }
+  return std::nullopt;
+}
+
 // The TCP port `pid` listens on (from /proc/PID/fd and /proc/net/tcp{,6}), 0 when none yet.
 inline int listening_port(pid_t pid) {
   std::set<std::string> inodes;
@@ -96,13 +108,19 @@ class PrometheusServer {
   int port() const { return port_; }
   std::string log() const { return process_->err(); }
 
-  // GET /api/v1/query?query=... : the result vector (empty when nothing matches yet).
-  nlohmann::json query(const std::string& promql) const {
+  // GET /api/v1/query?query=... : the whole answer ({"status": "success"|"error", ...}).
+  nlohmann::json query_answer(const std::string& promql) const {
     httplib::Client c("127.0.0.1", port_);
     auto res = c.Get("/api/v1/query", httplib::Params{{"query", promql}}, httplib::Headers{});
-    if (!res || res->status != 200) return nlohmann::json::array();
+    if (!res) return {{"status", "error"}, {"error", "no response"}};
     auto body = nlohmann::json::parse(res->body, nullptr, false);
-    if (body.is_discarded() || body["status"] != "success") return nlohmann::json::array();
+    if (body.is_discarded()) return {{"status", "error"}, {"error", res->body}};
+    return body;
+  }
+  // The result vector (empty when nothing matches yet or the query failed).
+  nlohmann::json query(const std::string& promql) const {
+    auto body = query_answer(promql);
+    if (body["status"] != "success") return nlohmann::json::array();
     return body["data"]["result"];
   }
   // The value of a query that returns one series, or nullopt while it returns none or several.

@@ -219,13 +219,15 @@ namespace mcp::metrics {
 namespace {
 
 TEST(AgentMetrics, DeploymentDocsListExactlyTheseMetrics) {
-  std::ifstream in(std::string(MCP_SOURCE_DIR) + "/packaging/README.md");
-  ASSERT_TRUE(in) << "packaging/README.md missing";
-  std::stringstream ss;
-  ss << in.rdbuf();
-  EXPECT_NE(ss.str().find(metrics_markdown_table()), std::string::npos)
-      << "regenerate the table in packaging/README.md from metrics_markdown_table():\n"
-      << metrics_markdown_table();
+  for (const char* doc : {"packaging/README.md", "README.md"}) {
+    std::ifstream in(std::string(MCP_SOURCE_DIR) + "/" + doc);
+    ASSERT_TRUE(in) << doc << " missing";
+    std::stringstream ss;
+    ss << in.rdbuf();
+    EXPECT_NE(ss.str().find(metrics_markdown_table()), std::string::npos)
+        << "regenerate the table in " << doc << " from metrics_markdown_table():\n"
+        << metrics_markdown_table();
+  }
 }
 
 }  // namespace
