@@ -14,8 +14,12 @@
 #include <regex>
 #include <thread>
 
+#include "metrics/names.h"
+
 #include "../../support/cgroup.h"
+#include "../../support/grafana_dashboard.h"
 #include "../../support/process.h"
+#include "../../support/prometheus.h"
 #include "../../support/run_command.h"
 
 namespace {
@@ -391,6 +395,49 @@ TEST_F(DaemonTest, ConfigWritableByOthersIsRefusedAtStartup) {
         << command << ": " << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << command << ": one line\n" << r.err;
   }
+}
+
+// The agent's real /metrics page: promtool accepts it, it carries every metric of the names
+// table (the README's and the dashboard's source), and a real Prometheus scraping it answers
+// PromQL and every dashboard panel over agent metrics.
+TEST_F(DaemonTest, MetricsPassPromtoolCoverTheNamesTableAndFeedPrometheusAndTheDashboard) {
+  if (!mcp::test::has_prometheus()) GTEST_SKIP() << "prometheus not installed (scripts/setup installs it)";
+  cm_->publish(config_text(1.0));
+  Daemon d(cm_->file(), dir_);
+  ASSERT_GT(d.port(), 0) << d.log();
+  ASSERT_EQ(std::system((caller() + " getppid 100").c_str()), 0);
+  const std::string getppid = "mcp_events_seen_total{probe=\"syscall:getppid\"}";
+  ASSERT_TRUE(wait_for([&] { return metric(d.get("/metrics"), getppid) >= 100; })) << d.get("/metrics");
+  const std::string page = d.get("/metrics").substr(4);  // after "200 "
+  const auto check = mcp::test::promtool_check_metrics(page);
+  EXPECT_EQ(check.exit_code, 0) << check.out << check.err << page;
+  EXPECT_EQ(check.out + check.err, "");
+  for (const auto& spec : mcp::metrics::kAgentMetrics)
+    EXPECT_NE(page.find("# TYPE " + std::string(spec.name) + " "), std::string::npos) << spec.name << "\n" << page;
+
+  mcp::test::PrometheusServer prom({{"mcp-agent", "127.0.0.1:" + std::to_string(d.port())}}, dir_ / "prom");
+  const auto seen = prom.wait_value(R"(sum(mcp_events_seen_total{job="mcp-agent",probe="syscall:getppid"}))",
+                                    [](double v) { return v >= 100; });
+  EXPECT_GE(seen.value_or(0), 100) << prom.log();
+  EXPECT_EQ(prom.value(R"(mcp_sampling_probability{probe="syscall:getppid"})"), 1);
+  ASSERT_EQ(std::system((caller() + " getppid 100").c_str()), 0);  // a rate for the panels
+  const mcp::test::DashboardQuery* kept_vs_seen = nullptr;
+  const auto queries = mcp::test::dashboard_queries(mcp::test::load_dashboard());
+  for (const auto& q : queries) {
+    if (q.panel == "Kept vs seen per probe" && kept_vs_seen == nullptr) kept_vs_seen = &q;
+    if (std::any_of(q.metrics.begin(), q.metrics.end(), [](const auto& m) { return m.starts_with("mcp_broker_"); }))
+      continue;
+    const auto answer = prom.query_answer(q.promql);
+    EXPECT_EQ(answer.value("status", ""), "success") << q.panel << ": " << q.promql << "\n" << answer.dump();
+  }
+  ASSERT_NE(kept_vs_seen, nullptr) << "the dashboard lost its kept vs seen panel";
+  EXPECT_TRUE(wait_for([&] {
+    for (const auto& series : prom.query(kept_vs_seen->promql))
+      if (series["metric"].value("probe", "") == "syscall:getppid" && std::stod(series["value"][1].get<std::string>()) > 0)
+        return true;
+    return false;
+  }, 30s)) << kept_vs_seen->promql << "\n" << prom.query(kept_vs_seen->promql).dump();
+  EXPECT_EQ(d.terminate(), 0) << d.log();
 }
 
 }  // namespace
