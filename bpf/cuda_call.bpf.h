@@ -41,10 +41,10 @@ static __always_inline __u64 arg_at(const __u64 *regs, __u8 n1)
 	return regs[idx];
 }
 
-static __always_inline bool in_slow_mode(__u32 tgid, __u64 now)
+static __always_inline bool in_slow_mode(__u32 tgid, __u64 *now)
 {
 	__u64 *until = bpf_map_lookup_elem(&cuda_slow_until, &tgid);
-	return until && *until > now;
+	return until && *until > mcp_now(now);
 }
 
 static __always_inline bool is_launch(__u8 api)
@@ -74,29 +74,31 @@ static __always_inline int cuda_entry(struct pt_regs *ctx)
 	if (!cfg)
 		return MCP_RETURN_SKIPPED;
 	mcp_read_args(ctx, entry.regs);
-	entry.ktime_ns = bpf_ktime_get_ns();
+	/* entry.ktime_ns stays 0 (no clock read) until something needs the time:
+	 * the nesting check, slow mode, a sampled-in call or a timed launch */
 
 	if (folds_nested(cfg)) {
 		__u32 tid = key.tid;
 		struct mcp_launch_owner *owner = bpf_map_lookup_elem(&cuda_launch_owner, &tid);
 		/* nested in another launch probe: that one reports the launch. An owner
 		 * older than a second is a leftover of a call that never returned. */
-		if (owner && entry.ktime_ns - owner->ktime_ns < 1000000000ULL)
+		if (owner && mcp_now(&entry.ktime_ns) - owner->ktime_ns < 1000000000ULL)
 			return MCP_RETURN_SKIPPED;
-		struct mcp_launch_owner me = { .probe_id = key.probe_id, .ktime_ns = entry.ktime_ns };
+		struct mcp_launch_owner me = { .probe_id = key.probe_id, .ktime_ns = mcp_now(&entry.ktime_ns) };
 		bpf_map_update_elem(&cuda_launch_owner, &tid, &me, BPF_ANY);
 	}
 
 	{
 		/* slow mode: rate 1 for this process until the hold ends; it replaces
 		 * only the probability step, the probe's scope and quota still hold */
-		bool slow = cuda_slow_ns && is_launch(cfg->cuda_api) && in_slow_mode(id >> 32, entry.ktime_ns);
-		enum mcp_decision d = mcp_sample(key.probe_id, entry.regs, entry.ktime_ns, slow,
+		bool slow = cuda_slow_ns && is_launch(cfg->cuda_api) && in_slow_mode(id >> 32, &entry.ktime_ns);
+		enum mcp_decision d = mcp_sample(key.probe_id, entry.regs, &entry.ktime_ns, slow,
 						 &entry.threshold, &entry.flags);
 
 		if (d == MCP_SAMPLED_OUT && cuda_slow_ns && is_launch(cfg->cuda_api)) {
 			/* a launch the sampler dropped is still timed: if it turns out slow,
 			 * the return keeps it and switches the process to slow mode */
+			mcp_now(&entry.ktime_ns);
 			entry.flags |= MCP_ENTRY_SAMPLED_OUT;
 		} else if (d != MCP_KEEP) {
 			/* the owner set above must still be cleared by this call's return */
@@ -154,7 +156,7 @@ static __always_inline int cuda_return(struct pt_regs *ctx)
 		if (flags & MCP_ENTRY_SAMPLED_OUT) {
 			/* kept for being slow, not by the draw: weight 1, within the quota */
 			if (mcp_admit(mcp_counters_of(key.probe_id),
-				      quotas_enabled ? mcp_tenant_id() : 0, now) != MCP_KEEP) {
+				      quotas_enabled ? mcp_tenant_id() : 0, &now) != MCP_KEEP) {
 				bpf_map_delete_elem(&cuda_entries, &key);
 				return 0;
 			}
@@ -172,7 +174,7 @@ static __always_inline int cuda_return(struct pt_regs *ctx)
 		bpf_map_delete_elem(&cuda_entries, &key);
 		return 0;
 	}
-	mcp_fill_header(&e->hdr, key.probe_id, MCP_KIND_CUDA, entry->ktime_ns, threshold, flags,
+	mcp_fill_header(&e->hdr, id, key.probe_id, MCP_KIND_CUDA, entry->ktime_ns, threshold, flags,
 			sizeof(*e));
 	__builtin_memcpy(e->regs, entry->regs, sizeof(e->regs));
 	__builtin_memcpy(e->stack_args, entry->stack_args, sizeof(e->stack_args));

@@ -251,11 +251,12 @@ static __always_inline __u64 mcp_wakeup_flags(__u64 size)
 								  : BPF_RB_NO_WAKEUP;
 }
 
-static __always_inline void mcp_fill_header(struct mcp_event_header *h, __u32 probe_id,
-					    __u16 kind, __u64 ktime, __u64 threshold, __u32 flags,
-					    __u32 size)
+/* pid_tgid: the caller's bpf_get_current_pid_tgid(), taken once per program run. */
+static __always_inline void mcp_fill_header(struct mcp_event_header *h, __u64 pid_tgid,
+					    __u32 probe_id, __u16 kind, __u64 ktime, __u64 threshold,
+					    __u32 flags, __u32 size)
 {
-	__u64 id = bpf_get_current_pid_tgid();
+	__u64 id = pid_tgid;
 
 	h->ktime_ns = ktime;
 	h->cgroup_id = bpf_get_current_cgroup_id();
@@ -271,7 +272,7 @@ static __always_inline void mcp_fill_header(struct mcp_event_header *h, __u32 pr
 }
 
 /* Emit a call record; counts it lost when the ring buffer is full. */
-static __always_inline void mcp_emit_call(__u32 probe_id, __u16 kind, __u64 ktime,
+static __always_inline void mcp_emit_call(__u64 pid_tgid, __u32 probe_id, __u16 kind, __u64 ktime,
 					  __u64 threshold, __u32 flags, const __u64 *args,
 					  __s64 ret, __u64 duration)
 {
@@ -281,7 +282,7 @@ static __always_inline void mcp_emit_call(__u32 probe_id, __u16 kind, __u64 ktim
 		mcp_count(probe_id, lost);
 		return;
 	}
-	mcp_fill_header(&e->hdr, probe_id, kind, ktime, threshold, flags, sizeof(*e));
+	mcp_fill_header(&e->hdr, pid_tgid, probe_id, kind, ktime, threshold, flags, sizeof(*e));
 #pragma unroll
 	for (int i = 0; i < MCP_MAX_ARGS; i++)
 		e->args[i] = args ? args[i] : 0;
@@ -290,16 +291,27 @@ static __always_inline void mcp_emit_call(__u32 probe_id, __u16 kind, __u64 ktim
 	bpf_ringbuf_submit(e, mcp_wakeup_flags(sizeof(*e)));
 }
 
+/* The event's time, read once and only when first needed (*now == 0: not yet). */
+static __always_inline __u64 mcp_now(__u64 *now)
+{
+	if (!*now)
+		*now = bpf_ktime_get_ns();
+	return *now;
+}
+
 /*
  * Quota step for an event already sampled in (by the probability step, or by
  * slow-launch mode): counts kept or quota-dropped for the probe and its tenant.
+ * *now is the event's time, read here when the caller has not (0): only the
+ * quota and a kept record need the clock, so a sampled-out event never reads it.
  */
-static __always_inline enum mcp_decision mcp_admit(struct mcp_counters *c, __u64 cgroup_id, __u64 now)
+static __always_inline enum mcp_decision mcp_admit(struct mcp_counters *c, __u64 cgroup_id, __u64 *now)
 {
+	mcp_now(now);
 	if (quotas_enabled) {
 		__u32 bucket = mcp_tenant_bucket(cgroup_id);
 
-		if (!mcp_quota_allows(bucket, now)) {
+		if (!mcp_quota_allows(bucket, *now)) {
 			mcp_count_tenant(bucket, quota_dropped);
 			mcp_bump(c, quota_dropped);
 			return MCP_QUOTA_DROP;
@@ -312,11 +324,12 @@ static __always_inline enum mcp_decision mcp_admit(struct mcp_counters *c, __u64
 
 /*
  * Entry-side decision for any probe: scope, then counts seen, decides, applies
- * the quota, counts kept. force_in (slow-launch mode) replaces the probability
- * step by a keep at weight 1 (*threshold = ~0, MCP_EV_SLOW_MODE): it overrides
+ * the quota, counts kept. *now as for mcp_admit: set on every sampled-in
+ * outcome (MCP_KEEP, MCP_QUOTA_DROP), untouched otherwise. force_in
+ * (slow-launch mode) replaces the probability step by a keep at weight 1 (*threshold = ~0, MCP_EV_SLOW_MODE): it overrides
  * only "sampled out", never scope or quota. The caller emits on MCP_KEEP.
  */
-static __always_inline enum mcp_decision mcp_sample(__u32 probe_id, const __u64 *args, __u64 now,
+static __always_inline enum mcp_decision mcp_sample(__u32 probe_id, const __u64 *args, __u64 *now,
 						    bool force_in, __u64 *threshold, __u32 *flags)
 {
 	__u32 key = probe_id;

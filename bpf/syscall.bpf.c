@@ -34,17 +34,17 @@ SEC("tracepoint")
 int mcp_sys_exit_only(struct trace_event_raw_sys_exit *ctx)
 {
 	__u32 probe_id = bpf_get_attach_cookie(ctx);
-	__u64 args[MCP_MAX_ARGS], threshold, now;
+	__u64 id = bpf_get_current_pid_tgid();
+	__u64 args[MCP_MAX_ARGS], threshold, now = 0;
 	__u32 flags;
 
-	if (!mcp_wanted(bpf_get_current_pid_tgid() >> 32))
+	if (!mcp_wanted(id >> 32))
 		return 0;
-	now = bpf_ktime_get_ns();
 	/* Syscall arguments carry no trace id, so the decision is always a random draw. */
-	if (mcp_sample(probe_id, NULL, now, false, &threshold, &flags) != MCP_KEEP)
+	if (mcp_sample(probe_id, NULL, &now, false, &threshold, &flags) != MCP_KEEP)
 		return 0;
 	mcp_syscall_args(args);
-	mcp_emit_call(probe_id, MCP_KIND_SYSCALL, now, threshold, flags | MCP_EV_HAS_RET, args, ctx->ret, 0);
+	mcp_emit_call(id, probe_id, MCP_KIND_SYSCALL, now, threshold, flags | MCP_EV_HAS_RET, args, ctx->ret, 0);
 	return 0;
 }
 
@@ -53,14 +53,13 @@ int mcp_sys_enter(struct trace_event_raw_sys_enter *ctx)
 {
 	__u32 probe_id = bpf_get_attach_cookie(ctx);
 	struct mcp_syscall_entry *entry;
-	__u64 threshold, now;
+	__u64 threshold, now = 0;
 	__u32 flags;
 
 	if (!mcp_wanted(bpf_get_current_pid_tgid() >> 32))
 		return 0;
-	now = bpf_ktime_get_ns();
-	/* decide first: a dropped syscall costs no argument copy */
-	if (mcp_sample(probe_id, NULL, now, false, &threshold, &flags) != MCP_KEEP)
+	/* decide first: a dropped syscall costs no argument copy and no clock read */
+	if (mcp_sample(probe_id, NULL, &now, false, &threshold, &flags) != MCP_KEEP)
 		return 0;
 	entry = bpf_task_storage_get(&syscall_entries, bpf_get_current_task_btf(), 0,
 				     BPF_LOCAL_STORAGE_GET_F_CREATE);
@@ -96,7 +95,7 @@ int mcp_sys_exit(struct trace_event_raw_sys_exit *ctx)
 	if (!entry || entry->probe_id != probe_id)
 		return 0;
 	entry->probe_id = 0;
-	mcp_emit_call(probe_id, MCP_KIND_SYSCALL, entry->call.ktime_ns, entry->call.threshold,
+	mcp_emit_call(bpf_get_current_pid_tgid(), probe_id, MCP_KIND_SYSCALL, entry->call.ktime_ns, entry->call.threshold,
 		      entry->call.flags | MCP_EV_HAS_RET | MCP_EV_HAS_DURATION, entry->call.args,
 		      ctx->ret, bpf_ktime_get_ns() - entry->call.ktime_ns);
 	return 0;

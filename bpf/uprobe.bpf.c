@@ -13,16 +13,16 @@ SEC("uprobe")
 int BPF_KPROBE(mcp_uprobe_entry)
 {
 	__u32 probe_id = bpf_get_attach_cookie(ctx);
-	__u64 args[MCP_MAX_ARGS], threshold, now;
+	__u64 id = bpf_get_current_pid_tgid();
+	__u64 args[MCP_MAX_ARGS], threshold, now = 0;
 	__u32 flags;
 
-	if (!mcp_wanted(bpf_get_current_pid_tgid() >> 32))
+	if (!mcp_wanted(id >> 32))
 		return 0;
 	mcp_read_args(ctx, args);
-	now = bpf_ktime_get_ns();
-	if (mcp_sample(probe_id, args, now, false, &threshold, &flags) != MCP_KEEP)
+	if (mcp_sample(probe_id, args, &now, false, &threshold, &flags) != MCP_KEEP)
 		return 0;
-	mcp_emit_call(probe_id, MCP_KIND_UPROBE, now, threshold, flags, args, 0, 0);
+	mcp_emit_call(id, probe_id, MCP_KIND_UPROBE, now, threshold, flags, args, 0, 0);
 	return 0;
 }
 

@@ -26,8 +26,7 @@ static __always_inline int latency_entry(struct pt_regs *ctx)
 	if (!mcp_wanted(id >> 32))
 		return MCP_RETURN_SKIPPED;
 	mcp_read_args(ctx, entry.args);
-	entry.ktime_ns = bpf_ktime_get_ns();
-	if (mcp_sample(key.probe_id, entry.args, entry.ktime_ns, false, &entry.threshold, &entry.flags) != MCP_KEEP) {
+	if (mcp_sample(key.probe_id, entry.args, &entry.ktime_ns, false, &entry.threshold, &entry.flags) != MCP_KEEP) {
 		/* this frame's return must not pair with a call longjmp'd over at the same sp */
 		if (bpf_map_delete_elem(&call_entries, &key) == 0)
 			mcp_count(key.probe_id, orphaned);
@@ -48,8 +47,8 @@ static __always_inline int latency_entry(struct pt_regs *ctx)
 /* The return pairs with the entry of its own frame: sp is one slot above it. */
 static __always_inline int latency_return(struct pt_regs *ctx)
 {
-	struct mcp_call_key key = { .tid = (__u32)bpf_get_current_pid_tgid(),
-				    .probe_id = bpf_get_attach_cookie(ctx),
+	__u64 id = bpf_get_current_pid_tgid();
+	struct mcp_call_key key = { .tid = (__u32)id, .probe_id = bpf_get_attach_cookie(ctx),
 				    .sp = PT_REGS_SP(ctx) - MCP_RET_SP_ADJUST };
 	struct mcp_call_entry *entry = bpf_map_lookup_elem(&call_entries, &key);
 	__u64 now;
@@ -57,7 +56,7 @@ static __always_inline int latency_return(struct pt_regs *ctx)
 	if (!entry)
 		return 0; /* sampled out, out of scope, or entered before we attached */
 	now = bpf_ktime_get_ns();
-	mcp_emit_call(key.probe_id, MCP_KIND_URETPROBE, entry->ktime_ns, entry->threshold,
+	mcp_emit_call(id, key.probe_id, MCP_KIND_URETPROBE, entry->ktime_ns, entry->threshold,
 		      entry->flags | MCP_EV_HAS_RET | MCP_EV_HAS_DURATION, entry->args,
 		      (__s64)PT_REGS_RC(ctx), now - entry->ktime_ns);
 	bpf_map_delete_elem(&call_entries, &key);
