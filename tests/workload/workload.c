@@ -17,6 +17,9 @@
  *                      (never return), odd ones return i
  *   fork N CALLS       N children (odd ones exec `calls CALLS`, even ones call
  *                      mcp_work CALLS times), then the parent does CALLS; waits all
+ *   threads T N [getppid]  T threads started together, thread i pinned to CPU i mod
+ *                      (CPUs), each calls mcp_work (or getppid) N times: several threads
+ *                      per CPU and one per CPU at once, for counter exactness
  *   handoff CALLS      getppid every ms until SIGUSR1, then forks a child that calls
  *                      mcp_work(i, 7, ...) CALLS times, and exits at once (the child
  *                      outlives it); the child's pid goes to stdout
@@ -53,6 +56,28 @@ NOINLINE int mcp_handle(const char *trace_id, long index)
 {
 	__asm__ volatile("" ::: "memory");
 	return trace_id[0] + (int)index;
+}
+
+struct hammer {
+	pthread_barrier_t *start;
+	long calls;
+	int cpu;
+	int syscalls;
+};
+
+static void *hammer_thread(void *arg)
+{
+	struct hammer *h = arg;
+	cpu_set_t set;
+	long sum = 0;
+
+	CPU_ZERO(&set);
+	CPU_SET(h->cpu, &set);
+	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+	pthread_barrier_wait(h->start);
+	for (long i = 0; i < h->calls; i++)
+		sum += h->syscalls ? getppid() : mcp_work(i, 2, 3, 4, 5, 6);
+	return (void *)sum;
 }
 
 static void *badcomm_thread(void *arg)
@@ -107,7 +132,7 @@ static uint64_t splitmix(uint64_t *s)
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: %s calls|sleep|getppid|rate|traceid|realtime|demo|recurse|longjmp|fork|handoff ARGS\n", argv[0]);
+		fprintf(stderr, "usage: %s calls|sleep|getppid|rate|traceid|realtime|demo|recurse|longjmp|fork|threads|handoff ARGS\n", argv[0]);
 		return 2;
 	}
 	const char *mode = argv[1];
@@ -168,6 +193,25 @@ int main(int argc, char **argv)
 		for (long i = 0; i < n; i++)
 			sum += getppid();
 		pthread_join(t, NULL);
+	} else if (!strcmp(mode, "threads") && argc > 3) {
+		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+		pthread_t t[64];
+		struct hammer h[64];
+		pthread_barrier_t start;
+		if (n < 1 || n > 64 || cpus < 1)
+			return 2;
+		pthread_barrier_init(&start, NULL, (unsigned)n);
+		for (long i = 0; i < n; i++) {
+			h[i] = (struct hammer){ &start, atol(argv[3]), (int)(i % cpus),
+						argc > 4 && !strcmp(argv[4], "getppid") };
+			if (pthread_create(&t[i], NULL, hammer_thread, &h[i]) != 0)
+				return 1;
+		}
+		for (long i = 0; i < n; i++) {
+			void *r;
+			pthread_join(t[i], &r);
+			sum += (long)r;
+		}
 	} else if (!strcmp(mode, "demo")) {
 		/* a toy request handler: latency varies, each request makes syscalls */
 		uint64_t seed = 7, end = now_ns(CLOCK_MONOTONIC) + (uint64_t)(atof(argv[2]) * 1e9);
