@@ -14,14 +14,14 @@
 SEC("uprobe")
 int BPF_KPROBE(mcp_cuda_entry)
 {
-	cuda_entry(ctx);
+	cuda_entry(ctx, NULL);
 	return 0;
 }
 
 SEC("uretprobe")
 int BPF_KRETPROBE(mcp_cuda_return)
 {
-	return cuda_return(ctx);
+	return cuda_return(ctx, NULL);
 }
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -58,8 +58,13 @@ static __always_inline bool folds_nested(const struct mcp_probe_config *cfg)
 	return is_launch(cfg->cuda_api) && (cfg->cuda_flags & MCP_CUDA_CFG_FOLD_NESTED);
 }
 
-/* Returns whether this call's return must run (uprobe sessions skip it). */
-static __always_inline int cuda_entry(struct pt_regs *ctx)
+/*
+ * Returns whether this call's return must run (uprobe sessions skip it).
+ * cookie: the uprobe session's cookie (NULL for the fallback uretprobe pair):
+ * a launch timed only for slow detection keeps its start time there (never 0)
+ * and its registers in cuda_timed, not an entry in cuda_entries.
+ */
+static __always_inline int cuda_entry(struct pt_regs *ctx, __u64 *cookie)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	struct mcp_call_key key = { .tid = (__u32)id, .probe_id = bpf_get_attach_cookie(ctx),
@@ -68,6 +73,8 @@ static __always_inline int cuda_entry(struct pt_regs *ctx)
 	struct mcp_cuda_entry entry = {};
 	__u64 sp;
 
+	if (cookie)
+		*cookie = 0; /* 0: the return looks for a cuda_entries entry */
 	if (!mcp_wanted(id >> 32))
 		return MCP_RETURN_SKIPPED;
 	cfg = bpf_map_lookup_elem(&probe_configs, &key.probe_id);
@@ -100,6 +107,17 @@ static __always_inline int cuda_entry(struct pt_regs *ctx)
 			 * the return keeps it and switches the process to slow mode */
 			mcp_now(&entry.ktime_ns);
 			entry.flags |= MCP_ENTRY_SAMPLED_OUT;
+			if (cookie) {
+				struct mcp_cuda_timed *t = bpf_task_storage_get(
+					&cuda_timed, bpf_get_current_task_btf(), 0,
+					BPF_LOCAL_STORAGE_GET_F_CREATE);
+				if (t) {
+					t->key = key;
+					__builtin_memcpy(t->regs, entry.regs, sizeof(t->regs));
+				}
+				*cookie = entry.ktime_ns;
+				return MCP_RETURN_WANTED;
+			}
 		} else if (d != MCP_KEEP) {
 			/* the owner set above must still be cleared by this call's return */
 			return folds_nested(cfg) ? MCP_RETURN_WANTED : MCP_RETURN_SKIPPED;
@@ -125,15 +143,45 @@ static __always_inline int cuda_entry(struct pt_regs *ctx)
 	return MCP_RETURN_WANTED;
 }
 
-static __always_inline int cuda_return(struct pt_regs *ctx)
+/*
+ * Return of a launch timed only for slow detection (uprobe session, start in
+ * the cookie). Not slow: nothing to do. Slow: rebuild its entry from the
+ * thread's cuda_timed slot (registers; stack arguments and the entry deref are
+ * read now, from the caller's frame and memory, which the call leaves in
+ * place) so the common return path keeps and names it.
+ */
+static __always_inline struct mcp_cuda_entry *cuda_timed_entry(struct mcp_call_key *key,
+							       __u64 start, __u64 now,
+							       const struct mcp_probe_config *cfg,
+							       struct mcp_cuda_entry *scratch)
+{
+	struct mcp_cuda_timed *t;
+
+	if (now - start < cuda_slow_ns)
+		return NULL;
+	__builtin_memset(scratch, 0, sizeof(*scratch));
+	scratch->ktime_ns = start;
+	scratch->flags = MCP_ENTRY_SAMPLED_OUT;
+	t = bpf_task_storage_get(&cuda_timed, bpf_get_current_task_btf(), 0, 0);
+	if (t && t->key.tid == key->tid && t->key.probe_id == key->probe_id && t->key.sp == key->sp) {
+		__builtin_memcpy(scratch->regs, t->regs, sizeof(scratch->regs));
+		bpf_probe_read_user(scratch->stack_args, sizeof(scratch->stack_args), (void *)(key->sp + 8));
+		if (cfg->entry_deref_arg)
+			bpf_probe_read_user(scratch->deref, sizeof(scratch->deref),
+					    (void *)arg_at(scratch->regs, cfg->entry_deref_arg));
+	}
+	return scratch;
+}
+
+static __always_inline int cuda_return(struct pt_regs *ctx, __u64 *cookie)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	struct mcp_call_key key = { .tid = (__u32)id, .probe_id = bpf_get_attach_cookie(ctx),
 				    .sp = PT_REGS_SP(ctx) - MCP_RET_SP_ADJUST };
-	struct mcp_cuda_entry *entry = bpf_map_lookup_elem(&cuda_entries, &key);
 	struct mcp_probe_config *cfg = bpf_map_lookup_elem(&probe_configs, &key.probe_id);
+	struct mcp_cuda_entry *entry, scratch;
 	struct mcp_cuda_event *e;
-	__u64 now, duration, threshold;
+	__u64 now = 0, duration, threshold;
 	__u32 flags;
 
 	if (cfg && folds_nested(cfg)) {
@@ -142,9 +190,17 @@ static __always_inline int cuda_return(struct pt_regs *ctx)
 		if (owner && owner->probe_id == key.probe_id)
 			bpf_map_delete_elem(&cuda_launch_owner, &tid);
 	}
-	if (!entry || !cfg)
+	if (!cfg)
 		return 0;
-	now = bpf_ktime_get_ns();
+	if (cookie && *cookie) {
+		/* timed only: no map entry; a launch that was not slow ends here */
+		entry = cuda_timed_entry(&key, *cookie, mcp_now(&now), cfg, &scratch);
+	} else {
+		entry = bpf_map_lookup_elem(&cuda_entries, &key);
+	}
+	if (!entry)
+		return 0;
+	mcp_now(&now);
 	duration = now - entry->ktime_ns;
 	flags = entry->flags | MCP_EV_HAS_RET | MCP_EV_HAS_DURATION;
 	threshold = entry->threshold;

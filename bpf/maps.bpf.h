@@ -167,6 +167,26 @@ struct {
 	__type(value, struct mcp_cuda_entry);
 } cuda_entries SEC(".maps") __weak;
 
+/*
+ * Uprobe sessions: the registers of a launch timed only for slow detection
+ * (sampled out), one slot per thread, tagged with the call's key. Its start
+ * time is in the session cookie, so a launch that is not slow costs no map
+ * write at entry and no lookup or delete at return; the slot is read only
+ * for a slow one. A timed launch nested in another on the same thread takes
+ * the slot: the outer one, if slow, is still kept and timed, but unnamed.
+ */
+struct mcp_cuda_timed {
+	struct mcp_call_key key;
+	__u64 regs[MCP_MAX_ARGS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct mcp_cuda_timed);
+} cuda_timed SEC(".maps") __weak;
+
 /* tid -> the launch probe whose call is in progress: a launch API that calls
  * another (__cudaLaunchKernel -> cudaLaunchKernel) is one launch, not two. */
 struct mcp_launch_owner {

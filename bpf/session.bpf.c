@@ -13,6 +13,8 @@
 
 /* Tells a session program's return run from its entry run. Weak: older kernels lack it. */
 extern bool bpf_session_is_return(void) __ksym __weak;
+/* This call's 8-byte slot shared by its entry and return runs. */
+extern __u64 *bpf_session_cookie(void) __ksym __weak;
 
 /* Uprobe session: a call the entry did not keep takes no return trap at all. */
 SEC("uprobe")
@@ -23,13 +25,14 @@ int BPF_KPROBE(mcp_uprobe_session)
 	return latency_entry(ctx);
 }
 
-/* Uprobe session: a call the entry did not keep (nor time) takes no return trap. */
+/* Uprobe session: a call the entry did not keep (nor time) takes no return trap;
+ * one timed only for slow detection keeps its start in the session cookie. */
 SEC("uprobe")
 int BPF_KPROBE(mcp_cuda_session)
 {
 	if (bpf_session_is_return())
-		return cuda_return(ctx);
-	return cuda_entry(ctx);
+		return cuda_return(ctx, bpf_session_cookie());
+	return cuda_entry(ctx, bpf_session_cookie());
 }
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
