@@ -190,19 +190,34 @@ TEST(CudaSlowLaunch, SlowLaunchesSwitchTheProcessToRateOneWithUserStacks) {
 }
 
 // A launch timed only for slow detection locates its host function at return (the entry
-// skips bpf_find_vma): launches by host function pointer must still be named.
-TEST(CudaSlowLaunch, ASampledOutLaunchThatTurnsOutSlowIsStillNamed) {
+// skips bpf_find_vma): launches by host function pointer must still be named, with their
+// geometry. With uprobe sessions such a launch leaves no cuda_entries entry (its start is in
+// the session cookie, its registers in task storage), so the first, sampled-out launch
+// that turns out slow is rebuilt from those; the fallback keeps the whole entry. Both
+// modes, and a launch API whose geometry is read through a pointer (cudaLaunchKernelExC).
+class CudaSlowNamed : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+
+TEST_P(CudaSlowNamed, ASampledOutLaunchThatTurnsOutSlowIsStillNamed) {
   MCP_REQUIRE_BPF();
   const std::string bin = fixture("shared");
   MCP_REQUIRE_FIXTURE(bin);
+  const auto& [mode, path] = GetParam();
   const EventFile out;
-  auto r = run_command({kAgent, "trace", "--cuda", "--slow-launch", "1ns", "--sample-rate", "0.000001", "--output",
-                        out.path, "--", bin, "3", "direct"});
+  auto r = run_command({"/usr/bin/env", "MCP_UPROBE_SESSION=" + mode, kAgent, "trace", "--cuda", "--slow-launch", "1ns",
+                        "--sample-rate", "0.000001", "--output", out.path, "--", bin, "3", path});
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find(mode == "off" ? "uprobe returns: uretprobe" : "uprobe returns: session"), std::string::npos)
+      << r.err;
   int named = 0;
-  for (const auto& e : out.events())
-    if (e["cuda"]["api"] == "cudaLaunchKernel") named += e["cuda"]["kernel"] == "vecAdd(float*, int)";
+  for (const auto& e : out.events()) {
+    if (!e["cuda"].contains("grid")) continue;
+    named += e["cuda"]["kernel"] == "vecAdd(float*, int)";
+    EXPECT_EQ(e["cuda"]["grid"], nlohmann::json({4, 2, 1})) << e.dump();
+  }
   EXPECT_EQ(named, 3) << r.err;
 }
+
+INSTANTIATE_TEST_SUITE_P(Modes, CudaSlowNamed,
+                         ::testing::Combine(::testing::Values("on", "off"), ::testing::Values("direct", "exc")));
 
 }  // namespace
