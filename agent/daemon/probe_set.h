@@ -34,14 +34,11 @@
 #include "mcp_abi.h"
 #include "reload/diff.h"
 #include "runtime/control_loop.h"
+#include "runtime/probe_labels.h"
 
 namespace mcp::daemon {
 
-struct ProbeMeta {
-  std::string service;
-  std::vector<std::pair<std::string, std::string>> tags;
-  std::string cuda_api;  // CUDA probes: the API name users see
-};
+using ProbeMeta = runtime::ProbeMeta;
 
 enum class ProbeState { kWaiting, kAttached, kFailed };
 const char* state_name(ProbeState s);
@@ -53,11 +50,11 @@ struct ProbeStatus {
   uint64_t reattaches = 0;
 };
 
-class ProbeSet {
+class ProbeSet final : public runtime::ProbeLabels {
  public:
   ProbeSet(loader::BpfSession& session, runtime::ControlLoop& control, cuda::KernelSymbolizer& symbolizer)
       : session_(session), control_(control), symbolizer_(symbolizer) {}
-  ~ProbeSet();
+  ~ProbeSet() override;
 
   // The probe changes of one reload (or the first load), all or nothing: on success the
   // added probes are attached or waiting, the removed ones detached, the retuned ones
@@ -75,7 +72,7 @@ class ProbeSet {
   std::vector<ProbeStatus> status() const;
 
   // Consumer thread: enrichment of a probe id (null when unknown).
-  std::shared_ptr<const ProbeMeta> meta(uint32_t probe_id) const {
+  std::shared_ptr<const ProbeMeta> meta(uint32_t probe_id) const override {
     return meta_[probe_id % MCP_MAX_PROBES].load(std::memory_order_acquire);
   }
   size_t size() const;

@@ -1,6 +1,5 @@
 #include "daemon/run_command.h"
 
-#include <signal.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -11,11 +10,10 @@
 #include <optional>
 #include <thread>
 
-#include "clock/timestamper.h"
 #include "common/error.h"
+#include "clock/timestamper.h"
 #include "config/loader.h"
 #include "control/tenant_quota.h"
-#include "cuda/kernel_symbolizer.h"
 #include "daemon/probe_set.h"
 #include "forward/agent_id.h"
 #include "forward/forwarder.h"
@@ -23,24 +21,15 @@
 #include "metrics/names.h"
 #include "metrics/registry.h"
 #include "metrics/server.h"
-#include "output/stream_sink.h"
-#include "pipeline/ring_consumer.h"
 #include "privilege/privilege.h"
 #include "reload/config_store.h"
 #include "reload/reloader.h"
 #include "reload/watcher.h"
-#include "mcp_abi.h"
-#include "runtime/control_loop.h"
 #include "runtime/export_filter.h"
-#include "runtime/interval_counts.h"
-#include "runtime/readiness.h"
+#include "runtime/runtime.h"
 
 namespace mcp::daemon {
 namespace {
-
-// SIGTERM/SIGINT received: the first stops the agent, a later one ends the wait for the broker.
-std::atomic<int> g_signals{0};
-void on_stop(int) { g_signals.fetch_add(1); }
 
 // The agent id: node_name or $NODE_NAME when given (unique per cluster), else the id kept in the
 // state directory (stable across restarts, so the broker dedups spool replays), else one per run.
@@ -134,21 +123,44 @@ void register_metrics(metrics::Registry& reg, loader::BpfSession& session, runti
   reg.add_callback(metrics::kClockResidual, [&clock] { return clock.stats().calibrator.residual_ns / 1e9; });
 }
 
+// The configuration's runtime settings (probes are the ProbeSet's, attached on load).
+runtime::RuntimeSpec spec_of(const config::Config& cfg, const RunFlags& flags) {
+  runtime::RuntimeSpec spec;
+  spec.session.quotas = true;  // a reload may add quotas; unlimited buckets cost one lookup
+  spec.session.cuda_slow_ns = static_cast<uint64_t>(cfg.cuda.slow_launch.count());
+  spec.control.accept_policies = true;
+  spec.export_filter = export_spec(cfg);
+  if (!cfg.broker.addresses.empty()) {
+    ForwarderOptions fo;
+    fo.brokers = cfg.broker.addresses;
+    const char* state_dir = getenv("STATE_DIRECTORY");
+    fo.agent_id = agent_id_for(cfg, state_dir);
+    fo.token_file = cfg.broker.token_file;
+    fo.compression = parse_compression(cfg.broker.compression);
+    if (cfg.broker.tls) fo.tls = {cfg.broker.tls->ca, cfg.broker.tls->cert, cfg.broker.tls->key};
+    fo.spool_dir = state_dir && *state_dir ? std::string(state_dir) + "/spool" : "";
+    spec.broker = std::move(fo);
+  } else {
+    spec.stream = runtime::StreamSpec{"json", ""};
+  }
+  spec.ready_file = flags.ready_file;
+  // Events in the on-disk spool are sent after a restart; events gone are a failure.
+  spec.kept_on_disk_is_delivered = true;
+  return spec;
+}
+
 int run_daemon(const RunFlags& flags) {
   spdlog::set_level(flags.verbose ? spdlog::level::debug : spdlog::level::info);
   // Fail fast, with the file's own diagnostics, before touching the kernel.
   const auto initial = std::make_shared<const config::Config>(config::load_config(flags.config));
 
-  loader::SessionOptions so;
-  so.quotas = true;  // a reload may add quotas; unlimited buckets cost one lookup
-  so.cuda_slow_ns = static_cast<uint64_t>(initial->cuda.slow_launch.count());
-  auto session = loader::BpfSession::open(so);
-
-  runtime::ControlSettings cs;
-  cs.accept_policies = true;
-  runtime::ControlLoop control(*session, cs);
-  cuda::KernelSymbolizer symbolizer;
-  ProbeSet probes(*session, control, symbolizer);
+  // Broker settings take effect on restart: the first load's are the run's.
+  auto spec = spec_of(*initial, flags);
+  const std::string agent_id = spec.broker ? spec.broker->agent_id : "";
+  runtime::Runtime rt(std::move(spec));
+  auto& control = rt.control();
+  ProbeSet probes(rt.session(), control, rt.symbolizer());
+  rt.set_labels(&probes);
 
   reload::ConfigStore store;
   auto apply = [&](const reload::ConfigSnapshot& before, const reload::ConfigSnapshot& after,
@@ -176,36 +188,12 @@ int run_daemon(const RunFlags& flags) {
     spdlog::warn("keeping full privileges: {}", e.what());
   }
 
-  clock::Timestamper timestamper;
-  timestamper.start();
-  std::unique_ptr<Forwarder> forwarder;
-  std::string forwarder_id;
-  std::unique_ptr<output::StreamSink> printer;
-  if (!cfg0->broker.addresses.empty()) {
-    ForwarderOptions fo;
-    fo.brokers = cfg0->broker.addresses;
-    const char* state_dir = getenv("STATE_DIRECTORY");
-    fo.agent_id = agent_id_for(*cfg0, state_dir);
-    fo.token_file = cfg0->broker.token_file;
-    fo.compression = parse_compression(cfg0->broker.compression);
-    if (cfg0->broker.tls) fo.tls = {cfg0->broker.tls->ca, cfg0->broker.tls->cert, cfg0->broker.tls->key};
-    fo.spool_dir = state_dir && *state_dir ? std::string(state_dir) + "/spool" : "";
-    fo.on_policy = [&](const PolicyUpdate& p) {
-      const int n = control.apply_policy(p.probe, p.sampling_rate, p.target_qps);
-      spdlog::info("broker policy service '{}' probe '{}' (rate {}, target {}): {} probe(s)", p.service, p.probe,
-                   p.sampling_rate, p.target_qps, n);
-    };
-    fo.on_broker_hlc = [&timestamper](uint64_t hlc) { timestamper.merge_remote(hlc); };
-    forwarder_id = fo.agent_id;
-    forwarder = make_forwarder(std::move(fo));
-  } else {
-    printer = std::make_unique<output::StreamSink>(output::make_formatter("json"), STDOUT_FILENO);
-  }
-  control.start();
+  rt.start();
+  Forwarder* forwarder = rt.forwarder();
 
   std::atomic<int64_t> last_poll{std::chrono::steady_clock::now().time_since_epoch().count()};
   metrics::Registry registry;
-  register_metrics(registry, *session, control, timestamper, forwarder.get(), reloader, probes);
+  register_metrics(registry, rt.session(), control, rt.clock(), forwarder, reloader, probes);
   metrics::MetricsServer server(registry, [&] {
     const auto idle = std::chrono::steady_clock::now().time_since_epoch().count() - last_poll.load();
     if (idle > std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::seconds(5)).count())
@@ -229,81 +217,31 @@ int run_daemon(const RunFlags& flags) {
       probes.refresh();
   });
 
-  reload::ConfigWatcher watcher(flags.config, [&](reload::Trigger t) { reloader.on_trigger(t); });
-  reload::install_sighup_trigger(watcher);
-  struct sigaction sa {};
-  sa.sa_handler = on_stop;
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGINT, &sa, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  auto watcher = std::make_unique<reload::ConfigWatcher>(flags.config, [&](reload::Trigger t) { reloader.on_trigger(t); });
+  reload::install_sighup_trigger(*watcher);
   spdlog::info("mcp-agent running: {} probes, metrics on {}:{}, {}", probes.size(),
                cfg0->metrics_listen.substr(0, cfg0->metrics_listen.rfind(':')), server.port(),
-               forwarder ? "forwarding to " + cfg0->broker.addresses.front() + " as agent " + forwarder_id
+               forwarder ? "forwarding to " + cfg0->broker.addresses.front() + " as agent " + agent_id
                          : std::string("events to stdout"));
 
-  runtime::ExportFilter filter;
-  runtime::IntervalCounts counts(MCP_MAX_PROBES);  // the ProbeCounts shipped beside the events
-  const auto close_interval = [&] {
-    auto out = counts.close(*session, [&](uint32_t id) {
-      const auto meta = probes.meta(id);
-      return meta ? meta->service : std::string();
-    });
-    if (forwarder && !out.empty()) forwarder->consume_counts(out);
-  };
   reload::ConfigSnapshot cfg = store.current();
-  runtime::ExportFilterSpec spec = export_spec(*cfg);
-  pipeline::RingConsumer consumer(
-      session->ringbuf_fd(),
-      [&](uint32_t id) { return pipeline::ProbeRef{session->probe_name(id), session->probe_nargs(id)}; },
-      [&](Event& e) {
-        const auto meta = probes.meta(e.probe_id);
-        if (e.kind == EventKind::kCuda) {
-          if (meta) e.cuda.api = meta->cuda_api;
-          if (!symbolizer.process(e)) return;
-        }
-        if (meta) {
-          e.service = meta->service;
-          e.tags = meta->tags;
-        }
-        timestamper.stamp(e);
-        if (!filter.keep(spec, e)) return;
-        counts.on_delivered(e);
-        if (forwarder) forwarder->consume(e);
-        else printer->consume(e);
-      });
-  runtime::announce_ready(probes.size(), flags.ready_file);
-  auto next_interval = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  while (g_signals.load() == 0) {
+  runtime::RunHooks hooks;
+  hooks.ready_probes = [&] { return probes.size(); };
+  hooks.each_poll = [&] {
     if (auto now_cfg = store.current(); now_cfg != cfg) {  // one snapshot per batch: a reload never splits an event
       cfg = std::move(now_cfg);
-      spec = export_spec(*cfg);
+      rt.set_export_filter(export_spec(*cfg));
     }
-    consumer.poll(pipeline::kPollTimeoutMs);
-    if (const auto now = std::chrono::steady_clock::now(); now >= next_interval) {
-      close_interval();
-      next_interval = now + std::chrono::seconds(1);
-    }
-    if (printer) printer->flush();
     last_poll.store(std::chrono::steady_clock::now().time_since_epoch().count());
-  }
-  spdlog::info("stopping: flushing events");
-  refresher.request_stop();
-  refresher.join();
-  reload::remove_sighup_trigger();
-  control.stop();
-  consumer.drain();
-  close_interval();
-  if (printer) printer->flush();
-  int rc = 0;
-  if (forwarder) {
-    // The documented 10 s, once (the destructor does not wait again); a second signal ends it.
-    const int signals = g_signals.load();
-    forwarder->drain(std::chrono::seconds(10), [signals] { return g_signals.load() > signals; });
-    const Undelivered u = undelivered_of(forwarder->stats());
-    if (u.any()) spdlog::warn("{}", u.describe());
-    // Events in the on-disk spool are sent after a restart; events gone are a failure.
-    if (u.lost || (u.pending && u.spool_dir.empty())) rc = 1;
-  }
+  };
+  // Nothing may attach once the runtime detaches: no refresh, no reload.
+  hooks.stopping = [&] {
+    refresher.request_stop();
+    refresher.join();
+    reload::remove_sighup_trigger();
+    watcher.reset();
+  };
+  const int rc = rt.run(hooks);
   server.stop();
   return rc;
 }

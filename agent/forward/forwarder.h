@@ -77,15 +77,6 @@ struct ForwarderOptions {
   std::function<void(uint64_t)> on_broker_hlc;
 };
 
-// One probe's kernel counters over one interval (deltas), for the broker's exact seen count
-// and corrected estimate (see ProbeCounts in proto/mcp/v1/sampling.proto).
-struct ProbeIntervalCounts {
-  std::string service;
-  std::string probe;
-  uint64_t seen = 0, kept = 0, lost = 0, quota_dropped = 0, orphaned = 0, delivered = 0;
-  double estimate = 0;
-};
-
 struct ForwarderStats {
   uint64_t queued = 0;          // events waiting in memory for a batch
   uint64_t spooled_bytes = 0;   // batches stored and not yet acknowledged
@@ -130,14 +121,14 @@ class Forwarder : public EventSink {
 
   void consume(const Event& event) override;
   // Queues interval counters; they travel in the next batch (one closes at once for them).
-  void consume_counts(const std::vector<ProbeIntervalCounts>& counts);
+  void consume_counts(const std::vector<ProbeIntervalCounts>& counts) override;
   void flush() override;
   // Like flush() with an explicit limit; true when everything accepted is acknowledged.
   bool flush_for(std::chrono::milliseconds timeout);
   // Waits up to `limit` like flush_for, in short slices, and returns early (false) as soon as
   // give_up() is true: a second SIGINT ends the wait at once. After a drain or flush that did
   // not complete, the destructor does not wait again unless new events arrived.
-  bool drain(std::chrono::milliseconds limit, const std::function<bool()>& give_up);
+  bool drain(std::chrono::milliseconds limit, const std::function<bool()>& give_up) override;
 
   ForwarderStats stats() const;
 

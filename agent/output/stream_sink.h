@@ -1,6 +1,6 @@
 // StreamSink: an EventSink that formats events into a buffer and writes them to
 // a file descriptor (stdout by default) in large writes. flush() writes what is
-// buffered; the owner calls it after each poll so output stays live.
+// buffered; poll_done() does the same after each poll, so output stays live.
 #pragma once
 #include <memory>
 #include <string>
@@ -15,6 +15,7 @@ class StreamSink final : public EventSink {
   StreamSink(std::unique_ptr<Formatter> formatter, int fd);
   void consume(const Event& event) override;
   void flush() override;
+  void poll_done() override { flush(); }
 
  private:
   std::unique_ptr<Formatter> formatter_;

@@ -25,11 +25,7 @@ ControlLoop::ControlLoop(loader::KernelMaps& session, ControlSettings settings)
     cfg.target_qps = settings_.target_qps.value_or(0.0);
     rates_ = std::make_unique<control::RateController>(
         cfg, [this](uint32_t id, uint64_t threshold) { session_.set_threshold(id, threshold); });
-    for (const auto& p : session_.probes()) {
-      if (p.internal || !settings_.target_qps) continue;
-      rates_->add_probe(p.id);
-      steered_.insert(p.id);
-    }
+    adopt_probes();
   }
   if (settings_.quotas) {
     balancers_.assign(control::kTenantBuckets, control::QuotaBalancer(session_.ncpus()));
@@ -40,7 +36,20 @@ ControlLoop::ControlLoop(loader::KernelMaps& session, ControlSettings settings)
 
 ControlLoop::~ControlLoop() { stop(); }
 
+void ControlLoop::adopt_probes() {
+  if (!rates_ || !settings_.target_qps) return;
+  for (const auto& p : session_.probes()) {
+    if (p.internal || steered_.count(p.id)) continue;
+    rates_->add_probe(p.id);
+    steered_.insert(p.id);
+  }
+}
+
 void ControlLoop::start() {
+  {
+    std::lock_guard lock(rates_mu_);
+    adopt_probes();  // attached since construction (a runtime builds its loop before its probes)
+  }
   if (!rates_ && !settings_.quotas && !settings_.accept_policies) return;  // nothing to steer
   tick(monotonic_ns());
   thread_ = std::thread([this] { run(); });

@@ -34,6 +34,7 @@ class ControlLoop {
   // A daemon loop: a controller that probes join through set_target(), quotas
   // through set_quotas(); always runs.
   ~ControlLoop();
+  // Starts the thread; with a global target, probes attached since construction join first.
   void start();
   void stop();
   // A policy pushed by the broker: `probe` empty matches every probe, else the
@@ -55,6 +56,8 @@ class ControlLoop {
 
  private:
   void run();
+  // With a global target QPS, every attached probe not yet steered joins the controller.
+  void adopt_probes();
   void apply_quotas(bool rebalance);
 
   loader::KernelMaps& session_;

@@ -1,0 +1,243 @@
+#include "runtime/runtime.h"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+
+#include "clock/timestamper.h"
+#include "cuda/kernel_symbolizer.h"
+#include "mcp_abi.h"
+#include "pipeline/ring_consumer.h"
+#include "runtime/interval_counts.h"
+#include "runtime/readiness.h"
+#include "runtime/sinks.h"
+
+namespace mcp::runtime {
+namespace {
+
+// SIGINT/SIGTERM received (process-wide, as signal dispositions are); with a runtime's own
+// request_stop() calls, the first ends the run and a later one the shutdown wait.
+std::atomic<int> g_stops{0};
+
+void on_signal(int) { g_stops.fetch_add(1); }
+
+void print_tenants(const loader::BpfSession& session, const control::TenantQuotaTable& table) {
+  fprintf(stderr, "%-48s %8s %12s %12s %12s\n", "TENANT (cgroup)", "BUCKET", "SEEN", "KEPT", "QUOTA_DROP");
+  for (const auto& t : table.tenants) {
+    const auto c = session.tenant_counters(t.bucket);
+    fprintf(stderr, "%-48s %8u %12llu %12llu %12llu\n", t.cgroup_path.c_str(), t.bucket, (unsigned long long)c.seen,
+            (unsigned long long)c.kept, (unsigned long long)c.quota_dropped);
+  }
+  loader::ProbeCounters rest;
+  for (uint32_t b = 0; b < control::kTenantBuckets; b++) {
+    if (table.configured[b]) continue;
+    const auto c = session.tenant_counters(b);
+    rest.seen += c.seen;
+    rest.kept += c.kept;
+    rest.quota_dropped += c.quota_dropped;
+  }
+  fprintf(stderr, "%-48s %8s %12llu %12llu %12llu\n", "(all other cgroups)", "-", (unsigned long long)rest.seen,
+          (unsigned long long)rest.kept, (unsigned long long)rest.quota_dropped);
+  for (const auto& w : table.warnings) fprintf(stderr, "mcp-agent: warning: %s\n", w.c_str());
+}
+
+// How latency probes take their returns, and (with BPF statistics on) how often each
+// program ran: the trap count a traced call costs.
+void print_return_mode(const loader::BpfSession& session) {
+  bool latency = false;
+  for (const auto& p : session.probes()) latency |= p.latency && p.family != loader::ProbeFamily::kSyscall;
+  if (latency)
+    fprintf(stderr, "mcp-agent: uprobe returns: %s\n",
+            session.uprobe_sessions() ? "session (only calls the entry keeps take the return trap)"
+                                      : "uretprobe (every call takes the return trap)");
+  std::string runs;
+  for (const auto& [name, n] : session.program_runs())
+    if (n) runs += " " + name + "=" + std::to_string(n);
+  if (!runs.empty()) fprintf(stderr, "mcp-agent: bpf program runs:%s\n", runs.c_str());
+}
+
+void print_kernels(std::map<std::string, std::vector<uint64_t>> kernels) {
+  if (kernels.empty()) return;
+  fprintf(stderr, "%-48s %10s %14s %14s\n", "CUDA KERNEL", "LAUNCHES", "P50_LAUNCH_us", "P99_LAUNCH_us");
+  for (auto& [name, d] : kernels) {
+    std::sort(d.begin(), d.end());
+    auto pct = [&](double p) { return static_cast<double>(d[static_cast<size_t>(p * static_cast<double>(d.size() - 1))]) / 1000.0; };
+    fprintf(stderr, "%-48s %10zu %14.1f %14.1f\n", name.c_str(), d.size(), pct(0.5), pct(0.99));
+  }
+}
+
+size_t attached_probes(const loader::BpfSession& session) {
+  const auto probes = session.probes();
+  return static_cast<size_t>(std::count_if(probes.begin(), probes.end(), [](const auto& p) { return !p.internal; }));
+}
+
+}  // namespace
+
+void Runtime::install_signal_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+}
+
+Runtime::Runtime(RuntimeSpec spec) : spec_(std::move(spec)) {
+  install_signal_handlers();
+  session_ = loader::BpfSession::open(spec_.session);
+  control_ = std::make_unique<ControlLoop>(*session_, spec_.control);
+  symbolizer_ = std::make_unique<cuda::KernelSymbolizer>();
+  clock_ = std::make_unique<clock::Timestamper>();
+  counts_ = std::make_unique<IntervalCounts>(MCP_MAX_PROBES);
+}
+
+Runtime::~Runtime() {
+  // The consumer and the sinks reference the session and the clock: they go first.
+  consumer_.reset();
+  sinks_.clear();
+  if (control_) control_->stop();
+}
+
+void Runtime::request_stop() { requests_.fetch_add(1); }
+int Runtime::stops() const { return g_stops.load() + requests_.load(); }
+bool Runtime::stop_requested() const { return stops() > 0; }
+
+std::string Runtime::service_of(uint32_t probe_id) const {
+  const auto meta = labels_ ? labels_->meta(probe_id) : nullptr;
+  return meta ? meta->service : std::string();
+}
+
+void Runtime::start() {
+  clock_->start();
+  if (spec_.stream) sinks_.push_back(std::make_unique<StreamFileSink>(*spec_.stream));
+  if (spec_.broker) {
+    ForwarderOptions fo = *spec_.broker;
+    fo.on_policy = [this](const PolicyUpdate& p) {
+      if (spec_.policy_service && !p.service.empty() && p.service != *spec_.policy_service) return;
+      const int n = control_->apply_policy(p.probe, p.sampling_rate, p.target_qps);
+      spdlog::info("broker policy for service '{}' probe '{}': rate {} target {} -> {} probe(s)", p.service, p.probe,
+                   p.sampling_rate, p.target_qps, n);
+    };
+    fo.on_broker_hlc = [clock = clock_.get()](uint64_t hlc) { clock->merge_remote(hlc); };
+    auto sink = std::make_unique<BrokerSink>(make_forwarder(std::move(fo)));
+    forwarder_ = &sink->forwarder();
+    sinks_.push_back(std::move(sink));
+  }
+  for (const auto& sink : spec_.sinks) sinks_.push_back(sink);
+  // Enrichment stages go here (enrichers_.push_back(...)), built from their spec fields.
+  consumer_ = std::make_unique<pipeline::RingConsumer>(
+      session_->ringbuf_fd(),
+      [this](uint32_t id) { return pipeline::ProbeRef{session_->probe_name(id), session_->probe_nargs(id)}; },
+      [this](Event& e) { on_event(e); });
+  control_->start();
+}
+
+void Runtime::on_event(Event& e) {
+  const auto meta = labels_ ? labels_->meta(e.probe_id) : nullptr;
+  if (e.kind == EventKind::kCuda) {
+    if (meta) e.cuda.api = meta->cuda_api;
+    if (!symbolizer_->process(e)) return;  // bookkeeping, not an API call to show
+    if (spec_.summary && !e.cuda.kernel.empty()) kernel_latencies_[e.cuda.kernel].push_back(e.duration_ns);
+  }
+  if (meta) {
+    if (!meta->service.empty()) e.service = meta->service;
+    if (!meta->tags.empty()) e.tags = meta->tags;
+  }
+  clock_->stamp(e);
+  for (auto& enricher : enrichers_) enricher->enrich(e);
+  if (!filter_.keep(spec_.export_filter, e)) return;
+  counts_->on_delivered(e);
+  if (spec_.max_events && delivered_ >= spec_.max_events) return;
+  for (auto& sink : sinks_) sink->consume(e);
+  delivered_++;
+}
+
+void Runtime::close_interval() {
+  auto out = counts_->close(*session_, [this](uint32_t id) { return service_of(id); });
+  if (out.empty()) return;
+  for (auto& sink : sinks_) sink->consume_counts(out);
+}
+
+bool Runtime::drain_sinks() {
+  const int before = stops();
+  const auto give_up = [this, before] { return stops() > before; };
+  bool all = true;
+  for (auto& sink : sinks_) all = sink->drain(spec_.drain_limit, give_up) && all;
+  return all;
+}
+
+void Runtime::print_summary(double seconds) const {
+  fprintf(stderr, "\nmcp-agent: summary after %.1f s\n", seconds);
+  fprintf(stderr, "%-48s %12s %12s %10s %12s %10s %12s %14s\n", "PROBE", "SEEN", "KEPT", "LOST", "QUOTA_DROP",
+          "ORPHANED", "DELIVERED", "EST_COUNT");
+  for (const auto& p : session_->probes()) {
+    if (p.internal) continue;
+    const auto c = session_->counters(p.id);
+    fprintf(stderr, "%-48s %12llu %12llu %10llu %12llu %10llu %12llu %14.0f\n", p.name.c_str(),
+            (unsigned long long)c.seen, (unsigned long long)c.kept, (unsigned long long)c.lost,
+            (unsigned long long)c.quota_dropped, (unsigned long long)c.orphaned,
+            (unsigned long long)counts_->delivered(p.id), counts_->estimates().estimate(p.id));
+    if (c.lost)
+      fprintf(stderr, "mcp-agent: warning: %s lost %llu events (ring buffer full; raise --ringbuf-size)\n",
+              p.name.c_str(), (unsigned long long)c.lost);
+  }
+  if (consumer_->malformed())
+    fprintf(stderr, "mcp-agent: warning: %llu malformed records skipped\n", (unsigned long long)consumer_->malformed());
+  print_return_mode(*session_);
+  if (spec_.control.quotas) print_tenants(*session_, *spec_.control.quotas);
+  print_kernels(kernel_latencies_);
+}
+
+int Runtime::run(const RunHooks& hooks) {
+  announce_ready(hooks.ready_probes ? hooks.ready_probes() : attached_probes(*session_), spec_.ready_file);
+  const auto start = std::chrono::steady_clock::now();
+  auto next_interval = start + std::chrono::seconds(1);
+  while (!stop_requested()) {
+    consumer_->poll(pipeline::kPollTimeoutMs);
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= next_interval) {
+      close_interval();
+      next_interval = now + std::chrono::seconds(1);
+    }
+    for (auto& sink : sinks_) sink->poll_done();
+    if (hooks.each_poll) hooks.each_poll();
+    if (spec_.max_events && delivered_ >= spec_.max_events) break;
+    if (spec_.duration.count() && now - start >= spec_.duration) break;
+    if (hooks.finished && hooks.finished()) break;
+  }
+
+  // The one shutdown sequence. Detach first, so nothing is kept after the last drain:
+  // then every kept event is delivered, lost or orphaned, and the summary adds up.
+  spdlog::info("stopping: flushing events");
+  if (hooks.stopping) hooks.stopping();
+  control_->stop();
+  session_->detach_all();
+  consumer_->drain();
+  close_interval();
+  const bool drained = drain_sinks();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::vector<SinkReport> reports;
+  for (const auto& sink : sinks_) reports.push_back(sink->report());
+  if (spec_.summary) {
+    print_summary(secs);
+    for (const auto& r : reports)
+      if (!r.summary.empty()) fprintf(stderr, "%s\n", r.summary.c_str());
+  }
+  bool failed = false, said = false;
+  for (const auto& r : reports) {
+    if (r.undelivered.empty()) continue;
+    fprintf(stderr, "mcp-agent: %s\n", r.undelivered.c_str());
+    said = true;
+    failed |= r.lost > 0 || (r.kept > 0 && !spec_.kept_on_disk_is_delivered);
+  }
+  if (!drained && !said) {
+    fprintf(stderr, "mcp-agent: the sinks did not deliver every event in time\n");
+    failed = true;
+  }
+  return failed ? 1 : 0;
+}
+
+}  // namespace mcp::runtime

@@ -1,0 +1,152 @@
+// Runtime: the agent's one data path, shared by every front end (`trace` builds a
+// RuntimeSpec from flags, `run` from agent.yaml; nothing here knows which one runs).
+//
+// It owns the BPF session, the control loop, the CUDA kernel symboliser, the clock, the
+// ring consumer, the export filter, the interval counts, the sinks and the stop token
+// (SIGINT/SIGTERM or request_stop()). Each kept event goes, on the consumer thread:
+//   probe labels (service, tags, CUDA API) -> CUDA symboliser -> clock stamp
+//   -> enrichers (Enricher: a step applied to every event; add one to enrichers_)
+//   -> export filter -> interval counts -> max_events -> every sink (fan-out).
+// Life: construct (opens the session, builds the control loop stopped); the front end
+// attaches probes through session()/control()/symbolizer() and drops privileges; start()
+// starts the clock, the sinks, the consumer and the control loop; run() announces
+// readiness, polls until stopped, then runs the one shutdown sequence:
+//   hooks.stopping() (the front end stops whatever attaches probes) -> control loop stops
+//   -> every probe detached (nothing new is kept) -> ring drained -> last interval counts
+//   -> sinks drained (bounded; a second signal ends the wait) -> summary (spec.summary)
+//   -> undelivered events reported, one line each -> exit code.
+// Adding a sink: one EventSink class (common/sink.h), one optional field in RuntimeSpec
+// naming its settings, one line in Runtime::start() building it (see make_sinks()).
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/event.h"
+#include "common/sink.h"
+#include "forward/forwarder.h"
+#include "loader/bpf_session.h"
+#include "runtime/control_loop.h"
+#include "runtime/export_filter.h"
+#include "runtime/probe_labels.h"
+
+namespace mcp::clock {
+class Timestamper;
+}
+namespace mcp::cuda {
+class KernelSymbolizer;
+}
+namespace mcp::pipeline {
+class RingConsumer;
+}
+
+namespace mcp::runtime {
+
+class IntervalCounts;
+
+// Formatted events to a file descriptor.
+struct StreamSpec {
+  std::string format = "json";  // output::make_formatter's names
+  std::string path;             // empty: stdout; else created/truncated
+};
+
+struct RuntimeSpec {
+  loader::SessionOptions session;
+  ControlSettings control;
+  // Broker policies for other services are ignored when set (empty: only those for every service).
+  std::optional<std::string> policy_service;
+  ExportFilterSpec export_filter;  // replaceable while running: set_export_filter()
+  // Sinks: each one set adds a sink to the fan-out.
+  std::optional<StreamSpec> stream;
+  std::optional<ForwarderOptions> broker;  // on_policy and on_broker_hlc are the runtime's
+  std::vector<std::shared_ptr<EventSink>> sinks;  // built by the caller (tests, embedders), after the above
+  // Run limits
+  uint64_t max_events = 0;                  // stop after this many events reached the sinks (0: no limit)
+  std::chrono::nanoseconds duration{0};     // stop after this long (0: no limit)
+  std::string ready_file;                   // the readiness line is written there too
+  std::chrono::milliseconds drain_limit{10000};  // the shutdown wait for the sinks
+  bool summary = false;                     // print per-probe counts etc. on stderr at the end
+  // Events a sink kept on disk for a later run are not a failure of this one (exit 0).
+  bool kept_on_disk_is_delivered = false;
+};
+
+// A step applied to every event before the export filter (e.g. pod identity).
+class Enricher {
+ public:
+  virtual ~Enricher() = default;
+  virtual void enrich(Event& e) = 0;
+};
+
+struct RunHooks {
+  std::function<size_t()> ready_probes;  // the count in the readiness line; default: attached probes
+  std::function<void()> each_poll;       // on the run thread after each poll (reload snapshots, liveness)
+  std::function<bool()> finished;        // true ends the run as a stop request does (traced tree gone)
+  std::function<void()> stopping;        // first step of shutdown: stop what attaches probes
+};
+
+class Runtime {
+ public:
+  // Installs the signal handlers and opens the BPF session; throws mcp::Error.
+  explicit Runtime(RuntimeSpec spec);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // SIGINT/SIGTERM set the stop token (the first ends the run, a later one the drain);
+  // SIGPIPE is ignored. Idempotent; front ends that fork before the runtime call it first.
+  static void install_signal_handlers();
+
+  loader::BpfSession& session() { return *session_; }
+  ControlLoop& control() { return *control_; }
+  cuda::KernelSymbolizer& symbolizer() { return *symbolizer_; }
+  clock::Timestamper& clock() { return *clock_; }
+  // Where labels come from (default: none); must outlive run(). Before start().
+  void set_labels(const ProbeLabels* labels) { labels_ = labels; }
+
+  // Starts the clock, the sinks (opens the output file, connects the forwarder), the
+  // consumer and the control loop. Throws mcp::Error.
+  void start();
+  // The broker sink's forwarder (metrics read its stats); null without one. After start().
+  Forwarder* forwarder() const { return forwarder_; }
+  // Run thread only (e.g. from hooks.each_poll): the export filter for the next events.
+  void set_export_filter(ExportFilterSpec spec) { spec_.export_filter = std::move(spec); }
+
+  // Readiness, the poll loop and the shutdown sequence (see above); returns the exit code:
+  // 1 when events were lost or did not arrive in time, else 0.
+  int run(const RunHooks& hooks = {});
+  // Ends run() as SIGTERM does; thread-safe.
+  void request_stop();
+  bool stop_requested() const;
+
+ private:
+  void on_event(Event& e);
+  void close_interval();
+  bool drain_sinks();
+  void print_summary(double seconds) const;
+  std::string service_of(uint32_t probe_id) const;
+  int stops() const;  // signals received plus request_stop() calls
+
+  RuntimeSpec spec_;
+  std::unique_ptr<loader::BpfSession> session_;
+  std::unique_ptr<ControlLoop> control_;
+  std::unique_ptr<cuda::KernelSymbolizer> symbolizer_;
+  std::unique_ptr<clock::Timestamper> clock_;
+  const ProbeLabels* labels_ = nullptr;
+  std::vector<std::unique_ptr<Enricher>> enrichers_;
+  ExportFilter filter_;
+  std::unique_ptr<IntervalCounts> counts_;
+  std::vector<std::shared_ptr<EventSink>> sinks_;
+  Forwarder* forwarder_ = nullptr;  // owned by sinks_
+  std::unique_ptr<pipeline::RingConsumer> consumer_;
+  std::atomic<int> requests_{0};
+  uint64_t delivered_ = 0;
+  std::map<std::string, std::vector<uint64_t>> kernel_latencies_;  // CUDA summary (spec.summary)
+};
+
+}  // namespace mcp::runtime
