@@ -4,12 +4,16 @@
 #include <gtest/gtest.h>
 
 #include <cinttypes>
+#include <cmath>
+#include <fstream>
 #include <future>
 #include <map>
+#include <regex>
 #include <set>
 #include <thread>
 
 #include "../../support/cgroup.h"
+#include "../../support/process.h"
 #include "../../support/run_command.h"
 #include "../broker/broker_client.h"
 #include "../broker/broker_process.h"
@@ -209,6 +213,44 @@ TEST_F(AgentBrokerE2E, StatsReportExactSeenAndAnEstimateCorrectedForTheQuota) {
   EXPECT_EQ(row.seen(), calls);
   EXPECT_LT(row.adjusted_count(), 0.2 * static_cast<double>(calls)) << "raw weights miss what the quota dropped";
   EXPECT_NEAR(row.corrected_count(), static_cast<double>(calls), 0.05 * static_cast<double>(calls));
+}
+
+// `run` ships the same per-interval ProbeCounts as `trace` (the runtime's IntervalCounts), so
+// the broker's Stats see every call the daemon's kernel saw, sampled out or not: while it
+// runs (an interval closes every second) and, after SIGTERM, with the last interval.
+TEST_F(AgentBrokerE2E, DaemonShipsProbeCountsSoStatsSeeEveryCall) {
+  constexpr uint64_t kCalls = 5000;
+  const auto copy = dir_ / "wl-daemon";  // its own inode: no other test's calls are seen
+  std::filesystem::copy_file(kWorkload, copy);
+  const auto cfg = dir_ / "agent.yaml";
+  std::ofstream(cfg) << "version: 1\nmetrics:\n  listen: 127.0.0.1:0\nbroker:\n  addresses: [\""
+                     << broker_->address() << "\"]\nprobes:\n  - binary: " << copy.string()
+                     << "\n    symbol: mcp_work\n    service: daemon-counts\n    sampling:\n      rate: 0.5\n";
+  test::Process agent({kAgent, "run", "--config", cfg.string()}, dir_, "daemon");
+  ASSERT_TRUE(agent.wait_for_err(std::regex("mcp-agent: ready: 1 probes attached"), 20s)) << agent.err();
+  ASSERT_EQ(run_command({copy.string(), "calls", std::to_string(kCalls)}).exit_code, 0);
+  const auto daemon_row = [&] {
+    // The reply is a local: ranging over a temporary's probes() would read freed memory
+    // (the earlier attempt at this test "hung" on exactly that).
+    const mcp::v1::StatsReply stats = test::broker_stats(broker_->address());
+    mcp::v1::ProbeStats row;
+    for (const auto& p : stats.probes())
+      if (p.service() == "daemon-counts") row = p;
+    return row;
+  };
+  mcp::v1::ProbeStats row;
+  for (const auto deadline = std::chrono::steady_clock::now() + 20s;
+       (row = daemon_row()).seen() < kCalls && std::chrono::steady_clock::now() < deadline;)
+    std::this_thread::sleep_for(100ms);  // polling the broker with a deadline, not synchronising
+  EXPECT_EQ(row.seen(), kCalls) << "shipped while running: " << agent.err();
+  agent.signal(SIGTERM);
+  EXPECT_EQ(agent.wait(30s), std::optional<int>(0)) << agent.err();
+  row = daemon_row();
+  EXPECT_EQ(row.seen(), kCalls);
+  EXPECT_GT(row.events(), 0u);
+  EXPECT_LT(row.events(), kCalls) << "sampled at 0.5";
+  const double sigma = std::sqrt(kCalls * 0.5 * 0.5) * 2;  // weight 2 per kept event
+  EXPECT_NEAR(row.corrected_count(), static_cast<double>(kCalls), 5 * sigma);
 }
 
 }  // namespace
