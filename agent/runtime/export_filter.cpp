@@ -19,8 +19,7 @@ bool ExportFilter::keep(const ExportFilterSpec& spec, Event& e) {
     if (scratch_.rate) rate = std::min(rate, *scratch_.rate);
   }
   if (spec.error_only) {
-    const bool error = e.has_ret && (e.kind == EventKind::kCuda ? e.ret != 0 : e.ret < 0);
-    if (!error) return false;
+    if (!marks_error(e.kind, e.has_ret, e.ret)) return false;
   }
   if (rate < 1.0) {
     const uint64_t h = mix64(e.ktime_ns ^ (static_cast<uint64_t>(e.tid) << 32) ^ e.probe_id);

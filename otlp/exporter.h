@@ -1,0 +1,85 @@
+// Exporter: ships kept events to an OpenTelemetry collector over OTLP/gRPC (traces, logs and,
+// from SampleMetrics, metrics), off the caller's thread.
+//
+// Contract:
+// - offer() never blocks and never waits on the network: it adds the block to the metrics
+//   totals, then queues it, or drops it (counted in `dropped`) when the queue already holds
+//   queue_events events. A collector that is down or hangs therefore costs the caller one
+//   mutex and a counter, never a stall.
+// - One thread sends: a batch goes out once it holds batch_events events or its oldest event
+//   waited batch_interval. A retryable answer (UNAVAILABLE, DEADLINE_EXCEEDED, CANCELLED,
+//   ABORTED, OUT_OF_RANGE, DATA_LOSS, RESOURCE_EXHAUSTED) is retried with exponential backoff
+//   (initial_backoff doubling up to max_backoff, at most max_attempts calls); any other answer,
+//   or the last attempt failing, counts the batch's events as `failed`. Each call has `timeout`.
+// - Every metrics_interval (0: never) the SampleMetrics totals are exported (cumulative Sums).
+// - TLS unless `insecure`; `ca_file` replaces the system's roots. `headers` go on every call
+//   as gRPC metadata (e.g. "authorization" = "Bearer ..."); keys are lower-cased.
+// - Counters are plain atomics read through stats(); exported + failed + dropped + queued +
+//   in flight == events offered.
+// - shutdown(grace) sends what is queued until `grace` runs out (cancelling a call in flight
+//   then), counts the rest as dropped, and joins the thread. The destructor is shutdown(0).
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "mcp/v1/sampling.pb.h"
+#include "otlp/mapping.h"
+#include "otlp/sample_metrics.h"
+
+namespace mcp::otlp {
+
+struct ExporterOptions {
+  std::string endpoint;  // HOST:PORT of the collector's OTLP/gRPC receiver
+  std::string ca_file;   // PEM roots for TLS; empty: the system's
+  bool insecure = false; // plaintext (no TLS)
+  std::vector<std::pair<std::string, std::string>> headers;
+  size_t queue_events = 65536;
+  size_t batch_events = 1024;
+  std::chrono::milliseconds batch_interval{500};
+  std::chrono::milliseconds timeout{5000};
+  std::chrono::milliseconds initial_backoff{100};
+  std::chrono::milliseconds max_backoff{5000};
+  int max_attempts = 6;
+  std::chrono::milliseconds metrics_interval{10000};
+};
+
+struct ExporterStats {
+  uint64_t exported = 0;         // events (spans + log records) the collector accepted
+  uint64_t failed = 0;           // events given up on (non-retryable answer, attempts used up)
+  uint64_t dropped = 0;          // events refused: queue full, or left over at shutdown
+  uint64_t retries = 0;          // Export calls repeated after a retryable answer
+  uint64_t queued = 0;           // events waiting now
+  uint64_t metric_exports = 0;   // metrics requests the collector accepted
+  uint64_t metric_failures = 0;  // metrics requests given up on (the next one resends totals)
+};
+
+// "KEY=VALUE" as a header: key lower-cased, [0-9a-z._-] only; value printable ASCII.
+// Throws mcp::Error (usage) with the reason.
+std::pair<std::string, std::string> parse_header(std::string_view key_equals_value);
+
+class Exporter {
+ public:
+  // Throws mcp::Error (usage): no endpoint, an unreadable CA file, a bad header.
+  explicit Exporter(ExporterOptions options);
+  ~Exporter();
+  Exporter(const Exporter&) = delete;
+  Exporter& operator=(const Exporter&) = delete;
+
+  // False when dropped (queue full or shutting down). `block` must not change afterwards.
+  bool offer(std::shared_ptr<const mcp::v1::EventBlock> block, const Origin& origin);
+  ExporterStats stats() const;
+  const SampleMetrics& metrics() const;
+  void shutdown(std::chrono::milliseconds grace);
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mcp::otlp

@@ -1,0 +1,71 @@
+// OTLP mapping: our kept events (one compact EventBlock, proto/mcp/v1/sampling.proto) as
+// OpenTelemetry spans and log records (the official protos, pinned in scripts/setup).
+//
+// Contract:
+// - An event with a duration (has_duration: uretprobe, syscall with latency, timed CUDA API
+//   calls and launches) is a span ending at ts_ns and starting duration_ns before; any other
+//   event is a log record at ts_ns (body: the probe name).
+// - Resource (OTel semantic conventions): service.name (the event's service, else
+//   "unknown_service:<comm>"), host.name (the shipping agent's host), process.pid,
+//   process.executable.name (the task comm), container.id when known; mcp.agent.id.
+//   Events of one block sharing these are grouped under one resource.
+// - Every record carries kAdjustedCountAttribute = 1/p (p = threshold / 2^64; 1 for keep-all),
+//   so a backend summing it over records estimates the number of calls.
+// - A span whose decision used the trace id (CompactEvent.th set) and that carries that trace id
+//   (CompactEvent.trace_id != 0, the low 64 bits of the W3C id) gets trace_id = 8 zero bytes then
+//   the id big-endian (its low 56 bits are OTel's randomness R), and trace_state
+//   "ot=th:<hex>", with T = 2^56 - (threshold >> 8) spelled by mcp::otel_th ("0": keep-all).
+//   Without the trace id the span gets an id derived from event_id and no th (a made-up id
+//   says nothing about R). Span ids come from event_id, so a replayed event keeps its span id.
+// - Errors (marks_error: a syscall or function returning < 0, a CUDA call returning non-zero)
+//   set span status ERROR and log severity ERROR.
+// - CUDA events carry cuda.api, cuda.kernel.name, cuda.grid / cuda.block ([x, y, z]),
+//   cuda.stream, cuda.shared_memory, cuda.bytes, cuda.memcpy_kind, cuda.slow_mode.
+// - Strings come from traced processes: each is repaired to valid UTF-8 (common/utf8.h), so
+//   the requests always serialize to valid OTLP. Indices out of range read as "" (never crash).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "mcp/v1/sampling.pb.h"
+#include "opentelemetry/proto/collector/logs/v1/logs_service.pb.h"
+#include "opentelemetry/proto/collector/trace/v1/trace_service.pb.h"
+
+namespace mcp::otlp {
+
+// The weight of a record: how many calls it stands for (1/p).
+inline constexpr std::string_view kAdjustedCountAttribute = "sampling.adjusted_count";
+inline constexpr std::string_view kScopeName = "mcp-sampling";
+
+// Who shipped a block (the broker knows it from the Publish stream's hello).
+struct Origin {
+  std::string agent_id;
+  std::string host_name;
+};
+
+struct Requests {
+  opentelemetry::proto::collector::trace::v1::ExportTraceServiceRequest traces;
+  opentelemetry::proto::collector::logs::v1::ExportLogsServiceRequest logs;
+  uint64_t spans = 0;
+  uint64_t log_records = 0;
+  uint64_t records() const { return spans + log_records; }
+  void clear();
+};
+
+// Appends one block's events to `out`.
+void append_block(const mcp::v1::EventBlock& block, const Origin& origin, Requests* out);
+
+// "ot=th:<hex>" for acceptance threshold A (see the contract above).
+std::string tracestate_for(uint64_t threshold);
+
+// The Kubernetes part of an event's resource: container.id when the event carries one. Pod
+// name, namespace and uid (k8s.pod.*) join here once events carry them.
+void add_kubernetes_attributes(
+    const mcp::v1::EventBlock& block, const mcp::v1::CompactEvent& event,
+    google::protobuf::RepeatedPtrField<opentelemetry::proto::common::v1::KeyValue>* attributes);
+
+// mcp::marks_error (common/event.h) for a wire event.
+bool marks_error(const mcp::v1::CompactEvent& e);
+
+}  // namespace mcp::otlp
