@@ -181,6 +181,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
                               },
                               this));
     const Backend::PolicyListener push = [this](const mcp::v1::Policy& p) { return push_policy(p); };
+    if (!options_.otlp.endpoint.empty()) otlp_ = std::make_unique<otlp::Exporter>(options_.otlp);
     backend_ = options_.nats.servers.empty() ? make_embedded_backend(options_, push)
                                              : make_jetstream_backend(options_, push);
     start_server();
@@ -199,6 +200,17 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
     backend_->stop();
     server_->Shutdown(std::chrono::system_clock::now() + grace);
     server_->Wait();
+    if (otlp_) {
+      otlp_->shutdown(grace);
+      const auto s = otlp_->stats();
+      spdlog::info("OTLP export to {}: {} events exported, {} failed, {} dropped, {} retries",
+                   options_.otlp.endpoint, s.exported, s.failed, s.dropped, s.retries);
+    }
+  }
+
+  std::optional<otlp::ExporterStats> otlp_stats() const {
+    if (!otlp_) return std::nullopt;
+    return otlp_->stats();
   }
 
   // --- RPCs -------------------------------------------------------------------------------
@@ -231,12 +243,17 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
       return Status(StatusCode::INVALID_ARGUMENT, "Publish stream ended before a hello or a batch");
     if (!refused.ok()) return refused;
     std::string agent_id;
-    if (msg.has_hello()) agent_id = msg.hello().agent_id();
+    otlp::Origin origin;
+    if (msg.has_hello()) {
+      agent_id = msg.hello().agent_id();
+      origin.host_name = msg.hello().hostname();
+    }
     if (agent_id.empty()) {
       const auto it = ctx->client_metadata().find("x-mcp-agent-id");
       if (it != ctx->client_metadata().end()) agent_id.assign(it->second.data(), it->second.size());
     }
     if (const Verdict v = check_agent_id(agent_id); !v.ok()) return to_status(v);
+    origin.agent_id = agent_id;
 
     auto conn = std::make_shared<AgentConn>();
     conn->stream = stream;
@@ -254,7 +271,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
     }
     Status status = Status::OK;
     if (backend_->pipelined()) {
-      status = publish_pipelined(ctx, stream, conn, agent_id, &msg, wire_bytes);
+      status = publish_pipelined(ctx, stream, conn, agent_id, origin, &msg, wire_bytes);
     } else {
       mcp::v1::BrokerMessage reply;
       do {
@@ -262,7 +279,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
         if (!msg.has_batch()) continue;
         bool duplicate = false;
         try {
-          status = ingest(agent_id, credential, msg.mutable_batch(), &duplicate);
+          status = ingest(agent_id, credential, origin, msg.mutable_batch(), &duplicate);
         } catch (const std::exception& e) {
           spdlog::error("ingest from {}: {}", agent_id, e.what());
           status = Status(StatusCode::INTERNAL, "broker could not store the batch");
@@ -452,11 +469,12 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
 
   // *duplicate for a replay (acked, not stored again); a refused batch is neither stored nor
   // counted.
-  Status ingest(const std::string& agent_id, const std::string& credential, mcp::v1::Batch* batch,
-                bool* duplicate) {
+  Status ingest(const std::string& agent_id, const std::string& credential,
+                const otlp::Origin& origin, mcp::v1::Batch* batch, bool* duplicate) {
     PreparedBatch prepared;
     if (Status st = prepare(agent_id, batch, &prepared); !st.ok()) return st;
     prepared.packet->set_broker_hlc(hlc_now());
+    const PreparedBatch exported = prepared;  // the shared packet and block, for OTLP
     const Status st = backend_->store(agent_id, credential, prepared, duplicate, [&] {
       std::lock_guard lock(mu_);
       ++batches_;
@@ -466,7 +484,21 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
       std::lock_guard lock(mu_);
       ++duplicates_;
     }
+    if (st.ok() && !*duplicate) export_otlp(exported, origin);
     return st;
+  }
+
+  // Hands a newly stored batch to the OTLP exporter (never blocks: it queues or drops). A v1
+  // batch is converted to a block first, only when OTLP is on.
+  void export_otlp(const PreparedBatch& batch, const otlp::Origin& origin) {
+    if (!otlp_) return;
+    std::shared_ptr<const mcp::v1::EventBlock> block = batch.block;
+    if (!block && batch.packet->samples_size() > 0) {
+      auto converted = std::make_shared<mcp::v1::EventBlock>();
+      samples_to_block(batch.packet->samples(), converted.get());
+      block = std::move(converted);
+    }
+    otlp_->offer(std::move(block), origin);
   }
 
   // Pipelined (a backend that says so: JetStream): batches are stored as they arrive and acked
@@ -476,7 +508,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
   // stream: past that the stream stops reading (HTTP/2 flow control then holds the agent back).
   Status publish_pipelined(ServerContext* ctx, RawStream* stream,
                            const std::shared_ptr<AgentConn>& conn, const std::string& agent_id,
-                           mcp::v1::AgentMessage* msg, size_t wire_bytes) {
+                           const otlp::Origin& origin, mcp::v1::AgentMessage* msg, size_t wire_bytes) {
     struct Entry {
       uint64_t sequence = 0;
       size_t bytes = 0;
@@ -550,8 +582,9 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
         window->entries.push_back(entry);
         window->bytes += entry->bytes;
       }
-      backend_->store_async(prepared, [this, window, entry, counts = std::move(counts)](
-                                          bool duplicate, const std::string& error) {
+      backend_->store_async(prepared, [this, window, entry, counts = std::move(counts),
+                                       exported = prepared, origin](bool duplicate, const std::string& error) {
+        if (error.empty() && !duplicate) export_otlp(exported, origin);
         if (error.empty()) {
           std::lock_guard lock(mu_);
           if (duplicate) {
@@ -610,6 +643,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
   uint64_t batches_ = 0;
   uint64_t duplicates_ = 0;
   std::atomic<uint64_t> refused_{0};
+  std::unique_ptr<otlp::Exporter> otlp_;  // null: OTLP export off
   // Last: destroyed first, so its threads (JetStream's policy watcher) never call push_policy
   // on a dismantled broker.
   std::unique_ptr<Backend> backend_;
@@ -624,5 +658,6 @@ mcp::v1::StatsReply Broker::stats() const {
   return reply;
 }
 void Broker::shutdown(std::chrono::milliseconds grace) { impl_->shutdown(grace); }
+std::optional<otlp::ExporterStats> Broker::otlp_stats() const { return impl_->otlp_stats(); }
 
 }  // namespace mcp::broker

@@ -29,11 +29,16 @@
 // get what every broker published (offsets are stream sequences; flow control instead of a
 // bounded queue, so queue_packets does not apply), and policies live in a key-value bucket
 // watched by every broker. state_dir and journal_max_bytes do not apply there.
+// OTLP (options.otlp.endpoint set, otlp/exporter.h): every newly stored batch (not a duplicate)
+// is also offered to an OTLP exporter as spans, log records and estimated call/error metrics,
+// host.name from the agent's hello. The exporter queues on its own thread and drops (counted)
+// when full, so a collector that is down or slow never holds back ingest or subscribers.
 #pragma once
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <vector>
@@ -42,6 +47,7 @@
 #include "broker/nats_options.h"
 #include "broker/publish_check.h"
 #include "mcp/v1/sampling.pb.h"
+#include "otlp/exporter.h"
 
 namespace mcp::broker {
 
@@ -58,6 +64,7 @@ struct BrokerOptions {
                                           // (a subscriber may ask for fewer)
   uint64_t journal_max_bytes = 256ull << 20;
   NatsBackendOptions nats;                // servers empty: the embedded backend
+  otlp::ExporterOptions otlp;             // endpoint empty: no OTLP export
 };
 
 class Broker {
@@ -75,6 +82,8 @@ class Broker {
   mcp::v1::StatsReply stats() const;
   // Stops accepting, ends subscriber streams, cancels what is still running after `grace`.
   void shutdown(std::chrono::milliseconds grace);
+  // The OTLP exporter's counters; nullopt when OTLP export is off.
+  std::optional<otlp::ExporterStats> otlp_stats() const;
 
   class Impl;
 

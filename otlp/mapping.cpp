@@ -4,6 +4,7 @@
 #include <random>
 #include <tuple>
 
+#include "common/call_error.h"
 #include "common/event.h"
 #include "common/utf8.h"
 

@@ -1,5 +1,6 @@
 #include "otlp/sample_metrics.h"
 
+#include "common/call_error.h"
 #include "common/event.h"
 #include "common/utf8.h"
 #include "otlp/mapping.h"

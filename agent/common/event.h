@@ -24,12 +24,6 @@ uint64_t probability_to_threshold(double p);
 // threshold 2^56 - (A >> 8) as 14 hex digits with trailing zeros trimmed; "0" keeps all.
 std::string otel_th(uint64_t threshold);
 
-// Whether a return value marks a failed call: a CUDA call returning non-zero (cudaError_t /
-// CUresult), any other function or syscall returning < 0. error_only and OTLP use this one rule.
-inline bool marks_error(EventKind kind, bool has_ret, int64_t ret) {
-  return has_ret && (kind == EventKind::kCuda ? ret != 0 : ret < 0);
-}
-
 // CUDA launch / API details; present when kind == kCuda.
 struct CudaInfo {
   std::string api;                    // e.g. "cudaLaunchKernel"

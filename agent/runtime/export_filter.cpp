@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/call_error.h"
+
 namespace mcp::runtime {
 
 uint64_t mix64(uint64_t z) {
