@@ -115,7 +115,7 @@ void add_event_attributes(const mcp::v1::EventBlock& b, const mcp::v1::CompactEv
 
 // Events sharing these share one Resource.
 using ResourceKey = std::tuple<uint32_t /*service*/, uint32_t /*pid*/, uint32_t /*comm*/,
-                               uint32_t /*container*/>;
+                               uint32_t /*container*/, uint32_t /*pod uid*/>;
 
 void fill_resource(const mcp::v1::EventBlock& b, const mcp::v1::CompactEvent& e, const Origin& origin,
                    opentelemetry::proto::resource::v1::Resource* r) {
@@ -149,6 +149,7 @@ Scoped* scope_for(Resources* all, std::map<ResourceKey, Scoped*>& index, const R
 void add_kubernetes_attributes(const mcp::v1::EventBlock& b, const mcp::v1::CompactEvent& e,
                                Attributes* attrs) {
   if (const std::string& id = str(b, e.container_id()); !id.empty()) add_string(attrs, "container.id", id);
+  if (const std::string& uid = str(b, e.pod_uid()); !uid.empty()) add_string(attrs, "k8s.pod.uid", uid);
 }
 
 bool marks_error(const mcp::v1::CompactEvent& e) {
@@ -169,7 +170,7 @@ void append_block(const mcp::v1::EventBlock& block, const Origin& origin, Reques
   std::map<ResourceKey, trace::ScopeSpans*> span_scopes;
   std::map<ResourceKey, logs::ScopeLogs*> log_scopes;
   for (const auto& e : block.events()) {
-    const ResourceKey key{e.service(), e.pid(), e.comm(), e.container_id()};
+    const ResourceKey key{e.service(), e.pid(), e.comm(), e.container_id(), e.pod_uid()};
     const bool error = marks_error(e);
     const std::string& probe = str(block, e.probe());
     if (e.has_duration()) {

@@ -7,7 +7,8 @@
 //   event is a log record at ts_ns (body: the probe name).
 // - Resource (OTel semantic conventions): service.name (the event's service, else
 //   "unknown_service:<comm>"), host.name (the shipping agent's host), process.pid,
-//   process.executable.name (the task comm), container.id when known; mcp.agent.id.
+//   process.executable.name (the task comm), container.id and k8s.pod.uid when known;
+//   mcp.agent.id.
 //   Events of one block sharing these are grouped under one resource.
 // - Every record carries kAdjustedCountAttribute = 1/p (p = threshold / 2^64; 1 for keep-all),
 //   so a backend summing it over records estimates the number of calls.
@@ -59,8 +60,9 @@ void append_block(const mcp::v1::EventBlock& block, const Origin& origin, Reques
 // "ot=th:<hex>" for acceptance threshold A (see the contract above).
 std::string tracestate_for(uint64_t threshold);
 
-// The Kubernetes part of an event's resource: container.id when the event carries one. Pod
-// name, namespace and uid (k8s.pod.*) join here once events carry them.
+// The Kubernetes part of an event's resource: container.id and k8s.pod.uid when the event
+// carries them. Pod name and namespace (k8s.pod.name, k8s.namespace.name) join here once
+// events carry them.
 void add_kubernetes_attributes(
     const mcp::v1::EventBlock& block, const mcp::v1::CompactEvent& event,
     google::protobuf::RepeatedPtrField<opentelemetry::proto::common::v1::KeyValue>* attributes);

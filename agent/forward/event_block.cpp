@@ -160,6 +160,11 @@ void EventBlockEncoder::finish(std::string& out) {
   reset();
 }
 
+void EventBlockEncoder::finish(mcp::v1::EventBlock* out) {
+  out->Swap(&block_);
+  reset();
+}
+
 bool EventBlockDecoder::parse(std::string_view bytes, std::string& error) {
   pair_sets_.clear();
   auto fail = [&](std::string why) {

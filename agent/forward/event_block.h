@@ -28,6 +28,8 @@ class EventBlockEncoder {
   // Appends the serialized block to `out` and starts an empty one (dictionaries reset: every
   // block decodes on its own).
   void finish(std::string& out);
+  // The same, handing over the block itself (for in-process consumers such as the OTLP sink).
+  void finish(mcp::v1::EventBlock* out);
 
  private:
   struct Hash {

@@ -38,6 +38,7 @@ std::string reference_th(uint64_t a) {
 mcp::v1::EventBlock base_block(const std::string& service = "checkout") {
   mcp::v1::EventBlock b;
   for (const char* s : {"", service.c_str(), "/usr/bin/app:handle", "app", "c0ffee"}) b.add_strings(s);
+  b.add_strings("0f3c1b2a-5d6e-4f70-8a9b-0c1d2e3f4a5b");  // 5: pod uid
   b.add_pair_sets();
   return b;
 }
@@ -50,6 +51,7 @@ mcp::v1::CompactEvent* add_event(mcp::v1::EventBlock& b, bool duration) {
   e->set_probe(2);
   e->set_comm(3);
   e->set_container_id(4);
+  e->set_pod_uid(5);
   e->set_pid(4242);
   e->set_tid(4243);
   e->set_threshold(UINT64_MAX);
@@ -100,15 +102,19 @@ TEST(OtlpMapping, ResourceFollowsSemanticConventions) {
   EXPECT_EQ(find(attrs, "process.pid")->int_value(), 4242);
   EXPECT_EQ(find(attrs, "process.executable.name")->string_value(), "app");
   EXPECT_EQ(find(attrs, "container.id")->string_value(), "c0ffee");
+  EXPECT_EQ(find(attrs, "k8s.pod.uid")->string_value(), "0f3c1b2a-5d6e-4f70-8a9b-0c1d2e3f4a5b");
   EXPECT_EQ(find(attrs, "mcp.agent.id")->string_value(), "agent-1");
 
   auto unnamed = base_block("");
-  add_event(unnamed, false)->set_container_id(0);
+  auto* outside = add_event(unnamed, false);
+  outside->set_container_id(0);
+  outside->set_pod_uid(0);
   Requests out2;
   append_block(unnamed, Origin{}, &out2);
   const auto& a2 = out2.logs.resource_logs(0).resource().attributes();
   EXPECT_EQ(find(a2, "service.name")->string_value(), "unknown_service:app");
   EXPECT_EQ(find(a2, "container.id"), nullptr);
+  EXPECT_EQ(find(a2, "k8s.pod.uid"), nullptr);
   EXPECT_EQ(find(a2, "host.name"), nullptr);
 }
 
@@ -131,15 +137,15 @@ TEST(OtlpMapping, TraceIdDecisionCarriesTraceIdAndExactThreshold) {
   // it to fd70a4 at 4 digits).
   EXPECT_EQ(reference_th(a), "fd70a3d70a3d71");
   auto b = base_block();
-  b.add_strings(otel_th(a));  // 5: what the agent puts in CompactEvent.th
+  b.add_strings(otel_th(a));  // 6: what the agent puts in CompactEvent.th
   const uint64_t trace_id = 0x0123456789abcdefull;
   auto* e = add_event(b, true);
   e->set_threshold(a);
   e->set_trace_id(trace_id);
-  e->set_th(5);
+  e->set_th(6);
   auto* keep_all = add_event(b, true);
   keep_all->set_trace_id(42);
-  keep_all->set_th(5);  // the string is not trusted: th follows from the threshold
+  keep_all->set_th(6);  // the string is not trusted: th follows from the threshold
   Requests out;
   append_block(b, Origin{}, &out);
   const auto& spans = out.traces.resource_spans(0).scope_spans(0);
@@ -160,7 +166,7 @@ TEST(OtlpMapping, TraceIdDecisionCarriesTraceIdAndExactThreshold) {
 TEST(OtlpMapping, ConsistentDecisionWithoutTheTraceIdHasNoThreshold) {
   auto b = base_block();
   b.add_strings("0");
-  add_event(b, true)->set_th(5);  // trace_id unknown
+  add_event(b, true)->set_th(6);  // trace_id unknown
   Requests out;
   append_block(b, Origin{}, &out);
   EXPECT_TRUE(out.traces.resource_spans(0).scope_spans(0).spans(0).trace_state().empty());
@@ -184,7 +190,7 @@ TEST(OtlpMapping, AdjustedCountsSumToTheTrueCount) {
     auto* e = add_event(b, true);
     e->set_threshold(a);
     e->set_trace_id(id);
-    e->set_th(5);
+    e->set_th(6);
     ++kept;
   }
   ASSERT_GT(kept, 0u);
@@ -211,13 +217,13 @@ TEST(OtlpMapping, AdjustedCountsSumToTheTrueCount) {
 
 TEST(OtlpMapping, CudaLaunchCarriesKernelGridBlockStream) {
   auto b = base_block();
-  b.add_strings("cudaLaunchKernel");  // 5
-  b.add_strings("vec_add(float*, float*, int)");  // 6
+  b.add_strings("cudaLaunchKernel");  // 6
+  b.add_strings("vec_add(float*, float*, int)");  // 7
   auto* e = add_event(b, true);
   e->set_kind(mcp::v1::EVENT_KIND_CUDA);
   auto* c = e->mutable_cuda();
-  c->set_api(5);
-  c->set_kernel(6);
+  c->set_api(6);
+  c->set_kernel(7);
   for (uint32_t v : {64u, 2u, 1u}) c->add_grid(v);
   for (uint32_t v : {256u, 1u, 1u}) c->add_block(v);
   c->set_stream(0x7f00dead0000ull);
