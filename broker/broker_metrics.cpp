@@ -40,6 +40,16 @@ void register_broker_metrics(metrics::Registry& registry, const Broker& broker) 
   add_probe_stat(registry, broker, kAdjustedCount, [](P p) { return p.adjusted_count(); });
   add_probe_stat(registry, broker, kProbeSeen, [](P p) { return static_cast<double>(p.seen()); });
   add_probe_stat(registry, broker, kCorrectedCount, [](P p) { return p.corrected_count(); });
+  if (!broker.otlp_stats()) return;
+  const auto add_otlp = [&](const MetricSpec& spec, uint64_t otlp::ExporterStats::*field) {
+    registry.add_callback(spec, [&broker, field] {
+      const auto s = broker.otlp_stats();
+      return s ? static_cast<double>((*s).*field) : 0.0;
+    });
+  };
+  add_otlp(kOtlpExported, &otlp::ExporterStats::exported);
+  add_otlp(kOtlpFailed, &otlp::ExporterStats::failed);
+  add_otlp(kOtlpDropped, &otlp::ExporterStats::dropped);
 }
 
 }  // namespace mcp::broker

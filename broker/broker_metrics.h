@@ -59,17 +59,18 @@ inline constexpr MetricSpec kCorrectedCount{
     "Estimated calls from the agents' interval counts, corrected for quota and ring-buffer loss.",
     MetricType::kCounter, "service,probe"};
 
-// OTLP export (mcp-broker --otlp-endpoint), registered by the exporter. signal: traces, logs.
+// OTLP export (mcp-broker --otlp-endpoint), read from the exporter's counters at scrape time.
+// The exporter counts records (spans and log records together), so there is no signal label.
 inline constexpr MetricSpec kOtlpExported{
     "mcp_broker_otlp_exported_total", "Records (spans, log records) the OTLP endpoint accepted.",
-    MetricType::kCounter, "signal"};
+    MetricType::kCounter, ""};
 inline constexpr MetricSpec kOtlpFailed{
     "mcp_broker_otlp_failed_total", "Records the OTLP endpoint refused or that failed after every retry.",
-    MetricType::kCounter, "signal"};
+    MetricType::kCounter, ""};
 inline constexpr MetricSpec kOtlpDropped{
     "mcp_broker_otlp_dropped_total",
-    "Records dropped before export because the bounded OTLP queue was full.",
-    MetricType::kCounter, "signal"};
+    "Records dropped before export because the bounded OTLP queue was full or left at shutdown.",
+    MetricType::kCounter, ""};
 
 inline constexpr std::array kBrokerMetrics{
     kBatches,       kDuplicateBatches, kRefusedPublishes, kAgentsConnected,
@@ -77,8 +78,8 @@ inline constexpr std::array kBrokerMetrics{
     kProbeSeen,     kCorrectedCount,   kOtlpExported,     kOtlpFailed,
     kOtlpDropped};
 
-// Registers the Stats-backed series (every spec above except the OTLP ones) as collectors over
-// broker.stats(); `broker` must outlive the registry's scrapes.
+// Registers the Stats-backed series as collectors over broker.stats(), and the OTLP series over
+// broker.otlp_stats() when OTLP export is on; `broker` must outlive the registry's scrapes.
 void register_broker_metrics(metrics::Registry& registry, const Broker& broker);
 
 }  // namespace mcp::broker

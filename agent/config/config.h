@@ -151,6 +151,7 @@ struct Config {
   std::vector<ServiceStrategy> services;
   ComplianceConfig compliance;
   std::string metrics_listen = kDefaultMetricsListen;
+  std::string ready_file;    // readiness line written here once probes are attached (as --ready-file)
 
   const ServiceStrategy* find_service(std::string_view name) const;
   // The service's target QPS (its own, else the sum of its probes') split by weight;

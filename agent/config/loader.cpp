@@ -738,7 +738,7 @@ Config parse_config(std::string_view yaml, const std::string& file, const std::f
   }
   MapReader top(ctx, root, "agent.yaml",
                 {"version", "node_name", "broker", "probes", "syscalls", "cuda", "quotas", "exporter",
-                 "services", "compliance", "metrics"});
+                 "services", "compliance", "metrics", "ready_file"});
   if (top.valid()) {
     if (top.has("version")) {
       auto v = read_integer(ctx, top.get("version"), "version");
@@ -746,6 +746,9 @@ Config parse_config(std::string_view yaml, const std::string& file, const std::f
     }
     if (top.has("node_name"))
       if (auto s = read_string(ctx, top.get("node_name"), "node_name", true)) cfg.node_name = *s;
+    if (top.has("ready_file"))  // relative: to the file's directory, as compliance.file
+      if (auto s = read_string(ctx, top.get("ready_file"), "ready_file"); s && !s->empty())
+        cfg.ready_file = (s->front() == '/' ? std::filesystem::path(*s) : base_dir / *s).string();
     if (top.has("broker")) read_broker(ctx, top.get("broker"), cfg.broker);
     if (top.has("probes")) {
       const YAML::Node p = top.get("probes");

@@ -143,7 +143,7 @@ runtime::RuntimeSpec spec_of(const config::Config& cfg, const RunFlags& flags) {
   } else {
     spec.stream = runtime::StreamSpec{"json", ""};
   }
-  spec.ready_file = flags.ready_file;
+  spec.ready_file = !flags.ready_file.empty() ? flags.ready_file : cfg.ready_file;  // the flag wins
   // Events in the on-disk spool are sent after a restart; events gone are a failure.
   spec.kept_on_disk_is_delivered = true;
   return spec;

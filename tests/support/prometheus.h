@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -53,6 +54,19 @@ inline std::optional<double> sample_value(const std::string& page, const std::st
       return std::stod(line.substr(series.size() + 1));
   }
   return std::nullopt;
+}
+
+// The port in a "metrics on 127.0.0.1:PORT" line of a process's log (mcp-broker
+// --metrics-listen prints one), 0 when none yet.
+inline int metrics_port_in_log(const std::string& log) {
+  std::smatch m;
+  return std::regex_search(log, m, std::regex("metrics on 127\\.0\\.0\\.1:([0-9]+)")) ? std::stoi(m[1]) : 0;
+}
+
+// GET /metrics on 127.0.0.1:port; empty when it does not answer 200.
+inline std::string scrape_metrics(int port) {
+  auto res = httplib::Client("127.0.0.1", port).Get("/metrics");
+  return res && res->status == 200 ? res->body : std::string();
 }
 
 // The TCP port `pid` listens on (from /proc/PID/fd and /proc/net/tcp{,6}), 0 when none yet.

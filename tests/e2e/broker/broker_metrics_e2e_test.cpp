@@ -34,16 +34,8 @@ void add_samples(mcp::v1::AgentMessage& m, const std::string& service, const std
   }
 }
 
-int metrics_port(const BrokerProcess& b) {
-  std::smatch m;
-  const std::string log = b.log_text();
-  return std::regex_search(log, m, std::regex("metrics on 127\\.0\\.0\\.1:([0-9]+)")) ? std::stoi(m[1]) : 0;
-}
-
-std::string scrape(int port) {
-  auto res = httplib::Client("127.0.0.1", port).Get("/metrics");
-  return res && res->status == 200 ? res->body : std::string();
-}
+int metrics_port(const BrokerProcess& b) { return test::metrics_port_in_log(b.log_text()); }
+std::string scrape(int port) { return test::scrape_metrics(port); }
 
 class BrokerMetricsE2E : public ::testing::Test {
  protected:

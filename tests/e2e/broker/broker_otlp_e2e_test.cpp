@@ -13,6 +13,7 @@
 #include "common/event.h"
 #include "compact_block.h"
 #include "otlp_collector.h"
+#include "prometheus.h"
 
 namespace mcp {
 namespace {
@@ -180,12 +181,22 @@ TEST_F(BrokerOtlpE2E, UnavailableCollectorIsRetriedAndEveryEventExportedOnce) {
   OtlpCollector collector;
   collector.fail_next(3, grpc::StatusCode::UNAVAILABLE);
   auto args = otlp_args(collector, "0");
+  args.insert(args.end(), {"--metrics-listen", "127.0.0.1:0"});
   BrokerProcess broker(args, dir_ / "broker.log");
   const auto result = publish_messages(
       broker.address(), {hello("agent-r", "node-r"), compact_batch_message(1, compact_block(30, 0))});
   ASSERT_TRUE(result.status.ok()) << result.status.error_message();
   ASSERT_TRUE(wait_until([&] { return collector.log_records() == 30; }, 15s)) << collector.log_records();
   EXPECT_EQ(collector.received().refused, 3);
+  // /metrics carries the exporter's own counters (the collector saw the records before the
+  // exporter counted the answer, so wait for it).
+  const int port = test::metrics_port_in_log(broker.log_text());
+  ASSERT_GT(port, 0) << broker.log_text();
+  ASSERT_TRUE(wait_until([&] { return test::sample_value(test::scrape_metrics(port), "mcp_broker_otlp_exported_total") == 30.0; }, 10s))
+      << test::scrape_metrics(port);
+  const std::string page = test::scrape_metrics(port);
+  EXPECT_EQ(test::sample_value(page, "mcp_broker_otlp_failed_total"), 0.0) << page;
+  EXPECT_EQ(test::sample_value(page, "mcp_broker_otlp_dropped_total"), 0.0) << page;
   broker.stop(SIGTERM);
   ShutdownCounts c;
   ASSERT_TRUE(shutdown_counts(broker.log_text(), &c)) << broker.log_text();

@@ -163,6 +163,16 @@ TEST_F(DaemonTest, SelectorOnAPodSeesItsContainersAndNotItsSibling) {
   EXPECT_EQ(per_cgroup.size(), 3u) << "nothing from anywhere else";
 }
 
+// `ready_file` in agent.yaml means what --ready-file means.
+TEST_F(DaemonTest, ReadyFileKeyGetsTheReadinessLine) {
+  const fs::path ready = dir_ / "ready";
+  cm_->publish("metrics:\n  listen: 127.0.0.1:0\nready_file: " + ready.string() + "\nsyscalls:\n  - name: getppid\n");
+  Daemon d(cm_->file(), dir_);
+  ASSERT_GT(d.port(), 0) << d.log();
+  EXPECT_EQ(slurp(ready.string()), "mcp-agent: ready: 1 probes attached\n") << "written before the stderr line";
+  EXPECT_EQ(d.terminate(), 0) << d.log();
+}
+
 TEST_F(DaemonTest, ConfigMapSwapRetunesTheKernelWithoutAGapForUnchangedProbes) {
   cm_->publish(config_text(1.0));
   Daemon d(cm_->file(), dir_);

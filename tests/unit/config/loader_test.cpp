@@ -121,6 +121,15 @@ TEST(ConfigLoader, RulesFileErrorsNameTheRulesFile) {
   }
 }
 
+// `ready_file` means what --ready-file means; a relative path is the config directory's.
+TEST(ConfigReadyFile, RelativePathResolvesAgainstTheConfigDirectory) {
+  TempDir dir;
+  EXPECT_EQ(load_config(dir.write("agent.yaml", "ready_file: run/ready\n")).ready_file,
+            (dir.path() / "run/ready").string());
+  EXPECT_EQ(load_config(dir.write("b.yaml", "ready_file: /tmp/x-ready\n")).ready_file, "/tmp/x-ready");
+  EXPECT_EQ(load_config(dir.write("c.yaml", "node_name: x\n")).ready_file, "");
+}
+
 // The agent runs as root and applies its configuration live: a file or directory another
 // user can write is refused as a whole, with one line naming it and the fix.
 TEST(ConfigTrust, WorldWritableFileIsRefusedWithExitCodeTwo) {
