@@ -54,10 +54,16 @@ TEST(TargetQps, KeptRateHoldsTheTargetAndWeightsRestoreTheTrueCount) {
     per_second[(e["ts_ns"].get<uint64_t>() - t0) / 1000000000ull]++;
     estimated += e["weight"].get<double>();
   }
-  // Seconds 3..8 are whole seconds after settling (the run lasts 10 s).
+  // Seconds 3..8 are whole seconds after settling (the run lasts 10 s). The controller holds
+  // the mean tightly; one second alone moves by more than 10% when the scheduler delays the
+  // paced workload and it catches up in a burst the controller answers a window later (seen
+  // at 2221 and 2409 on a busy 2-core machine), so single seconds get a wider band.
+  double settled = 0;
   for (uint64_t s = 3; s <= 8; s++) {
-    EXPECT_NEAR(per_second[s], 2000, 200) << "second " << s << " (offered " << true_calls / 10 << "/s)";
+    settled += per_second[s];
+    EXPECT_NEAR(per_second[s], 2000, 400) << "second " << s << " (offered " << true_calls / 10 << "/s)";
   }
+  EXPECT_NEAR(settled / 6, 2000, 100) << "mean kept per second over seconds 3..8";
   EXPECT_NEAR(estimated, static_cast<double>(true_calls), 0.05 * static_cast<double>(true_calls));
 }
 
