@@ -154,6 +154,10 @@ Verdict check_event_block(const EventBlock& block) {
     if (!str_ok(e.comm())) return out_of_range(i, "comm", e.comm());
     if (!str_ok(e.container_id())) return out_of_range(i, "container_id", e.container_id());
     if (!str_ok(e.pod_uid())) return out_of_range(i, "pod_uid", e.pod_uid());
+    if (!str_ok(e.pod_name())) return out_of_range(i, "pod_name", e.pod_name());
+    if (!str_ok(e.pod_namespace())) return out_of_range(i, "pod_namespace", e.pod_namespace());
+    if (!str_ok(e.container_name())) return out_of_range(i, "container_name", e.container_name());
+    if (e.pod_labels() != 0 && e.pod_labels() >= sets) return out_of_range(i, "pod_labels", e.pod_labels());
     if (!str_ok(e.service())) return out_of_range(i, "service", e.service());
     if (!str_ok(e.th())) return out_of_range(i, "th", e.th());
     if (e.tags() != 0 && e.tags() >= sets) return out_of_range(i, "tags", e.tags());
@@ -189,6 +193,10 @@ void block_to_samples(const EventBlock& block, const std::string& agent_id,
     s->set_comm(block_string(block, e.comm()));
     s->set_container_id(block_string(block, e.container_id()));
     s->set_pod_uid(block_string(block, e.pod_uid()));
+    s->set_pod_name(block_string(block, e.pod_name()));
+    s->set_pod_namespace(block_string(block, e.pod_namespace()));
+    s->set_container_name(block_string(block, e.container_name()));
+    copy_pairs(block, e.pod_labels(), s->mutable_pod_labels());
     s->set_service(block_string(block, e.service()));
     copy_pairs(block, e.tags(), s->mutable_tags());
     s->mutable_args()->CopyFrom(e.args());
@@ -239,6 +247,10 @@ void samples_to_block(const google::protobuf::RepeatedPtrField<mcp::v1::Sample>&
     e->set_comm(dict.string(s.comm()));
     e->set_container_id(dict.string(s.container_id()));
     e->set_pod_uid(dict.string(s.pod_uid()));
+    e->set_pod_name(dict.string(s.pod_name()));
+    e->set_pod_namespace(dict.string(s.pod_namespace()));
+    e->set_container_name(dict.string(s.container_name()));
+    e->set_pod_labels(dict.pairs(s.pod_labels()));
     e->set_service(dict.string(s.service()));
     e->set_tags(dict.pairs(s.tags()));
     e->mutable_args()->CopyFrom(s.args());

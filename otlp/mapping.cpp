@@ -150,6 +150,11 @@ void add_kubernetes_attributes(const mcp::v1::EventBlock& b, const mcp::v1::Comp
                                Attributes* attrs) {
   if (const std::string& id = str(b, e.container_id()); !id.empty()) add_string(attrs, "container.id", id);
   if (const std::string& uid = str(b, e.pod_uid()); !uid.empty()) add_string(attrs, "k8s.pod.uid", uid);
+  // Names (from the agent's pod watch) follow from the uid and the container id, already in the
+  // resource's key.
+  if (const std::string& name = str(b, e.pod_name()); !name.empty()) add_string(attrs, "k8s.pod.name", name);
+  if (const std::string& ns = str(b, e.pod_namespace()); !ns.empty()) add_string(attrs, "k8s.namespace.name", ns);
+  if (const std::string& c = str(b, e.container_name()); !c.empty()) add_string(attrs, "k8s.container.name", c);
 }
 
 bool marks_error(const mcp::v1::CompactEvent& e) {

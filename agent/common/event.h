@@ -68,6 +68,11 @@ struct Event {
   std::string service;
   std::string container_id;  // the container runtime's id (k8s/pod_identity.h)
   std::string pod_uid;       // the Kubernetes pod's metadata.uid
+  // From the API server's pod watch (k8s/pod_names.h); empty without API access.
+  std::string pod;           // metadata.name
+  std::string pod_namespace; // metadata.namespace
+  std::string container;     // the container's name in the pod spec
+  std::vector<std::pair<std::string, std::string>> pod_labels;  // the configured labels, by key
   std::vector<std::pair<std::string, std::string>> tags;
   std::vector<std::pair<std::string, std::string>> attributes;
   CudaInfo cuda;            // meaningful when kind == kCuda

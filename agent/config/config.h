@@ -138,6 +138,17 @@ struct ComplianceConfig {
   bool operator==(const ComplianceConfig& o) const { return source == o.source; }
 };
 
+// `kubernetes:` pod names from the API server's watch on this node's pods (k8s/pod_names.h).
+// Empty api_server / token_file / ca_file: the in-cluster service account's.
+struct KubernetesConfig {
+  bool pod_names = true;                // watch pods for names; false: cgroup-derived ids only
+  std::string api_server;               // https://host:port
+  std::string token_file;
+  std::string ca_file;
+  std::vector<std::string> pod_labels;  // label keys copied onto each event (pod_labels)
+  bool operator==(const KubernetesConfig&) const = default;
+};
+
 inline constexpr const char* kDefaultMetricsListen = "127.0.0.1:9464";
 
 struct Config {
@@ -152,6 +163,7 @@ struct Config {
   ComplianceConfig compliance;
   std::string metrics_listen = kDefaultMetricsListen;
   std::string ready_file;    // readiness line written here once probes are attached (as --ready-file)
+  KubernetesConfig kubernetes;
 
   const ServiceStrategy* find_service(std::string_view name) const;
   // The service's target QPS (its own, else the sum of its probes') split by weight;

@@ -717,6 +717,32 @@ std::vector<VersionTarget> Config::version_targets(std::string_view service) con
   return out;
 }
 
+namespace {
+
+void read_kubernetes(Ctx& ctx, const YAML::Node& n, const std::filesystem::path& base_dir, KubernetesConfig& out) {
+  MapReader m(ctx, n, "kubernetes", {"pod_names", "api_server", "token_file", "ca_file", "pod_labels"});
+  if (!m.valid()) return;
+  if (m.has("pod_names"))
+    if (auto b = read_bool(ctx, m.get("pod_names"), "kubernetes.pod_names")) out.pod_names = *b;
+  if (m.has("api_server")) {
+    if (auto s = read_string(ctx, m.get("api_server"), "kubernetes.api_server")) {
+      if (!s->starts_with("https://")) ctx.error(m.get("api_server"), "kubernetes.api_server must be an https:// URL, found '" + *s + "'");
+      else out.api_server = *s;
+    }
+  }
+  // Relative files: to the configuration's directory, as ready_file.
+  auto file = [&](const char* key, std::string& into) {
+    if (!m.has(key)) return;
+    if (auto s = read_string(ctx, m.get(key), std::string("kubernetes.") + key))
+      into = (s->front() == '/' ? std::filesystem::path(*s) : base_dir / *s).string();
+  };
+  file("token_file", out.token_file);
+  file("ca_file", out.ca_file);
+  if (m.has("pod_labels")) out.pod_labels = read_string_list(ctx, m.get("pod_labels"), "kubernetes.pod_labels");
+}
+
+}  // namespace
+
 Config parse_config(std::string_view yaml, const std::string& file, const std::filesystem::path& base_dir) {
   Ctx ctx(file, yaml);
   Config cfg;
@@ -738,7 +764,7 @@ Config parse_config(std::string_view yaml, const std::string& file, const std::f
   }
   MapReader top(ctx, root, "agent.yaml",
                 {"version", "node_name", "broker", "probes", "syscalls", "cuda", "quotas", "exporter",
-                 "services", "compliance", "metrics", "ready_file"});
+                 "services", "compliance", "metrics", "ready_file", "kubernetes"});
   if (top.valid()) {
     if (top.has("version")) {
       auto v = read_integer(ctx, top.get("version"), "version");
@@ -769,6 +795,7 @@ Config parse_config(std::string_view yaml, const std::string& file, const std::f
       else for (const auto& item : s) read_service(ctx, item, cfg.services);
     }
     if (top.has("compliance")) read_compliance(ctx, top.get("compliance"), base_dir, cfg.compliance);
+    if (top.has("kubernetes")) read_kubernetes(ctx, top.get("kubernetes"), base_dir, cfg.kubernetes);
     if (top.has("metrics")) {
       MapReader m(ctx, top.get("metrics"), "metrics", {"listen"});
       if (m.valid() && m.has("listen")) {

@@ -144,6 +144,13 @@ runtime::RuntimeSpec spec_of(const config::Config& cfg, const RunFlags& flags) {
     spec.stream = runtime::StreamSpec{"json", ""};
   }
   spec.ready_file = !flags.ready_file.empty() ? flags.ready_file : cfg.ready_file;  // the flag wins
+  if (cfg.kubernetes.pod_names) {
+    k8s::PodNamesSpec names;
+    names.api = {cfg.kubernetes.api_server, cfg.kubernetes.token_file, cfg.kubernetes.ca_file};
+    names.node_name = cfg.node_name;  // empty: $NODE_NAME
+    names.labels = cfg.kubernetes.pod_labels;
+    spec.pod_names = std::move(names);
+  }
   // Events in the on-disk spool are sent after a restart; events gone are a failure.
   spec.kept_on_disk_is_delivered = true;
   return spec;
@@ -171,8 +178,8 @@ int run_daemon(const RunFlags& flags) {
     probes.apply(d);
     if (quotas) control.set_quotas(std::move(*quotas));
     if (!before || d.services_changed || d.probes_changed()) probes.apply_services(*after);
-    if (before && (d.broker_changed || d.metrics_changed || d.cuda_settings_changed))
-      spdlog::warn("broker, metrics and CUDA slow-launch settings take effect on restart");
+    if (before && (d.broker_changed || d.metrics_changed || d.cuda_settings_changed || d.kubernetes_changed))
+      spdlog::warn("broker, metrics, kubernetes and CUDA slow-launch settings take effect on restart");
     spdlog::info("configuration applied: {} added, {} removed, {} retuned, {} probes attached", d.added.size(),
                  d.removed.size(), d.sampling_changed.size() + d.metadata_changed.size(), probes.size());
   };

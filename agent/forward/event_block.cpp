@@ -130,6 +130,10 @@ void EventBlockEncoder::add(const Event& e) {
   c->set_comm(intern(e.comm_view()));
   c->set_container_id(intern(e.container_id));
   c->set_pod_uid(intern(e.pod_uid));
+  c->set_pod_name(intern(e.pod));
+  c->set_pod_namespace(intern(e.pod_namespace));
+  c->set_container_name(intern(e.container));
+  c->set_pod_labels(intern_pairs(e.pod_labels));
   c->set_service(intern(e.service));
   c->set_tags(intern_pairs(e.tags));
   for (uint8_t i = 0; i < e.nargs && i < e.args.size(); ++i) c->add_args(e.args[i]);
@@ -198,9 +202,10 @@ bool EventBlockDecoder::parse(std::string_view bytes, std::string& error) {
     const auto& e = block_.events(i);
     const auto where = [&](const char* what) { return "event block: event " + std::to_string(i) + " " + what; };
     if (e.kind() < mcp::v1::EVENT_KIND_UPROBE || e.kind() > mcp::v1::EVENT_KIND_CUDA) return fail(where("has an unknown kind"));
-    if (!str_ok(e.probe()) || !str_ok(e.comm()) || !str_ok(e.container_id()) || !str_ok(e.pod_uid()) || !str_ok(e.service()) || !str_ok(e.th()))
+    if (!str_ok(e.probe()) || !str_ok(e.comm()) || !str_ok(e.container_id()) || !str_ok(e.pod_uid()) || !str_ok(e.pod_name()) ||
+        !str_ok(e.pod_namespace()) || !str_ok(e.container_name()) || !str_ok(e.service()) || !str_ok(e.th()))
       return fail(where("names a string out of range"));
-    if (e.tags() >= pair_sets_.size() || e.attributes() >= pair_sets_.size())
+    if (e.tags() >= pair_sets_.size() || e.attributes() >= pair_sets_.size() || e.pod_labels() >= pair_sets_.size())
       return fail(where("names a pair set out of range"));
     if (e.args_size() > 6) return fail(where("has more than 6 args"));
     if (e.has_cuda()) {
@@ -240,6 +245,10 @@ void EventBlockDecoder::get(size_t i, Event& out, uint64_t& event_id) const {
   out.service = str(e.service());
   out.container_id = str(e.container_id());
   out.pod_uid = str(e.pod_uid());
+  out.pod = str(e.pod_name());
+  out.pod_namespace = str(e.pod_namespace());
+  out.container = str(e.container_name());
+  out.pod_labels = pair_sets_[e.pod_labels()];
   out.tags = pair_sets_[e.tags()];
   out.attributes = pair_sets_[e.attributes()];
   event_id = e.event_id();
@@ -276,6 +285,10 @@ void from_sample(const mcp::v1::Sample& s, Event& out) {
   out.service = s.service();
   out.container_id = s.container_id();
   out.pod_uid = s.pod_uid();
+  out.pod = s.pod_name();
+  out.pod_namespace = s.pod_namespace();
+  out.container = s.container_name();
+  out.pod_labels.assign(s.pod_labels().begin(), s.pod_labels().end());
   // proto maps have no order; the JSON encoder prints pairs sorted by key.
   out.tags.assign(s.tags().begin(), s.tags().end());
   out.attributes.assign(s.attributes().begin(), s.attributes().end());

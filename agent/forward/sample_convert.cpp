@@ -20,6 +20,10 @@ void to_sample(const Event& e, mcp::v1::Sample* s) {
   s->set_comm(valid_utf8(e.comm_view()));
   s->set_container_id(valid_utf8(e.container_id));
   s->set_pod_uid(valid_utf8(e.pod_uid));
+  s->set_pod_name(valid_utf8(e.pod));
+  s->set_pod_namespace(valid_utf8(e.pod_namespace));
+  s->set_container_name(valid_utf8(e.container));
+  for (const auto& [k, v] : e.pod_labels) (*s->mutable_pod_labels())[valid_utf8(k)] = valid_utf8(v);
   s->set_service(valid_utf8(e.service));
   for (const auto& [k, v] : e.tags) (*s->mutable_tags())[valid_utf8(k)] = valid_utf8(v);
   for (uint8_t i = 0; i < e.nargs && i < e.args.size(); ++i) s->add_args(e.args[i]);

@@ -173,6 +173,19 @@ class JsonFormatter final : public Formatter {
       out += ",\"pod_uid\":";
       append_json_string(out, e.pod_uid);
     }
+    if (!e.pod.empty()) {
+      out += ",\"pod\":";
+      append_json_string(out, e.pod);
+    }
+    if (!e.pod_namespace.empty()) {
+      out += ",\"namespace\":";
+      append_json_string(out, e.pod_namespace);
+    }
+    if (!e.container.empty()) {
+      out += ",\"container\":";
+      append_json_string(out, e.container);
+    }
+    append_pairs(out, "pod_labels", e.pod_labels);
     append_pairs(out, "tags", e.tags);
     append_pairs(out, "attributes", e.attributes);
     if (e.kind == EventKind::kCuda) append_cuda(out, e.cuda);

@@ -93,6 +93,10 @@ bool decode_record(const void* data, size_t size, const ProbeNameLookup& names, 
   out.service.clear();
   out.container_id.clear();
   out.pod_uid.clear();
+  out.pod.clear();
+  out.pod_namespace.clear();
+  out.container.clear();
+  out.pod_labels.clear();
   out.tags.clear();
   out.attributes.clear();
   out.ktime_ns = h.ktime_ns;

@@ -33,6 +33,7 @@ ConfigDiff diff(const config::Config& before, const config::Config& after) {
   d.node_changed = before.node_name != after.node_name;
   d.broker_changed = before.broker != after.broker;
   d.metrics_changed = before.metrics_listen != after.metrics_listen;
+  d.kubernetes_changed = before.kubernetes != after.kubernetes;
   d.cuda_settings_changed = before.cuda != after.cuda;
   d.quotas_changed = before.quotas != after.quotas;
   d.exporter_changed = before.exporter != after.exporter;

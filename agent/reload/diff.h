@@ -28,6 +28,7 @@ struct ConfigDiff {
   bool node_changed = false;
   bool broker_changed = false;
   bool metrics_changed = false;
+  bool kubernetes_changed = false;     // the pod watch's settings (need a restart)
   bool cuda_settings_changed = false;  // slow_launch / libs / sampling of the CUDA section
   bool quotas_changed = false;
   bool exporter_changed = false;
@@ -38,7 +39,8 @@ struct ConfigDiff {
     return !added.empty() || !removed.empty() || !sampling_changed.empty() || !metadata_changed.empty();
   }
   bool empty() const {
-    return !probes_changed() && !node_changed && !broker_changed && !metrics_changed && !cuda_settings_changed &&
+    return !probes_changed() && !node_changed && !broker_changed && !metrics_changed && !kubernetes_changed &&
+           !cuda_settings_changed &&
            !quotas_changed && !exporter_changed && !services_changed && !rules_changed;
   }
 };

@@ -24,6 +24,12 @@ std::atomic<int> g_stops{0};
 
 void on_signal(int) { g_stops.fetch_add(1); }
 
+struct PodNamesEnricher final : Enricher {
+  explicit PodNamesEnricher(k8s::PodNamesSpec spec) : names(std::move(spec)) {}
+  void enrich(Event& e) override { names.enrich(e); }
+  k8s::PodNames names;
+};
+
 void print_tenants(const loader::BpfSession& session, const control::TenantQuotaTable& table) {
   fprintf(stderr, "%-48s %8s %12s %12s %12s\n", "TENANT (cgroup)", "BUCKET", "SEEN", "KEPT", "QUOTA_DROP");
   for (const auto& t : table.tenants) {
@@ -128,6 +134,13 @@ void Runtime::start() {
   }
   for (const auto& sink : spec_.sinks) sinks_.push_back(sink);
   // Enrichment stages go here (enrichers_.push_back(...)), built from their spec fields.
+  if (spec_.pod_names) {
+    auto names = std::make_unique<PodNamesEnricher>(*spec_.pod_names);
+    names->names.start();
+    if (names->names.unavailable().empty() && !names->names.wait_synced(spec_.pod_names_sync))
+      spdlog::warn("pod watch: no pod list after {} ms; events get pod names once it comes", spec_.pod_names_sync.count());
+    enrichers_.push_back(std::move(names));
+  }
   consumer_ = std::make_unique<pipeline::RingConsumer>(
       session_->ringbuf_fd(),
       [this](uint32_t id) { return pipeline::ProbeRef{session_->probe_name(id), session_->probe_nargs(id)}; },

@@ -31,6 +31,7 @@
 #include "common/event.h"
 #include "common/sink.h"
 #include "forward/forwarder.h"
+#include "k8s/pod_names.h"
 #include "loader/bpf_session.h"
 #include "runtime/control_loop.h"
 #include "runtime/export_filter.h"
@@ -66,6 +67,10 @@ struct RuntimeSpec {
   std::optional<StreamSpec> stream;
   std::optional<ForwarderOptions> broker;  // on_policy and on_broker_hlc are the runtime's
   std::vector<std::shared_ptr<EventSink>> sinks;  // built by the caller (tests, embedders), after the above
+  // Pod names from the API server (k8s/pod_names.h); start() waits up to pod_names_sync for
+  // the first list, so the first events of pods already running carry names.
+  std::optional<k8s::PodNamesSpec> pod_names;
+  std::chrono::milliseconds pod_names_sync{3000};
   // Run limits
   uint64_t max_events = 0;                  // stop after this many events reached the sinks (0: no limit)
   std::chrono::nanoseconds duration{0};     // stop after this long (0: no limit)

@@ -17,6 +17,7 @@
 #include "metrics/names.h"
 
 #include "../../support/cgroup.h"
+#include "../../support/fake_apiserver.h"
 #include "../../support/grafana_dashboard.h"
 #include "../../support/process.h"
 #include "../../support/prometheus.h"
@@ -164,6 +165,93 @@ TEST_F(DaemonTest, SelectorOnAPodSeesItsContainersAndNotItsSibling) {
 }
 
 // `ready_file` in agent.yaml means what --ready-file means.
+// Pod names from the API: the agent watches its node's pods on the (fake) API server and
+// puts pod, namespace, container and the configured labels on the events of a process in a
+// real cgroup laid out as the kubelet's systemd driver does; a pod that appears after the
+// agent started is named through the watch.
+TEST_F(DaemonTest, PodNamesFromTheApiServerReachTheEventsOfAKubeletCgroup) {
+  if (!mcp::test::FakeApiServer::available()) GTEST_SKIP() << "no openssl CLI to make the fake API server's certificate";
+  std::unique_ptr<mcp::test::CgroupTree> tree;
+  try {
+    tree = std::make_unique<mcp::test::CgroupTree>("mcp-k8s-names-" + std::to_string(getpid()));
+  } catch (const std::exception& e) {
+    GTEST_SKIP() << "no cgroup2 mount: " << e.what();
+  }
+  using mcp::test::FakeApiServer;
+  const std::string uid_a = "1b4e28ba-2fa1-11d2-883f-0016d3cca427", uid_b = "2c5f39cb-3fb2-22e3-994f-1127e4ddb538";
+  const std::string id_a(64, 'a'), id_b(64, 'b');
+  const fs::path a = tree->add("kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1b4e28ba_2fa1_11d2_883f_0016d3cca427.slice/cri-containerd-" + id_a + ".scope");
+  const fs::path b = tree->add("kubepods.slice/kubepods-pod2c5f39cb_3fb2_22e3_994f_1127e4ddb538.slice/cri-containerd-" + id_b + ".scope");
+  FakeApiServer api(dir_ / "apiserver");
+  api.put_pod(FakeApiServer::make_pod("shop", "web-1", uid_a, "node-test", {{"app", "web"}, {"team", "t1"}}, {{"server", id_a}}));
+  cm_->publish("version: 1\nnode_name: node-test\nmetrics:\n  listen: 127.0.0.1:0\n"
+               "kubernetes:\n  api_server: " + api.url() + "\n  token_file: " + api.token_file() +
+               "\n  ca_file: " + api.ca_file() + "\n  pod_labels: [app]\n"
+               "probes:\n  - binary: " + kWorkload + "\n    symbol: mcp_work\n");
+  Daemon d(cm_->file(), dir_);
+  ASSERT_GT(d.port(), 0) << d.log();
+  const auto id = [&](const fs::path& p) { return mcp::control::resolve_cgroup_id(p.string(), tree->mount()); };
+  ASSERT_EQ(mcp::test::wait_exit(mcp::test::spawn_in_cgroup(a, {kWorkload, "calls", "20"})), 0);
+  const auto from = [&](const fs::path& cg) {
+    std::vector<nlohmann::json> out;
+    for (const auto& e : d.events())
+      if (e["kind"] == "uprobe" && e["cgroup_id"].get<uint64_t>() == id(cg)) out.push_back(e);
+    return out;
+  };
+  ASSERT_TRUE(wait_for([&] { return from(a).size() == 20; })) << d.log();
+  for (const auto& e : from(a)) {  // the agent waited for the pod list before it said ready
+    EXPECT_EQ(e.value("pod_uid", ""), uid_a) << e.dump();
+    EXPECT_EQ(e.value("pod", ""), "web-1") << e.dump();
+    EXPECT_EQ(e.value("namespace", ""), "shop") << e.dump();
+    EXPECT_EQ(e.value("container", ""), "server") << e.dump();
+    EXPECT_EQ(e.value("pod_labels", nlohmann::json()), (nlohmann::json{{"app", "web"}})) << e.dump();
+  }
+  // A pod scheduled later: named once its ADDED event has reached the agent.
+  api.put_pod(FakeApiServer::make_pod("db", "pg-0", uid_b, "node-test", {{"app", "pg"}}, {{"postgres", id_b}}));
+  ASSERT_TRUE(wait_for([&] {
+    EXPECT_EQ(mcp::test::wait_exit(mcp::test::spawn_in_cgroup(b, {kWorkload, "calls", "1"})), 0);
+    const auto events = from(b);
+    return !events.empty() && events.back().value("pod", "") == "pg-0";
+  })) << d.log();
+  const auto last = from(b).back();
+  EXPECT_EQ(last.value("namespace", ""), "db");
+  EXPECT_EQ(last.value("container", ""), "postgres");
+  EXPECT_EQ(d.terminate(), 0) << d.log();
+  EXPECT_EQ(d.log().find("pod names unavailable"), std::string::npos) << d.log();
+}
+
+// Outside a cluster (no API server configured, no KUBERNETES_SERVICE_HOST) a pod's events keep
+// their cgroup-derived ids and the agent says once that names are unavailable.
+TEST_F(DaemonTest, WithoutApiAccessPodEventsKeepTheirIdsAndTheAgentSaysSoOnce) {
+  std::unique_ptr<mcp::test::CgroupTree> tree;
+  try {
+    tree = std::make_unique<mcp::test::CgroupTree>("mcp-k8s-noapi-" + std::to_string(getpid()));
+  } catch (const std::exception& e) {
+    GTEST_SKIP() << "no cgroup2 mount: " << e.what();
+  }
+  unsetenv("KUBERNETES_SERVICE_HOST");
+  const std::string id_a(64, 'a');
+  const fs::path a = tree->add("kubepods/besteffort/pod3d6a4adc-4ac3-33f4-a55f-2238f5eec649/" + id_a);
+  const fs::path a2 = tree->add("kubepods/besteffort/pod3d6a4adc-4ac3-33f4-a55f-2238f5eec649/" + std::string(64, 'c'));
+  cm_->publish("version: 1\nmetrics:\n  listen: 127.0.0.1:0\nprobes:\n  - binary: " + kWorkload + "\n    symbol: mcp_work\n");
+  Daemon d(cm_->file(), dir_);
+  ASSERT_GT(d.port(), 0) << d.log();
+  for (const auto& cg : {a, a2}) ASSERT_EQ(mcp::test::wait_exit(mcp::test::spawn_in_cgroup(cg, {kWorkload, "calls", "10"})), 0);
+  ASSERT_TRUE(wait_for([&] { return count_uprobe_events(d.events()) >= 20; })) << d.log();
+  EXPECT_EQ(d.terminate(), 0) << d.log();
+  size_t in_pod = 0;
+  for (const auto& e : d.events()) {
+    if (e["kind"] != "uprobe" || e.value("pod_uid", "") != "3d6a4adc-4ac3-33f4-a55f-2238f5eec649") continue;
+    in_pod++;
+    EXPECT_FALSE(e.contains("pod")) << e.dump();
+  }
+  EXPECT_EQ(in_pod, 20u);
+  const std::string log = d.log();
+  const auto first = log.find("pod names unavailable: not in a cluster");
+  ASSERT_NE(first, std::string::npos) << log;
+  EXPECT_EQ(log.find("pod names unavailable", first + 1), std::string::npos) << "said once: " << log;
+}
+
 TEST_F(DaemonTest, ReadyFileKeyGetsTheReadinessLine) {
   const fs::path ready = dir_ / "ready";
   cm_->publish("metrics:\n  listen: 127.0.0.1:0\nready_file: " + ready.string() + "\nsyscalls:\n  - name: getppid\n");

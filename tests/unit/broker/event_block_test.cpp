@@ -59,6 +59,16 @@ TEST(EventBlock, PodIdentityCrossesTheBrokerBothWays) {
   block.add_strings("5f2d8a4e-6c1b-4b0f-9a3e-1d2c3b4a5e6f");  // 13
   block.mutable_events(1)->set_container_id(12);
   block.mutable_events(1)->set_pod_uid(13);
+  block.add_strings("web-1");  // 14
+  block.add_strings("shop");   // 15
+  block.add_strings("app");    // 16
+  block.mutable_events(1)->set_pod_name(14);
+  block.mutable_events(1)->set_pod_namespace(15);
+  block.mutable_events(1)->set_container_name(16);
+  auto* labels = block.add_pair_sets();
+  labels->add_keys(16);
+  labels->add_values(14);
+  block.mutable_events(1)->set_pod_labels(static_cast<uint32_t>(block.pair_sets_size() - 1));
   mcp::v1::EventBlock parsed;
   ASSERT_TRUE(parse(block, &parsed).ok());
   google::protobuf::RepeatedPtrField<mcp::v1::Sample> samples;
@@ -72,7 +82,12 @@ TEST(EventBlock, PodIdentityCrossesTheBrokerBothWays) {
   block_to_samples(again, "a", &back);
   EXPECT_EQ(back[1].pod_uid(), "5f2d8a4e-6c1b-4b0f-9a3e-1d2c3b4a5e6f");
   EXPECT_EQ(back[1].container_id(), "0a1b");
-  block.mutable_events(0)->set_pod_uid(14);  // one past the dictionary
+  EXPECT_EQ(back[1].pod_name(), "web-1");
+  EXPECT_EQ(back[1].pod_namespace(), "shop");
+  EXPECT_EQ(back[1].container_name(), "app");
+  EXPECT_EQ(back[1].pod_labels().at("app"), "web-1");
+  EXPECT_TRUE(back[0].pod_name().empty());
+  block.mutable_events(0)->set_pod_uid(17);  // one past the dictionary
   EXPECT_EQ(parse(block, &parsed).code, Verdict::kInvalid);
 }
 

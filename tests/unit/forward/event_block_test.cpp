@@ -38,6 +38,10 @@ Event sample_event(uint32_t pid) {
   e.service = "checkout";
   e.container_id = "abc123";
   e.pod_uid = "5f2d8a4e-6c1b-4b0f-9a3e-1d2c3b4a5e6f";
+  e.pod = "checkout-7d9f";
+  e.pod_namespace = "shop";
+  e.container = "server";
+  e.pod_labels = {{"tier", "front"}};
   e.tags = {{"zone", "a"}, {"env", "prod"}};  // unsorted: the wire sorts them
   e.attributes = {{"k", "v"}};
   return e;
@@ -89,10 +93,14 @@ TEST(EventBlock, RepeatedStringsAreSentOncePerBlock) {
   for (uint32_t i = 0; i < 100; ++i) events.push_back(sample_event(i));
   mcp::v1::EventBlock block;
   ASSERT_TRUE(block.ParseFromString(encode(events)));
-  // "", probe, comm, container, pod uid, service, zone, a, env, prod, k, v, th
-  EXPECT_EQ(block.strings_size(), 13);
+  // "", probe, comm, container, pod uid, pod, namespace, container name, tier, front, service,
+  // zone, a, env, prod, k, v, th
+  EXPECT_EQ(block.strings_size(), 18);
   EXPECT_EQ(block.strings(static_cast<int>(block.events(99).pod_uid())), "5f2d8a4e-6c1b-4b0f-9a3e-1d2c3b4a5e6f");
-  EXPECT_EQ(block.pair_sets_size(), 3);  // none, tags, attributes
+  EXPECT_EQ(block.strings(static_cast<int>(block.events(99).pod_name())), "checkout-7d9f");
+  EXPECT_EQ(block.strings(static_cast<int>(block.events(99).pod_namespace())), "shop");
+  EXPECT_EQ(block.strings(static_cast<int>(block.events(99).container_name())), "server");
+  EXPECT_EQ(block.pair_sets_size(), 4);  // none, pod labels, tags, attributes
   const auto& tags = block.pair_sets(static_cast<int>(block.events(0).tags()));
   ASSERT_EQ(tags.keys_size(), 2);
   EXPECT_EQ(block.strings(static_cast<int>(tags.keys(0))), "env");
@@ -157,6 +165,10 @@ TEST(EventBlock, HostileBlocksAreRejectedCleanly) {
       {"th index", [](auto& b) { b.mutable_events(0)->set_th(77); }},
       {"container index", [](auto& b) { b.mutable_events(0)->set_container_id(77); }},
       {"pod uid index", [](auto& b) { b.mutable_events(0)->set_pod_uid(77); }},
+      {"pod name index", [](auto& b) { b.mutable_events(0)->set_pod_name(77); }},
+      {"pod namespace index", [](auto& b) { b.mutable_events(0)->set_pod_namespace(77); }},
+      {"container name index", [](auto& b) { b.mutable_events(0)->set_container_name(77); }},
+      {"pod labels set", [](auto& b) { b.mutable_events(0)->set_pod_labels(9); }},
       {"tags set", [](auto& b) { b.mutable_events(0)->set_tags(9); }},
       {"attributes set", [](auto& b) { b.mutable_events(0)->set_attributes(9); }},
       {"pair key", [](auto& b) { b.mutable_pair_sets(1)->set_keys(0, 500); }},

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "common/utf8.h"
 
 namespace mcp {
@@ -46,6 +48,30 @@ TEST(SampleConvert, ValidStringsAreUnchanged) {
   to_sample(e, &s);
   EXPECT_EQ(s.comm(), comm);
   EXPECT_EQ(s.probe(), "syscall:getppid");
+}
+
+// The v1 wire (Sample) carries the pod's names and labels, and the subscriber gets them back.
+TEST(SampleConvert, PodNamesAndLabelsRoundTrip) {
+  Event e;
+  e.pod_uid = "5f2d8a4e-6c1b-4b0f-9a3e-1d2c3b4a5e6f";
+  e.pod = "web-1";
+  e.pod_namespace = "shop";
+  e.container = "app";
+  e.pod_labels = {{"app", "web"}, {"tier", "front"}};
+  mcp::v1::Sample s;
+  to_sample(e, &s);
+  EXPECT_EQ(s.pod_name(), "web-1");
+  EXPECT_EQ(s.pod_namespace(), "shop");
+  EXPECT_EQ(s.container_name(), "app");
+  EXPECT_EQ(s.pod_labels().at("tier"), "front");
+  Event back;
+  from_sample(s, back);
+  EXPECT_EQ(back.pod, "web-1");
+  EXPECT_EQ(back.pod_namespace, "shop");
+  EXPECT_EQ(back.container, "app");
+  auto labels = back.pod_labels;
+  std::sort(labels.begin(), labels.end());
+  EXPECT_EQ(labels, e.pod_labels);
 }
 
 }  // namespace

@@ -92,7 +92,11 @@ TEST(OtlpMapping, EventsWithADurationAreSpansOthersLogRecords) {
 
 TEST(OtlpMapping, ResourceFollowsSemanticConventions) {
   auto b = base_block();
-  add_event(b, true);
+  for (const char* n : {"checkout-7d9f", "shop", "server"}) b.add_strings(n);  // 6, 7, 8
+  auto* named = add_event(b, true);
+  named->set_pod_name(6);
+  named->set_pod_namespace(7);
+  named->set_container_name(8);
   Requests out;
   append_block(b, Origin{"agent-1", "node-a"}, &out);
   const auto& attrs = out.traces.resource_spans(0).resource().attributes();
@@ -103,6 +107,9 @@ TEST(OtlpMapping, ResourceFollowsSemanticConventions) {
   EXPECT_EQ(find(attrs, "process.executable.name")->string_value(), "app");
   EXPECT_EQ(find(attrs, "container.id")->string_value(), "c0ffee");
   EXPECT_EQ(find(attrs, "k8s.pod.uid")->string_value(), "0f3c1b2a-5d6e-4f70-8a9b-0c1d2e3f4a5b");
+  EXPECT_EQ(find(attrs, "k8s.pod.name")->string_value(), "checkout-7d9f");
+  EXPECT_EQ(find(attrs, "k8s.namespace.name")->string_value(), "shop");
+  EXPECT_EQ(find(attrs, "k8s.container.name")->string_value(), "server");
   EXPECT_EQ(find(attrs, "mcp.agent.id")->string_value(), "agent-1");
 
   auto unnamed = base_block("");
@@ -115,6 +122,7 @@ TEST(OtlpMapping, ResourceFollowsSemanticConventions) {
   EXPECT_EQ(find(a2, "service.name")->string_value(), "unknown_service:app");
   EXPECT_EQ(find(a2, "container.id"), nullptr);
   EXPECT_EQ(find(a2, "k8s.pod.uid"), nullptr);
+  EXPECT_EQ(find(a2, "k8s.pod.name"), nullptr);
   EXPECT_EQ(find(a2, "host.name"), nullptr);
 }
 

@@ -167,6 +167,19 @@ TEST(JsonFormatter, PodIdentityPrintsOnlyWhereKnown) {
   j = format_json(e);
   EXPECT_EQ(j.at("container_id"), std::string(64, 'a'));
   EXPECT_EQ(j.at("pod_uid"), "5f2d8a4e-6c1b-4b0f-9a3e-1d2c3b4a5e6f");
+  EXPECT_FALSE(j.contains("pod"));
+  EXPECT_FALSE(j.contains("namespace"));
+  EXPECT_FALSE(j.contains("container"));
+  EXPECT_FALSE(j.contains("pod_labels"));
+  e.pod = "web-1";
+  e.pod_namespace = "shop";
+  e.container = "app";
+  e.pod_labels = {{"app", "web"}, {"tier", "front"}};
+  j = format_json(e);
+  EXPECT_EQ(j.at("pod"), "web-1");
+  EXPECT_EQ(j.at("namespace"), "shop");
+  EXPECT_EQ(j.at("container"), "app");
+  EXPECT_EQ(j.at("pod_labels"), (json{{"app", "web"}, {"tier", "front"}}));
 }
 
 // The compact wire sorts tag sets by key, so trace prints them in key order too: the same
