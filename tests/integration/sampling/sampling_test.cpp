@@ -67,69 +67,51 @@ TEST(TargetQps, KeptRateHoldsTheTargetAndWeightsRestoreTheTrueCount) {
   EXPECT_NEAR(estimated, static_cast<double>(true_calls), 0.05 * static_cast<double>(true_calls));
 }
 
-// A child cgroup under the cgroup2 mount, removed with the test.
-class ScopedCgroup {
- public:
-  explicit ScopedCgroup(const fs::path& path) : path_(path) { fs::create_directories(path_); }
-  ~ScopedCgroup() {
-    std::error_code ec;
-    fs::remove(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
 TEST(TenantQuota, NoisyCgroupIsHeldToItsQuotaWhileTheQuietOneKeepsEverything) {
   MCP_REQUIRE_BPF();
-  fs::path root;
+  std::unique_ptr<mcp::test::CgroupTree> tree;
   try {
-    root = mcp::control::find_cgroup2_mount();
+    tree = std::make_unique<mcp::test::CgroupTree>("mcp-test-" + std::to_string(getpid()));
   } catch (const std::exception& e) {
     GTEST_SKIP() << "no cgroup2 mount: " << e.what();
   }
-  const std::string base = "mcp-test-" + std::to_string(getpid());
-  ScopedCgroup parent(root / base);
-  ScopedCgroup noisy(root / base / "noisy");
+  const std::string base = tree->relative_root();  // "/mcp-test-PID", as tenants are named
+  const fs::path noisy = tree->add("noisy");
+  const auto id_of = [&](const fs::path& p) { return mcp::control::resolve_cgroup_id(p.string(), tree->mount()); };
   // Two cgroups in one quota bucket would share a token bucket: pick a quiet
   // cgroup whose id hashes elsewhere (1 in 64 names collide).
-  const uint32_t noisy_bucket =
-      mcp::control::tenant_bucket(mcp::control::resolve_cgroup_id(base + "/noisy", root));
-  std::unique_ptr<ScopedCgroup> quiet_dir;
+  const uint32_t noisy_bucket = mcp::control::tenant_bucket(id_of(noisy));
+  fs::path quiet;
   std::string quiet_name;
-  for (int i = 0; i < 16 && !quiet_dir; i++) {
+  for (int i = 0; i < 16 && quiet.empty(); i++) {
     quiet_name = "quiet" + std::to_string(i);
-    auto candidate = std::make_unique<ScopedCgroup>(root / base / quiet_name);
-    if (mcp::control::tenant_bucket(mcp::control::resolve_cgroup_id(base + "/" + quiet_name, root)) != noisy_bucket)
-      quiet_dir = std::move(candidate);
+    const fs::path candidate = tree->add(quiet_name);
+    if (mcp::control::tenant_bucket(id_of(candidate)) != noisy_bucket) quiet = candidate;
   }
-  ASSERT_TRUE(quiet_dir) << "no quiet cgroup outside the noisy one's bucket";
-  const ScopedCgroup& quiet = *quiet_dir;
+  ASSERT_FALSE(quiet.empty()) << "no quiet cgroup outside the noisy one's bucket";
 
   constexpr double kQuota = 1000, kBurst = 200;
-  const std::string events = temp_file("tenants.json");
-  auto agent = std::async(std::launch::async, [&] {
-    return run_command({kAgent, "trace", "--uprobe", kWorkload + ":mcp_work", "--duration", "6s", "--output",
-                        events, "--tenant-quota", base + "/noisy=1000:200", "--tenant-quota",
-                        base + "/" + quiet_name + "=1000:200"});
-  });
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // attach
-  const pid_t a = spawn_in_cgroup(noisy.path(), {kWorkload, "rate", "20000", "3"});
-  const pid_t b = spawn_in_cgroup(quiet.path(), {kWorkload, "rate", "200", "3"});
-  int st;
-  waitpid(a, &st, 0);
-  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "noisy workload failed";
-  waitpid(b, &st, 0);
-  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "quiet workload failed";
-  auto r = agent.get();
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const fs::path dir = fs::temp_directory_path() / ("mcp-tenants-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string events = (dir / "tenants.json").string();
+  mcp::test::Process agent({kAgent, "trace", "--uprobe", kWorkload + ":mcp_work", "--output", events,
+                            "--tenant-quota", base + "/noisy=1000:200", "--tenant-quota",
+                            base + "/" + quiet_name + "=1000:200"},
+                           dir, "agent");
+  ASSERT_TRUE(agent.wait_for_err(std::regex("mcp-agent: ready: "), std::chrono::seconds(30))) << agent.err();
+  const pid_t a = spawn_in_cgroup(noisy, {kWorkload, "rate", "20000", "3"});
+  const pid_t b = spawn_in_cgroup(quiet, {kWorkload, "rate", "200", "3"});
+  ASSERT_EQ(mcp::test::wait_exit(a), 0) << "noisy workload failed";
+  ASSERT_EQ(mcp::test::wait_exit(b), 0) << "quiet workload failed";
+  agent.signal(SIGINT);
+  ASSERT_EQ(agent.wait(std::chrono::seconds(30)), 0) << agent.err();
+  const std::string err = agent.err();
 
   // TENANT  BUCKET  SEEN  KEPT  QUOTA_DROP
   auto row = [&](const std::string& name) {
     std::smatch m;
     const std::regex re(name + R"(\s+\d+\s+(\d+)\s+(\d+)\s+(\d+))");
-    EXPECT_TRUE(std::regex_search(r.err, m, re)) << r.err;
+    EXPECT_TRUE(std::regex_search(err, m, re)) << err;
     return std::array<uint64_t, 3>{std::stoull(m[1]), std::stoull(m[2]), std::stoull(m[3])};
   };
   const auto n = row(base + "/noisy"), q = row(base + "/" + quiet_name);
@@ -137,11 +119,11 @@ TEST(TenantQuota, NoisyCgroupIsHeldToItsQuotaWhileTheQuietOneKeepsEverything) {
   EXPECT_EQ(n[0], n[1] + n[2]);
   EXPECT_GT(n[2], 0u);
   EXPECT_GT(q[0], 400u);
-  EXPECT_EQ(q[1], q[0]) << r.err;  // the quiet tenant keeps everything
+  EXPECT_EQ(q[1], q[0]) << err;  // the quiet tenant keeps everything
   EXPECT_EQ(q[2], 0u);
 
   // The noisy tenant's kept rate over its own active span stays at the quota.
-  const uint64_t noisy_id = mcp::control::resolve_cgroup_id(base + "/noisy", root);
+  const uint64_t noisy_id = id_of(noisy);
   uint64_t first = UINT64_MAX, last = 0, count = 0;
   for (const auto& e : parse_json_lines(mcp::test::slurp(events))) {
     if (e["cgroup_id"].get<uint64_t>() != noisy_id) continue;
@@ -150,7 +132,7 @@ TEST(TenantQuota, NoisyCgroupIsHeldToItsQuotaWhileTheQuietOneKeepsEverything) {
     last = std::max(last, t);
     count++;
   }
-  fs::remove(events);
+  fs::remove_all(dir);
   EXPECT_EQ(count, n[1]);
   const double span = static_cast<double>(last - first) / 1e9;
   ASSERT_GT(span, 2.0);
