@@ -69,8 +69,8 @@ runtime::RuntimeSpec spec_of(const TraceOptions& o, pid_t target) {
   spec.session.cuda_slow_ns = static_cast<uint64_t>(o.slow_launch.count());
   spec.session.cuda_hold_ns = static_cast<uint64_t>(o.slow_hold.count());
   spec.session.ringbuf_bytes = o.ringbuf_bytes;
-  spec.pod_names = k8s::PodNamesSpec{};  // in a pod with a service account and NODE_NAME: names too
   spec.session.wakeup_bytes = o.wakeup_bytes;
+  spec.pod_names = k8s::PodNamesSpec{};  // in a pod with a service account and NODE_NAME: names too
   if (!o.tenant_quotas.empty() || o.default_quota) {
     // Buckets with no configured quota and no default stay unlimited (burst 0).
     spec.control.quotas = control::build_tenant_quota_table(

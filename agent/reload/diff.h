@@ -40,8 +40,7 @@ struct ConfigDiff {
   }
   bool empty() const {
     return !probes_changed() && !node_changed && !broker_changed && !metrics_changed && !kubernetes_changed &&
-           !cuda_settings_changed &&
-           !quotas_changed && !exporter_changed && !services_changed && !rules_changed;
+           !cuda_settings_changed && !quotas_changed && !exporter_changed && !services_changed && !rules_changed;
   }
 };
 

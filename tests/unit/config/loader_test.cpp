@@ -47,6 +47,29 @@ TEST(ConfigLoader, ShippedExampleIsValidAndMeansWhatItsCommentsSay) {
             (std::vector<VersionTarget>{{"v1", 200.0}, {"v2", 50.0}}));
   EXPECT_EQ(cfg.compliance.rules->size(), 2u);
   EXPECT_EQ(cfg.compliance.rules->rule(0).name, "health_record_anonymization");
+  EXPECT_TRUE(cfg.kubernetes.pod_names);
+  EXPECT_EQ(cfg.kubernetes.pod_labels, (std::vector<std::string>{"app", "app.kubernetes.io/name"}));
+  EXPECT_EQ(cfg.kubernetes.api_server, "") << "in-cluster by default";
+}
+
+TEST(ConfigLoader, KubernetesSectionOverridesTheInClusterDefaults) {
+  const Config cfg = parse_config(
+      "kubernetes:\n  pod_names: false\n  api_server: https://10.0.0.1:6443\n  token_file: sa/token\n"
+      "  ca_file: /etc/ca.crt\n  pod_labels: [app, tier]\n",
+      "a.yaml", "/etc/mcp-agent");
+  EXPECT_FALSE(cfg.kubernetes.pod_names);
+  EXPECT_EQ(cfg.kubernetes.api_server, "https://10.0.0.1:6443");
+  EXPECT_EQ(cfg.kubernetes.token_file, "/etc/mcp-agent/sa/token") << "relative to the file's directory";
+  EXPECT_EQ(cfg.kubernetes.ca_file, "/etc/ca.crt");
+  EXPECT_EQ(cfg.kubernetes.pod_labels, (std::vector<std::string>{"app", "tier"}));
+  try {
+    parse_config("kubernetes:\n  api_server: http://10.0.0.1\n  pod_label: [app]\n", "a.yaml");
+    FAIL();
+  } catch (const ConfigError& e) {
+    ASSERT_EQ(e.diagnostics().size(), 2u);
+    EXPECT_EQ(e.diagnostics()[0].str(), "a.yaml:2:15: kubernetes.api_server must be an https:// URL, found 'http://10.0.0.1'");
+    EXPECT_NE(e.diagnostics()[1].str().find("unknown key 'pod_label'"), std::string::npos) << e.diagnostics()[1].str();
+  }
 }
 
 TEST(ConfigLoader, MinimalFileGetsDefaults) {

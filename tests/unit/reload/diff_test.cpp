@@ -72,6 +72,7 @@ TEST(ConfigDiff, FlagsNonProbeSections) {
 exporter: {error_only: true}
 broker: {addresses: ["x:1"]}
 metrics: {listen: "0.0.0.0:9464"}
+kubernetes: {pod_labels: [app]}
 quotas: {default: {rate: 5}}
 cuda: {slow_launch: 2ms}
 services: [{service: s, strategy: weighted, target_qps: 5, weights: {v1: 100}}]
@@ -82,6 +83,7 @@ compliance: {rules: 'rule "r" when pid == 1 then drop = true end'}
   EXPECT_TRUE(d.exporter_changed);
   EXPECT_TRUE(d.broker_changed);
   EXPECT_TRUE(d.metrics_changed);
+  EXPECT_TRUE(d.kubernetes_changed);
   EXPECT_TRUE(d.quotas_changed);
   EXPECT_TRUE(d.cuda_settings_changed);
   EXPECT_TRUE(d.services_changed);
