@@ -13,7 +13,6 @@
 #include <thread>
 
 #include "../../support/cgroup.h"
-#include "../../support/fake_apiserver.h"
 #include "../../support/process.h"
 #include "../../support/run_command.h"
 #include "../broker/broker_client.h"
@@ -172,51 +171,6 @@ TEST_F(AgentBrokerE2E, ContainerAndPodFromKubeletCgroupsReachTraceAndSubscriber)
     }
     for (size_t i = 0; i <= pods.size(); i++) EXPECT_EQ(per_pod[i], 100u) << who << ": pod " << i;
   }
-}
-
-// Pod names from the API server (the fake one, over TLS) cross the compact wire and the broker:
-// the subscriber prints the pod, namespace, container and selected labels the daemon put on
-// the events of a process in a kubelet-layout cgroup.
-TEST_F(AgentBrokerE2E, DaemonPodNamesReachTheSubscriber) {
-  if (!test::FakeApiServer::available()) GTEST_SKIP() << "no openssl CLI to make the fake API server's certificate";
-  std::unique_ptr<test::CgroupTree> tree;
-  try {
-    tree = std::make_unique<test::CgroupTree>("mcp-k8s-names-e2e-" + std::to_string(getpid()));
-  } catch (const std::exception& e) {
-    GTEST_SKIP() << "no cgroup2 mount: " << e.what();
-  }
-  const std::string uid = "1b4e28ba-2fa1-11d2-883f-0016d3cca427", id(64, 'e');
-  const auto cg = tree->add("kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1b4e28ba_2fa1_11d2_883f_"
-                            "0016d3cca427.slice/cri-containerd-" + id + ".scope");
-  test::FakeApiServer api(dir_ / "apiserver");
-  api.put_pod(test::FakeApiServer::make_pod("shop", "web-1", uid, "node-e2e", {{"app", "web"}}, {{"server", id}}));
-  const auto copy = dir_ / "wl-pods";  // its own inode: no other test's calls are seen
-  std::filesystem::copy_file(kWorkload, copy);
-  const auto cfg = dir_ / "agent.yaml";
-  std::ofstream(cfg) << "version: 1\nnode_name: node-e2e\nmetrics:\n  listen: 127.0.0.1:0\nbroker:\n  addresses: [\""
-                     << broker_->address() << "\"]\nkubernetes:\n  api_server: " << api.url()
-                     << "\n  token_file: " << api.token_file() << "\n  ca_file: " << api.ca_file()
-                     << "\n  pod_labels: [app]\nprobes:\n  - binary: " << copy.string()
-                     << "\n    symbol: mcp_work\n    service: pod-names\n";
-  auto sub = subscribe({"--service", "pod-names", "--max-events", "10"});
-  test::Process agent({kAgent, "run", "--config", cfg.string()}, dir_, "daemon");
-  ASSERT_TRUE(agent.wait_for_err(std::regex("mcp-agent: ready: 1 probes attached"), 20s)) << agent.err();
-  ASSERT_EQ(test::wait_exit(test::spawn_in_cgroup(cg, {copy.string(), "calls", "10"})), 0);
-  auto s = sub.get();
-  agent.signal(SIGTERM);
-  EXPECT_EQ(agent.wait(30s), std::optional<int>(0)) << agent.err();
-  ASSERT_EQ(s.exit_code, 0) << s.err;
-  size_t n = 0;
-  for (const auto& e : parse_json_lines(s.out)) {
-    if (!e.contains("probe")) continue;
-    n++;
-    EXPECT_EQ(e.value("pod_uid", ""), uid) << e.dump();
-    EXPECT_EQ(e.value("pod", ""), "web-1") << e.dump();
-    EXPECT_EQ(e.value("namespace", ""), "shop") << e.dump();
-    EXPECT_EQ(e.value("container", ""), "server") << e.dump();
-    EXPECT_EQ(e.value("pod_labels", nlohmann::json()), (nlohmann::json{{"app", "web"}})) << e.dump();
-  }
-  EXPECT_EQ(n, 10u) << s.out;
 }
 
 TEST_F(AgentBrokerE2E, PolicyAppliedAtTheBrokerChangesTheAgentsKernelThreshold) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "common/utf8.h"
+#include "forward/event_block.h"
 
 namespace mcp {
 namespace {
