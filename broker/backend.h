@@ -64,6 +64,9 @@ class Backend {
   // Validates, stamps and stores; mcp::Error usage for a bad policy. *pushed: agents told.
   virtual mcp::v1::Policy apply_policy(const mcp::v1::Policy& policy, uint32_t* pushed) = 0;
   virtual std::vector<mcp::v1::Policy> policies() const = 0;
+  // Removes the policy of (service, probe) (from every broker, with JetStream); false when
+  // there was none. Agents are not told: they keep the rate last pushed (README).
+  virtual bool remove_policy(const std::string& service, const std::string& probe) = 0;
 
   // Ends every subscription stream (the broker is stopping).
   virtual void stop() = 0;

@@ -330,6 +330,8 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
     }
   }
 
+  Backend& backend() { return *backend_; }
+
   Status ListPolicies(ServerContext* ctx, const mcp::v1::ListPoliciesRequest*,
                       mcp::v1::PolicyList* reply) override {
     if (Status st = check_auth(ctx, 0); !st.ok()) return st;
@@ -659,5 +661,12 @@ mcp::v1::StatsReply Broker::stats() const {
 }
 void Broker::shutdown(std::chrono::milliseconds grace) { impl_->shutdown(grace); }
 std::optional<otlp::ExporterStats> Broker::otlp_stats() const { return impl_->otlp_stats(); }
+mcp::v1::Policy Broker::apply_policy(const mcp::v1::Policy& policy, uint32_t* pushed) {
+  return impl_->backend().apply_policy(policy, pushed);
+}
+bool Broker::remove_policy(const std::string& service, const std::string& probe) {
+  return impl_->backend().remove_policy(service, probe);
+}
+std::vector<mcp::v1::Policy> Broker::policies() const { return impl_->backend().policies(); }
 
 }  // namespace mcp::broker

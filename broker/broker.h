@@ -84,6 +84,11 @@ class Broker {
   void shutdown(std::chrono::milliseconds grace);
   // The OTLP exporter's counters; nullopt when OTLP export is off.
   std::optional<otlp::ExporterStats> otlp_stats() const;
+  // The policies, in process (the SamplingPolicy controller, policy_controller.h): the same
+  // store, validation and pushes as the ApplyPolicy RPC, without an access check. Thread-safe.
+  mcp::v1::Policy apply_policy(const mcp::v1::Policy& policy, uint32_t* pushed);
+  bool remove_policy(const std::string& service, const std::string& probe);
+  std::vector<mcp::v1::Policy> policies() const;
 
   class Impl;
 

@@ -187,6 +187,11 @@ class EmbeddedBackend final : public Backend {
     return policies_.list();
   }
 
+  bool remove_policy(const std::string& service, const std::string& probe) override {
+    std::lock_guard lock(mu_);
+    return policies_.remove(service, probe);
+  }
+
   void stop() override {
     std::vector<std::shared_ptr<Subscriber>> subs;
     {

@@ -12,6 +12,7 @@
 #include "broker/broker.h"
 #include "broker/broker_metrics.h"
 #include "broker/nats_naming.h"
+#include "broker/policy_controller.h"
 #include "common/duration.h"
 #include "common/error.h"
 #include "forward/channel.h"
@@ -147,6 +148,25 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--otlp-timeout", otlp_timeout, "deadline of one OTLP export call")
       ->capture_default_str();
+  bool k8s_policies = false;
+  mcp::kube::ApiConfig k8s_api;
+  std::string k8s_qps_window = "10s";
+  double k8s_qps_hysteresis = 0.2;
+  app.add_flag("--k8s-policies", k8s_policies,
+               "run the SamplingPolicy controller: watch SamplingPolicy objects (every namespace) "
+               "through the Kubernetes API and apply them as this broker's policies");
+  app.add_option("--k8s-api-server", k8s_api.server,
+                 "https://HOST:PORT of the Kubernetes API (default: in-cluster, $KUBERNETES_SERVICE_HOST)");
+  app.add_option("--k8s-token-file", k8s_api.token_file,
+                 "bearer token file (default: the pod's service account token)");
+  app.add_option("--k8s-ca-file", k8s_api.ca_file, "CA bundle of the API server (default: the service account's)");
+  app.add_option("--k8s-qps-window", k8s_qps_window,
+                 "a SamplingPolicy's qpsThreshold compares the service's rate over this window")
+      ->capture_default_str();
+  app.add_option("--k8s-qps-hysteresis", k8s_qps_hysteresis,
+                 "a qpsThreshold policy is removed below threshold * (1 - this)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.99));
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error")->capture_default_str();
   try {
     app.parse(argc, argv);
@@ -198,6 +218,21 @@ int main(int argc, char** argv) {
       nats.publish_timeout =
           std::chrono::duration_cast<std::chrono::milliseconds>(mcp::parse_duration(publish_timeout));
     }
+    std::optional<mcp::broker::PolicyControllerOptions> controller_options;
+    if (k8s_policies) {
+      std::string why;
+      auto api = mcp::kube::resolve_api_config(k8s_api, why);
+      if (!api) throw mcp::usage_error("--k8s-policies: " + why);
+      controller_options.emplace();
+      controller_options->api = *api;
+      controller_options->qps_window =
+          std::chrono::duration_cast<std::chrono::milliseconds>(mcp::parse_duration(k8s_qps_window));
+      if (controller_options->qps_window.count() <= 0) throw mcp::usage_error("--k8s-qps-window must be positive");
+      controller_options->tick = std::min(std::chrono::milliseconds(1000), controller_options->qps_window / 5);
+      controller_options->qps_hysteresis = k8s_qps_hysteresis;
+    } else if (!k8s_api.server.empty() || !k8s_api.token_file.empty() || !k8s_api.ca_file.empty()) {
+      throw mcp::usage_error("--k8s-api-server, --k8s-token-file and --k8s-ca-file need --k8s-policies");
+    }
     // Checked before the broker starts, so a bad address is a usage error with nothing running.
     std::optional<mcp::metrics::ListenAddress> metrics_address;
     if (!metrics_listen.empty()) metrics_address = mcp::metrics::parse_listen_address(metrics_listen);
@@ -213,6 +248,12 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "mcp-broker: metrics on %s:%d\n", metrics_address->host.c_str(),
                    metrics_server->port());
     }
+    // After the broker (stopped before it): the controller applies policies through it.
+    std::optional<mcp::broker::PolicyController> controller;
+    if (controller_options) {
+      controller.emplace(*controller_options, mcp::broker::broker_policy_target(broker));
+      controller->start();
+    }
     const auto colon = options.listen.rfind(':');
     std::fprintf(stderr, "mcp-broker: listening on %s:%d\n",
                  options.listen.substr(0, colon).c_str(), broker.port());
@@ -220,6 +261,7 @@ int main(int argc, char** argv) {
     int sig = 0;
     sigwait(&stop_signals, &sig);
     spdlog::info("signal {}: shutting down", sig);
+    if (controller) controller->stop();
     broker.shutdown(std::chrono::seconds(2));
     return 0;
   } catch (const mcp::Error& e) {

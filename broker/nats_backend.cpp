@@ -257,6 +257,18 @@ class NatsBackend::Impl {
     return stored;
   }
 
+  bool remove_policy(const std::string& service, const std::string& probe) {
+    {
+      std::lock_guard lock(mu_);
+      if (policies_.count({service, probe}) == 0) return false;
+    }
+    const natsStatus s = kvStore_Delete(kv_, policy_key(service, probe).c_str());
+    if (s != NATS_OK) throw runtime_error("nats backend: deleting the policy: " + describe(s));
+    std::lock_guard lock(mu_);
+    policies_.erase({service, probe});  // the watcher's delete finds nothing more to do
+    return true;
+  }
+
   std::vector<mcp::v1::Policy> policies() const {
     std::lock_guard lock(mu_);
     std::vector<mcp::v1::Policy> out;
@@ -615,5 +627,8 @@ mcp::v1::Policy NatsBackend::apply_policy(const mcp::v1::Policy& policy, uint32_
   return impl_->apply_policy(policy, pushed);
 }
 std::vector<mcp::v1::Policy> NatsBackend::policies() const { return impl_->policies(); }
+bool NatsBackend::remove_policy(const std::string& service, const std::string& probe) {
+  return impl_->remove_policy(service, probe);
+}
 
 }  // namespace mcp::broker

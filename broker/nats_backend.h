@@ -75,6 +75,8 @@ class NatsBackend {
   // (up to 5 s) until this broker's watcher has seen it; *pushed = agents of this broker told.
   mcp::v1::Policy apply_policy(const mcp::v1::Policy& policy, uint32_t* pushed);
   std::vector<mcp::v1::Policy> policies() const;
+  // Deletes the key; every broker's watcher drops the policy. False when it was not there.
+  bool remove_policy(const std::string& service, const std::string& probe);
 
   class Impl;
 

@@ -23,6 +23,14 @@ void validate_policy(const mcp::v1::Policy& policy) {
   if (rate == 0 && qps == 0) throw usage_error("a policy needs sampling_rate or target_qps");
   if (policy.service().size() > 1024 || policy.probe().size() > 1024)
     throw usage_error("service and probe must be at most 1024 bytes");
+  const std::string& prefix = policy.trace_id_prefix();
+  if (prefix.size() > 16 || prefix.find_first_not_of("0123456789abcdef") != std::string::npos)
+    throw usage_error("trace_id_prefix must be lowercase hex, at most 16 digits");
+  if (policy.service_labels_size() > 32) throw usage_error("service_labels: at most 32 pairs");
+  for (const auto& [k, v] : policy.service_labels())
+    if (k.empty() || k.size() > 256 || v.size() > 256)
+      throw usage_error("service_labels: keys of 1 to 256 bytes, values of at most 256");
+  if (policy.source().size() > 1024) throw usage_error("source must be at most 1024 bytes");
 }
 
 PolicyStore::PolicyStore(std::filesystem::path file) : file_(std::move(file)) {
@@ -49,6 +57,10 @@ PolicyStore::PolicyStore(std::filesystem::path file) : file_(std::move(file)) {
       p.set_sampling_rate(j.value("sampling_rate", 0.0));  // NaN was stored as null: throws
       p.set_target_qps(j.value("target_qps", 0.0));
       p.set_updated_unix_ns(j.value("updated_unix_ns", uint64_t{0}));
+      if (j.contains("service_labels"))
+        for (const auto& [k, v] : j["service_labels"].items()) (*p.mutable_service_labels())[k] = v.get<std::string>();
+      p.set_trace_id_prefix(j.value("trace_id_prefix", ""));
+      p.set_source(j.value("source", ""));
       validate_policy(p);
       policies_[{p.service(), p.probe()}] = p;
     } catch (const std::exception& e) {
@@ -79,6 +91,12 @@ mcp::v1::Policy PolicyStore::apply(const mcp::v1::Policy& policy) {
   return stored;
 }
 
+bool PolicyStore::remove(const std::string& service, const std::string& probe) {
+  if (policies_.erase({service, probe}) == 0) return false;
+  persist();
+  return true;
+}
+
 std::vector<mcp::v1::Policy> PolicyStore::list() const {
   std::vector<mcp::v1::Policy> out;
   for (const auto& [key, p] : policies_) out.push_back(p);
@@ -89,11 +107,16 @@ void PolicyStore::persist() const {
   if (file_.empty()) return;
   nlohmann::json json = nlohmann::json::array();
   for (const auto& [key, p] : policies_) {
-    json.push_back({{"service", p.service()},
-                    {"probe", p.probe()},
-                    {"sampling_rate", p.sampling_rate()},
-                    {"target_qps", p.target_qps()},
-                    {"updated_unix_ns", p.updated_unix_ns()}});
+    nlohmann::json record{{"service", p.service()},
+                          {"probe", p.probe()},
+                          {"sampling_rate", p.sampling_rate()},
+                          {"target_qps", p.target_qps()},
+                          {"updated_unix_ns", p.updated_unix_ns()}};
+    if (p.service_labels_size() > 0)
+      record["service_labels"] = std::map<std::string, std::string>(p.service_labels().begin(), p.service_labels().end());
+    if (!p.trace_id_prefix().empty()) record["trace_id_prefix"] = p.trace_id_prefix();
+    if (!p.source().empty()) record["source"] = p.source();
+    json.push_back(std::move(record));
   }
   write_file_atomically(file_, json.dump(2));
 }

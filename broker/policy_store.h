@@ -17,7 +17,8 @@ namespace mcp::broker {
 
 // Policy bounds (README "Broker limits"): sampling_rate 0 (unset) or in [1e-6, 1]; target_qps
 // 0 (unset) or in [0.01, 1e7] events/s; at least one set; both finite; service and probe at most
-// 1024 bytes. Throws mcp::Error (usage) naming the field.
+// 1024 bytes; trace_id_prefix lowercase hex of at most 16 digits; at most 32 service_labels,
+// keys and values at most 256 bytes. Throws mcp::Error (usage) naming the field.
 inline constexpr double kMinSamplingRate = 1e-6;
 inline constexpr double kMinTargetQps = 0.01;
 inline constexpr double kMaxTargetQps = 1e7;
@@ -31,6 +32,8 @@ class PolicyStore {
   // validate_policy(), then stamps and stores.
   mcp::v1::Policy apply(const mcp::v1::Policy& policy);
   std::vector<mcp::v1::Policy> list() const;
+  // Removes the policy of (service, probe); false when there was none.
+  bool remove(const std::string& service, const std::string& probe);
 
  private:
   void persist() const;

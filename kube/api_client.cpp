@@ -103,6 +103,45 @@ ApiResponse ApiClient::run(const std::string& target, int read_timeout_s,
   return out;
 }
 
+ApiResponse ApiClient::put(const std::string& target, const std::string& body) {
+  return write(true, target, body, "application/json");
+}
+
+ApiResponse ApiClient::patch(const std::string& target, const std::string& body, const std::string& content_type) {
+  return write(false, target, body, content_type);
+}
+
+ApiResponse ApiClient::write(bool put, const std::string& target, const std::string& body,
+                             const std::string& content_type) {
+  ApiResponse out;
+  {
+    std::lock_guard lk(mu_);
+    if (stopped_) {
+      out.error = "stopped";
+      return out;
+    }
+    in_flight_ = true;
+  }
+  httplib::Headers headers{{"Accept", "application/json"}};
+  if (const std::string t = token(); !t.empty()) headers.emplace("Authorization", "Bearer " + t);
+  http_->set_read_timeout(30, 0);
+  auto res = put ? http_->Put(target, headers, body, content_type) : http_->Patch(target, headers, body, content_type);
+  if (res) {
+    out.status = res->status;
+    out.body = res->body;
+  } else {
+    out.error = stopped_ ? "stopped" : httplib::to_string(res.error());
+    if (res.error() == httplib::Error::SSLServerVerification)
+      out.error += " (the server's certificate is not signed by " + config_.ca_file + ")";
+  }
+  {
+    std::lock_guard lk(mu_);
+    in_flight_ = false;
+  }
+  done_.notify_all();
+  return out;
+}
+
 void ApiClient::stop() {
   std::unique_lock lk(mu_);
   stopped_ = true;

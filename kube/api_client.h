@@ -2,6 +2,8 @@
 // against the configured CA bundle), authenticated with the bearer token from the token
 // file, which is read again whenever the file changes (inode, size or mtime: the kubelet
 // swaps a projected token's symlink when it rotates it).
+// Writes (PUT, PATCH) send a JSON body and return the whole response body, e.g. a status
+// subresource update (the SamplingPolicy controller, broker/policy_controller.h).
 // One request at a time (a ListWatch owns one client on its thread); stop() may be called
 // from any thread: it aborts the request in flight and makes every later one fail at once.
 #pragma once
@@ -41,6 +43,11 @@ class ApiClient {
   // (error set), on_line returns false (error "cancelled") or stop() is called.
   ApiResponse stream_lines(const std::string& target, int read_timeout_s,
                            const std::function<bool(std::string_view line)>& on_line);
+  // PUT `body` (application/json) to `target`.
+  ApiResponse put(const std::string& target, const std::string& body);
+  // PATCH `target` with `body` of `content_type` (a JSON merge patch by default).
+  ApiResponse patch(const std::string& target, const std::string& body,
+                    const std::string& content_type = "application/merge-patch+json");
   void stop();
   bool stopped() const { return stopped_.load(); }
   const ApiConfig& config() const { return config_; }
@@ -49,6 +56,8 @@ class ApiClient {
   std::string token();  // the token file's content, re-read when the file changed
   ApiResponse run(const std::string& target, int read_timeout_s,
                   const std::function<bool(std::string_view)>* on_line);
+  ApiResponse write(bool put, const std::string& target, const std::string& body,
+                    const std::string& content_type);
 
   ApiConfig config_;
   std::unique_ptr<httplib::Client> http_;

@@ -14,6 +14,15 @@
 // Every change bumps the resourceVersion; bookmark() sends a BOOKMARK at the current
 // version to every watch that allowed them; drop_watches() closes every open watch
 // connection mid-stream (no terminating chunk), as a dying apiserver or proxy does.
+// SamplingPolicies (sampling.mcp.dev/v1alpha1) are served the same way, cluster-wide, in the
+// same resourceVersion sequence as the pods (one etcd revision for every kind, as the real
+// server has):
+//   GET /apis/sampling.mcp.dev/v1alpha1/samplingpolicies[?watch=1&resourceVersion=RV...]
+//   PATCH (merge patch) or PUT /apis/sampling.mcp.dev/v1alpha1/namespaces/NS/samplingpolicies/
+//       NAME/status: replaces .status only (a PUT whose metadata.resourceVersion is stale:
+//       409 Conflict), bumps the resourceVersion, not the generation, and sends MODIFIED, as
+//       the status subresource does; every write is recorded (status_writes()).
+// put_policy() bumps metadata.generation when the spec changed, as the server does.
 // Every request is recorded (path, parameters, Authorization). Header-only.
 #pragma once
 #include <httplib.h>
@@ -62,6 +71,11 @@ class FakeApiServer {
     server_ = std::make_unique<httplib::SSLServer>(ca_file().c_str(), (dir_ / "apiserver.key").c_str());
     if (!server_->is_valid()) throw std::runtime_error("SSLServer rejected the certificate");
     server_->Get("/api/v1/pods", [this](const httplib::Request& req, httplib::Response& res) { pods(req, res); });
+    server_->Get(kPolicies, [this](const httplib::Request& req, httplib::Response& res) { serve(req, res, "SamplingPolicy"); });
+    const std::string status_path =
+        "/apis/sampling.mcp.dev/v1alpha1/namespaces/([^/]+)/samplingpolicies/([^/]+)/status";
+    server_->Patch(status_path, [this](const httplib::Request& req, httplib::Response& res) { write_status(req, res, false); });
+    server_->Put(status_path, [this](const httplib::Request& req, httplib::Response& res) { write_status(req, res, true); });
     port_ = server_->bind_to_any_port("127.0.0.1");
     if (port_ <= 0) throw std::runtime_error("bind 127.0.0.1:0 failed");
     thread_ = std::thread([this] { server_->listen_after_bind(); });
@@ -124,6 +138,57 @@ class FakeApiServer {
     cv_.notify_all();
     return rv_;
   }
+  static constexpr const char* kPolicies = "/apis/sampling.mcp.dev/v1alpha1/samplingpolicies";
+  struct StatusWrite {
+    std::string ns, name, method, body;  // method "PATCH" or "PUT"; body as received
+    int status = 0;                      // what the server answered
+  };
+
+  // A SamplingPolicy as the API server returns it (uid "uid-NS-NAME").
+  static json make_policy(const std::string& ns, const std::string& name, const json& spec) {
+    return {{"kind", "SamplingPolicy"},
+            {"apiVersion", "sampling.mcp.dev/v1alpha1"},
+            {"metadata", {{"name", name}, {"namespace", ns}, {"uid", "uid-" + ns + "-" + name}}},
+            {"spec", spec}};
+  }
+  // Adds or replaces (MODIFIED) a policy, keeping its status; generation 1 on create, +1
+  // when the spec changed. Returns the new resourceVersion.
+  uint64_t put_policy(json policy) {
+    std::lock_guard lk(mu_);
+    const std::string uid = policy["metadata"]["uid"];
+    const auto old = policies_.find(uid);
+    int64_t generation = 1;
+    if (old != policies_.end()) {
+      generation = old->second["metadata"].value("generation", int64_t{1}) + (old->second["spec"] != policy["spec"] ? 1 : 0);
+      if (old->second.contains("status")) policy["status"] = old->second["status"];
+    }
+    policy["metadata"]["generation"] = generation;
+    policy["metadata"]["resourceVersion"] = std::to_string(++rv_);
+    policies_[uid] = policy;
+    history_.push_back({rv_, old != policies_.end() ? "MODIFIED" : "ADDED", policy});
+    cv_.notify_all();
+    return rv_;
+  }
+  uint64_t delete_policy(const std::string& ns, const std::string& name) {
+    std::lock_guard lk(mu_);
+    json p = policies_.at("uid-" + ns + "-" + name);
+    policies_.erase("uid-" + ns + "-" + name);
+    p["metadata"]["resourceVersion"] = std::to_string(++rv_);
+    history_.push_back({rv_, "DELETED", p});
+    cv_.notify_all();
+    return rv_;
+  }
+  // The stored object (null when absent).
+  json policy(const std::string& ns, const std::string& name) const {
+    std::lock_guard lk(mu_);
+    const auto it = policies_.find("uid-" + ns + "-" + name);
+    return it == policies_.end() ? json() : it->second;
+  }
+  std::vector<StatusWrite> status_writes() const {
+    std::lock_guard lk(mu_);
+    return status_writes_;
+  }
+
   uint64_t delete_pod(const std::string& uid) {
     std::lock_guard lk(mu_);
     json pod = pods_.at(uid);
@@ -174,6 +239,7 @@ class FakeApiServer {
     uint64_t epoch = 0;
     bool bookmarks = false;
     std::string node;         // empty: every node
+    std::string kind = "Pod";
     std::string first_lines;  // synthetic ADDED, or the ERROR 410
     bool end_after_first = false;
   };
@@ -186,7 +252,14 @@ class FakeApiServer {
     return node.empty() || pod["spec"].value("nodeName", "") == node;
   }
 
-  void pods(const httplib::Request& req, httplib::Response& res) {
+  void pods(const httplib::Request& req, httplib::Response& res) { serve(req, res, "Pod"); }
+  std::map<std::string, json>& objects(const std::string& kind) { return kind == "Pod" ? pods_ : policies_; }
+  static bool of_kind(const Change& c, const std::string& kind) {
+    return c.type == "BOOKMARK" || c.object.value("kind", "") == kind;
+  }
+
+  // list and watch of `kind` (Pod or SamplingPolicy); the node field selector only for pods.
+  void serve(const httplib::Request& req, httplib::Response& res, const std::string& kind) {
     Request r{req.path, {}, req.get_header_value("Authorization")};
     for (const auto& [k, v] : req.params) r.params[k] = v;
     std::unique_lock lk(mu_);
@@ -198,7 +271,7 @@ class FakeApiServer {
     }
     std::string node;
     if (const std::string fs = r.param("fieldSelector"); !fs.empty()) {
-      if (fs.rfind("spec.nodeName=", 0) != 0) {
+      if (kind != "Pod" || fs.rfind("spec.nodeName=", 0) != 0) {
         res.status = 400;
         res.set_content(status(400, "BadRequest", "field label not supported: " + fs).dump(), "application/json");
         return;
@@ -207,9 +280,9 @@ class FakeApiServer {
     }
     if (!r.watch()) {
       json items = json::array();
-      for (const auto& [uid, pod] : pods_)
+      for (const auto& [uid, pod] : objects(kind))
         if (on_node(pod, node)) items.push_back(pod);
-      res.set_content(json{{"kind", "PodList"}, {"apiVersion", "v1"},
+      res.set_content(json{{"kind", kind + "List"}, {"apiVersion", kind == "Pod" ? "v1" : "sampling.mcp.dev/v1alpha1"},
                            {"metadata", {{"resourceVersion", std::to_string(rv_)}}}, {"items", items}}
                           .dump(),
                       "application/json");
@@ -219,10 +292,11 @@ class FakeApiServer {
     w->epoch = drop_epoch_;
     w->bookmarks = r.param("allowWatchBookmarks") == "true";
     w->node = node;
+    w->kind = kind;
     const std::string from = r.param("resourceVersion");
     const uint64_t from_rv = from.empty() ? 0 : std::stoull(from);
     if (from_rv == 0) {
-      for (const auto& [uid, pod] : pods_)
+      for (const auto& [uid, pod] : objects(kind))
         if (on_node(pod, node)) w->first_lines += json{{"type", "ADDED"}, {"object", pod}}.dump() + "\n";
       w->cursor = history_.size();
     } else if (from_rv < compacted_) {
@@ -252,7 +326,7 @@ class FakeApiServer {
               if (stopping_ || drop_epoch_ != w->epoch) return false;  // the connection closes mid-stream
               for (; w->cursor < history_.size(); w->cursor++) {
                 const Change& c = history_[w->cursor];
-                if (c.type == "BOOKMARK" ? !w->bookmarks : !on_node(c.object, w->node)) continue;
+                if (!of_kind(c, w->kind) || (c.type == "BOOKMARK" ? !w->bookmarks : !on_node(c.object, w->node))) continue;
                 out += json{{"type", c.type}, {"object", c.object}}.dump() + "\n";
               }
             }
@@ -265,6 +339,47 @@ class FakeApiServer {
           std::lock_guard lk(mu_);
           open_watches_--;
         });
+  }
+
+  void write_status(const httplib::Request& req, httplib::Response& res, bool put) {
+    const std::string ns = req.matches[1], name = req.matches[2];
+    std::unique_lock lk(mu_);
+    requests_.push_back(Request{req.path, {}, req.get_header_value("Authorization")});
+    StatusWrite w{ns, name, put ? "PUT" : "PATCH", req.body};
+    auto answer = [&](int code, const json& body) {
+      res.status = w.status = code;
+      res.set_content(body.dump(), "application/json");
+      status_writes_.push_back(w);
+    };
+    if (req.get_header_value("Authorization") != "Bearer " + token_)
+      return answer(401, status(401, "Unauthorized", "Unauthorized"));
+    const auto it = policies_.find("uid-" + ns + "-" + name);
+    if (it == policies_.end())
+      return answer(404, status(404, "NotFound", "samplingpolicies \"" + name + "\" not found"));
+    json body = json::parse(req.body, nullptr, false);
+    if (body.is_discarded() || !body.is_object())
+      return answer(400, status(400, "BadRequest", "the body is not a JSON object"));
+    if (put && req.get_header_value("Content-Type") != "application/json")
+      return answer(415, status(415, "UnsupportedMediaType", "PUT takes application/json"));
+    if (!put && req.get_header_value("Content-Type") != "application/merge-patch+json" &&
+        req.get_header_value("Content-Type") != "application/json-patch+json")
+      return answer(415, status(415, "UnsupportedMediaType", "unsupported patch type"));
+    json& obj = it->second;
+    if (put) {
+      const std::string want = body["metadata"].value("resourceVersion", "");
+      if (!want.empty() && want != obj["metadata"].value("resourceVersion", ""))
+        return answer(409, status(409, "Conflict", "the object has been modified"));
+      obj["status"] = body.value("status", json::object());
+    } else {
+      if (!body.contains("status")) return answer(200, obj);  // nothing for this subresource
+      json merged = obj.value("status", json::object());
+      merged.merge_patch(body["status"]);
+      obj["status"] = merged;
+    }
+    obj["metadata"]["resourceVersion"] = std::to_string(++rv_);
+    history_.push_back({rv_, "MODIFIED", obj});
+    cv_.notify_all();
+    answer(200, obj);
   }
 
   std::filesystem::path dir_;
@@ -281,6 +396,8 @@ class FakeApiServer {
   bool stopping_ = false;
   int open_watches_ = 0;
   std::map<std::string, json> pods_;  // by uid
+  std::map<std::string, json> policies_;  // by uid
+  std::vector<StatusWrite> status_writes_;
   std::vector<Change> history_;
   std::vector<Request> requests_;
 };

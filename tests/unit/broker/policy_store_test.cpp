@@ -39,6 +39,44 @@ TEST(PolicyStore, LatestPolicyPerServiceAndProbeSurvivesARestart) {
   std::filesystem::remove(file);
 }
 
+TEST(PolicyStore, ConditionsSurviveARestartAndRemoveIsPersisted) {
+  const auto file = std::filesystem::temp_directory_path() /
+                    ("mcp-policies-" + std::to_string(std::random_device{}()) + ".json");
+  {
+    PolicyStore store(file);
+    mcp::v1::Policy p;
+    p.set_service("cart");
+    p.set_sampling_rate(0.1);
+    (*p.mutable_service_labels())["version"] = "v2";
+    p.set_trace_id_prefix("00ab");
+    p.set_source("SamplingPolicy shop/cart");
+    store.apply(p);
+    p.set_service("gone");
+    store.apply(p);
+    EXPECT_TRUE(store.remove("gone", ""));
+    EXPECT_FALSE(store.remove("gone", ""));
+  }
+  PolicyStore reloaded(file);
+  const auto list = reloaded.list();
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0].service(), "cart");
+  EXPECT_EQ(list[0].service_labels().at("version"), "v2");
+  EXPECT_EQ(list[0].trace_id_prefix(), "00ab");
+  EXPECT_EQ(list[0].source(), "SamplingPolicy shop/cart");
+  std::filesystem::remove(file);
+}
+
+TEST(PolicyStore, RejectsATraceIdPrefixThatIsNotShortLowercaseHex) {
+  mcp::v1::Policy p;
+  p.set_sampling_rate(1);
+  for (const char* bad : {"00AB", "xyz", "0123456789abcdef0"}) {
+    p.set_trace_id_prefix(bad);
+    EXPECT_THROW(validate_policy(p), Error) << bad;
+  }
+  p.set_trace_id_prefix("0123456789abcdef");
+  EXPECT_NO_THROW(validate_policy(p));
+}
+
 TEST(PolicyStore, RejectsARateOutsideZeroToOne) {
   PolicyStore store;
   mcp::v1::Policy p;

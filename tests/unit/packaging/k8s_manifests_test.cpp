@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <regex>
 #include <set>
 
 #include "metrics/server.h"
@@ -403,6 +404,57 @@ TEST(K8sNetworkPolicy, OnlyAgentsAndLabelledConsumersReachTheBrokerPort) {
   EXPECT_TRUE(agents_allowed) << "the agents cannot reach the broker";
   ASSERT_EQ(rule["ports"].size(), 1u);
   EXPECT_EQ(rule["ports"][0]["port"].as<int>(), 9090);
+}
+
+// The broker's SamplingPolicy controller (broker/policy_controller.h) reads the objects and
+// writes their status subresource: exactly that, and the deployment runs it.
+TEST(K8sRbac, BrokerAccountMayReadPoliciesAndWriteOnlyTheirStatus) {
+  const auto& m = manifests();
+  auto dep = m.find("Deployment", "mcp-broker");
+  ASSERT_TRUE(dep);
+  const std::string sa = dep["spec"]["template"]["spec"]["serviceAccountName"].as<std::string>();
+  ASSERT_TRUE(m.find("ServiceAccount", sa));
+  std::vector<YAML::Node> roles;
+  for (const auto& b : m.all("ClusterRoleBinding"))
+    for (const auto& s : b["subjects"])
+      if (s["kind"].as<std::string>() == "ServiceAccount" && s["name"].as<std::string>() == sa &&
+          s["namespace"].as<std::string>() == "mcp-system")
+        roles.push_back(m.find("ClusterRole", b["roleRef"]["name"].as<std::string>()));
+  ASSERT_EQ(roles.size(), 1u) << "one ClusterRole bound to " << sa;
+  const std::string group =
+      m.find("CustomResourceDefinition", "samplingpolicies.sampling.mcp.dev")["spec"]["group"].as<std::string>();
+  std::set<std::string> grants;  // "group/resource verb"
+  for (const auto& r : roles[0]["rules"])
+    for (const auto& g : r["apiGroups"])
+      for (const auto& res : r["resources"])
+        for (const auto& v : r["verbs"])
+          grants.insert(g.as<std::string>() + "/" + res.as<std::string>() + " " + v.as<std::string>());
+  const std::set<std::string> want{group + "/samplingpolicies get", group + "/samplingpolicies list",
+                                   group + "/samplingpolicies watch", group + "/samplingpolicies/status update",
+                                   group + "/samplingpolicies/status patch"};
+  EXPECT_EQ(grants, want);
+  auto cmd = dep["spec"]["template"]["spec"]["containers"][0]["command"].as<std::vector<std::string>>();
+  EXPECT_NE(std::find(cmd.begin(), cmd.end(), "--k8s-policies"), cmd.end()) << "the broker runs no controller";
+}
+
+TEST(K8sSamplingPolicyCrd, HasTheControllersConditionsAndStatus) {
+  auto crd = manifests().find("CustomResourceDefinition", "samplingpolicies.sampling.mcp.dev");
+  ASSERT_TRUE(crd);
+  auto version = crd["spec"]["versions"][0];
+  EXPECT_TRUE(version["subresources"]["status"]) << "status writes need the status subresource";
+  auto props = crd_spec_schema()["properties"];
+  EXPECT_EQ(props["serviceLabels"]["additionalProperties"]["type"].as<std::string>(), "string");
+  EXPECT_EQ(props["qpsThreshold"]["type"].as<std::string>(), "number");
+  EXPECT_EQ(props["qpsThreshold"]["minimum"].as<double>(), 0.0);
+  // The pattern admits what the broker validates: hex, at most 16 digits.
+  const std::regex pattern(props["traceIdPrefix"]["pattern"].as<std::string>(), std::regex::extended);
+  EXPECT_TRUE(std::regex_match("00AF", pattern));
+  EXPECT_TRUE(std::regex_match("0123456789abcdef", pattern));
+  EXPECT_FALSE(std::regex_match("0123456789abcdef0", pattern));
+  EXPECT_FALSE(std::regex_match("xyz", pattern));
+  auto status = version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"];
+  for (const char* field : {"observedGeneration", "appliedAgents", "active", "observedQps", "message", "conditions"})
+    EXPECT_TRUE(status[field]) << field;
 }
 
 }  // namespace
