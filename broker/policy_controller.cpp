@@ -2,7 +2,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstdio>
+#include <ctime>
 #include <set>
 
 #include "broker/broker.h"
@@ -108,7 +112,8 @@ PolicyTarget broker_policy_target(Broker& broker) {
   t.list = [&broker] { return broker.policies(); };
   t.service_counts = [&broker] {
     std::map<std::string, double> out;
-    for (const auto& ps : broker.stats().probes()) out[ps.service()] += ps.adjusted_count();
+    const mcp::v1::StatsReply stats = broker.stats();
+    for (const auto& ps : stats.probes()) out[ps.service()] += ps.adjusted_count();
     return out;
   };
   return t;
