@@ -9,6 +9,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "otlp/mapping.h"
+
 namespace mcp::broker {
 namespace {
 
@@ -23,15 +25,7 @@ const std::string& empty_string() {
   return empty;
 }
 
-std::string_view kind_name(mcp::v1::EventKind kind) {
-  switch (kind) {
-    case mcp::v1::EVENT_KIND_UPROBE: return "uprobe";
-    case mcp::v1::EVENT_KIND_URETPROBE: return "uretprobe";
-    case mcp::v1::EVENT_KIND_SYSCALL: return "syscall";
-    case mcp::v1::EVENT_KIND_CUDA: return "cuda";
-    default: return "";
-  }
-}
+using otlp::kind_name;
 
 mcp::v1::EventKind kind_of(const std::string& name) {
   if (name == "uprobe") return mcp::v1::EVENT_KIND_UPROBE;
