@@ -246,11 +246,18 @@ void expect_no_bookkeeping(const std::vector<nlohmann::json>& events) {
   }
 }
 
-TEST(CudaDriver, ModuleFunctionLaunchesAreNamedByTheNameTheyWereLookedUpBy) {
+// Both return modes: the name is copied by the return half, a session's or a uretprobe's.
+class CudaDriver : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaDriver, ModuleFunctionLaunchesAreNamedByTheNameTheyWereLookedUpBy) {
   MCP_REQUIRE_BPF();
   const EventFile out;
-  auto r = run_command(trace_stand_ins({"--output", out.path}, "module", 4));
+  auto argv = trace_stand_ins({"--output", out.path}, "module", 4);
+  argv.insert(argv.begin(), {"/usr/bin/env", "MCP_UPROBE_SESSION=" + GetParam()});
+  auto r = run_command(argv);
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find(GetParam() == "off" ? "uprobe returns: uretprobe" : "uprobe returns: session"),
+            std::string::npos) << r.err;
   const auto events = out.events();
   expect_no_bookkeeping(events);
   int vec_add = 0, saxpy = 0, long_named = 0;
@@ -279,7 +286,9 @@ TEST(CudaDriver, ModuleFunctionLaunchesAreNamedByTheNameTheyWereLookedUpBy) {
 
 // A CUkernel is launched as itself (CUDA 12+ allows it as a CUfunction) or through the
 // CUfunction cuKernelGetFunction gives for it: both carry the name the library lookup used.
-TEST(CudaDriver, LibraryKernelsAreNamedLaunchedDirectlyOrThroughTheirFunction) {
+INSTANTIATE_TEST_SUITE_P(Modes, CudaDriver, ::testing::Values("on", "off"));
+
+TEST(CudaDriverLibrary, KernelsAreNamedLaunchedDirectlyOrThroughTheirFunction) {
   MCP_REQUIRE_BPF();
   const EventFile out;
   auto r = run_command(trace_stand_ins({"--output", out.path}, "library", 3));
@@ -293,7 +302,7 @@ TEST(CudaDriver, LibraryKernelsAreNamedLaunchedDirectlyOrThroughTheirFunction) {
 
 // The hot path stays one trap: a sampled-out driver launch runs its entry program only
 // (the name lookup is in userspace, from bookkeeping done once per function).
-TEST(CudaDriver, ASampledOutDriverLaunchRunsOneProbeProgram) {
+TEST(CudaDriverCost, ASampledOutDriverLaunchRunsOneProbeProgram) {
   MCP_REQUIRE_BPF();
   mcp::test::BpfStats stats;
   if (!stats.enabled()) GTEST_SKIP() << "BPF_ENABLE_STATS refused";
