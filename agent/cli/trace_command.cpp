@@ -15,6 +15,7 @@
 #include "forward/agent_id.h"
 #include "loader/bpf_session.h"
 #include "loader/target_resolver.h"
+#include "otlp/event_sink.h"
 #include "runtime/runtime.h"
 
 #ifndef MCP_VERSION
@@ -81,7 +82,8 @@ runtime::RuntimeSpec spec_of(const TraceOptions& o, pid_t target) {
   spec.control.accept_policies = !o.brokers.empty();
   spec.policy_service = o.service;
   spec.export_filter = o.export_filter;
-  if (o.brokers.empty() || o.also_stdout) spec.stream = runtime::StreamSpec{o.format, o.output};
+  const bool otlp = !o.otlp.options.endpoint.empty();
+  if ((o.brokers.empty() && !otlp) || o.also_stdout) spec.stream = runtime::StreamSpec{o.format, o.output};
   if (!o.brokers.empty()) {
     ForwarderOptions fo;
     fo.brokers = parse_broker_list(o.brokers);
@@ -93,6 +95,12 @@ runtime::RuntimeSpec spec_of(const TraceOptions& o, pid_t target) {
     fo.tls = {o.tls_ca, o.tls_cert, o.tls_key};
     fo.token_file = o.token_file;
     spec.broker = std::move(fo);
+  }
+  if (otlp) {
+    // Resource host.name is this host's; mcp.agent.id the run's own id, as the broker's would be.
+    const std::string id = spec.broker ? spec.broker->agent_id : o.agent_id;
+    spec.sinks.push_back(std::make_shared<otlp::OtlpSink>(
+        o.otlp.options, otlp::Origin{id.empty() ? unique_agent_id() : id, host_name()}));
   }
   spec.max_events = o.max_events;
   spec.duration = o.duration;
