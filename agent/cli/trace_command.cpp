@@ -75,7 +75,8 @@ runtime::RuntimeSpec spec_of(const TraceOptions& o, pid_t target) {
   spec.session.cuda_hold_ns = static_cast<uint64_t>(o.slow_hold.count());
   spec.session.ringbuf_bytes = o.ringbuf_bytes;
   spec.session.wakeup_bytes = o.wakeup_bytes;
-  spec.pod_names = k8s::PodNamesSpec{};  // in a pod with a service account and NODE_NAME: names too
+  // In a pod with a service account and NODE_NAME: names too; --config: its kubernetes section.
+  spec.pod_names = o.config ? runtime::pod_names_of(*o.config) : k8s::PodNamesSpec{};
   spec.control.quotas = runtime::quota_table(o.tenant_quotas, o.default_quota);  // merged with --config's
   spec.session.quotas = spec.control.quotas.has_value();
   // With --config the file's probes have their own rates and targets: --target-qps steers

@@ -129,13 +129,7 @@ runtime::RuntimeSpec spec_of(const config::Config& cfg, const RunFlags& flags) {
     spec.stream = runtime::StreamSpec{"json", ""};
   }
   spec.ready_file = !flags.ready_file.empty() ? flags.ready_file : cfg.ready_file;  // the flag wins
-  if (cfg.kubernetes.pod_names) {
-    k8s::PodNamesSpec names;
-    names.api = {cfg.kubernetes.api_server, cfg.kubernetes.token_file, cfg.kubernetes.ca_file};
-    names.node_name = cfg.node_name;  // empty: $NODE_NAME
-    names.labels = cfg.kubernetes.pod_labels;
-    spec.pod_names = std::move(names);
-  }
+  spec.pod_names = runtime::pod_names_of(cfg);
   // Events in the on-disk spool are sent after a restart; events gone are a failure.
   spec.kept_on_disk_is_delivered = true;
   return spec;

@@ -47,4 +47,13 @@ ForwarderOptions forwarder_of(const config::BrokerConfig& broker) {
   return fo;
 }
 
+std::optional<k8s::PodNamesSpec> pod_names_of(const config::Config& cfg) {
+  if (!cfg.kubernetes.pod_names) return std::nullopt;
+  k8s::PodNamesSpec names;
+  names.api = {cfg.kubernetes.api_server, cfg.kubernetes.token_file, cfg.kubernetes.ca_file};
+  names.node_name = cfg.node_name;  // empty: $NODE_NAME
+  names.labels = cfg.kubernetes.pod_labels;
+  return names;
+}
+
 }  // namespace mcp::runtime

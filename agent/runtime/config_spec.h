@@ -1,5 +1,5 @@
 // The data-path sections of agent.yaml as runtime settings: quotas, exporter filters,
-// compliance rules and the broker. The one reading of those keys, shared by `run` and
+// compliance rules, the broker and pod names. The one reading of those keys, shared by `run` and
 // `trace --config` (whose flags merge into these values, see cli/trace_options.h), so the
 // same key cannot mean two things. The probes of the same Config are ProbeSet's (probe_set.h).
 #pragma once
@@ -9,6 +9,7 @@
 #include "config/config.h"
 #include "control/tenant_quota.h"
 #include "forward/forwarder.h"
+#include "k8s/pod_names.h"
 #include "runtime/export_filter.h"
 
 namespace mcp::runtime {
@@ -29,5 +30,9 @@ std::optional<control::TenantQuotaTable> quota_table(const config::QuotaConfig& 
 // broker.addresses, token_file, tls and compression; the agent id and the spool directory
 // are the front end's (a daemon's identity differs from a one-shot run's).
 ForwarderOptions forwarder_of(const config::BrokerConfig& broker);
+
+// kubernetes (pod names from the API server's watch; node_name picks the node); none when
+// kubernetes.pod_names is false.
+std::optional<k8s::PodNamesSpec> pod_names_of(const config::Config& cfg);
 
 }  // namespace mcp::runtime
