@@ -50,7 +50,7 @@ static __always_inline bool in_slow_mode(__u32 tgid, __u64 *now)
 static __always_inline bool is_launch(__u8 api)
 {
 	return api == MCP_CUDA_LAUNCH || api == MCP_CUDA_LAUNCH_HANDLE || api == MCP_CUDA_LAUNCH_EXC ||
-	       api == MCP_CUDA_CU_LAUNCH;
+	       api == MCP_CUDA_CU_LAUNCH || api == MCP_CUDA_CU_LAUNCH_EX;
 }
 
 static __always_inline bool folds_nested(const struct mcp_probe_config *cfg)
@@ -251,6 +251,10 @@ static __always_inline int cuda_return(struct pt_regs *ctx, __u64 *cookie)
 	}
 	e->api = cfg->cuda_api;
 	e->stack_depth = 0;
+	/* a name registration (cuModuleGetFunction, cuLibraryGetKernel): the caller's
+	 * string is still in place at return; a failed read leaves it zeroed */
+	if (cfg->name_arg)
+		bpf_probe_read_user_str(e->name, sizeof(e->name), (void *)arg_at(entry->regs, cfg->name_arg));
 	if (flags & MCP_EV_SLOW_MODE) {
 		long n = bpf_get_stack(ctx, e->user_stack, sizeof(e->user_stack), BPF_F_USER_STACK);
 		e->stack_depth = n > 0 ? (__u32)((__u64)n >> 3) : 0;

@@ -109,7 +109,7 @@ struct mcp_probe_config {
 	__u8 entry_deref_arg;  /* N+1: copy MCP_CUDA_DEREF_BYTES through argument N at entry */
 	__u8 ret_deref_arg;    /* N+1: copy 8 bytes through argument N at return */
 	__u8 cuda_flags;       /* MCP_CUDA_CFG_* */
-	__u8 pad;
+	__u8 name_arg;         /* N+1: copy the NUL-terminated string at argument N into name at return */
 	__u64 cgroup_id;       /* only tasks in this cgroup or below it (v2 id; the cgroup itself is
 	                        * slot probe_id of selector_cgroups); 0 = any */
 };
@@ -161,6 +161,17 @@ MCP_STATIC_ASSERT(sizeof(struct mcp_quota_state) == 16, "mcp_quota_state layout"
  *   cudaMalloc(void **devPtr, size): rsi=size; ret_deref = *devPtr at return
  *   cudaFree(ptr), cudaStreamSynchronize(stream), cudaDeviceSynchronize(),
  *   cudaGraphLaunch(graphExec, stream)
+ *   cuLaunchKernelEx(const CUlaunchConfig *config, f, params, extra):
+ *     deref = *config: gridDimX..Z blockDimX..Z (6 x 4 bytes) sharedMemBytes (4) pad (4) hStream
+ * Bookkeeping (internal, kept at rate 1, never shown; the agent keeps the maps):
+ *   __cudaGetKernel(&handle, func): ret_deref = handle, code_* = func's place
+ *   cuModuleGetFunction(CUfunction *f, mod, name) / cuLibraryGetKernel(CUkernel *k, lib, name):
+ *     ret_deref = the handle written, name = the kernel's (mangled) name
+ *   cuKernelGetFunction(CUfunction *f, CUkernel k): ret_deref = f, rsi = k
+ *   cudaGraphCreate(cudaGraph_t *g, flags): ret_deref = the graph, created empty
+ *   cudaStreamEndCapture(stream, cudaGraph_t *g): ret_deref = the captured graph
+ *   cudaGraphAddKernelNode(node *, graph, ...): rsi = graph
+ *   cudaGraphInstantiate[WithFlags|WithParams](cudaGraphExec_t *e, graph, ...): ret_deref = e, rsi = graph
  */
 enum mcp_cuda_api {
 	MCP_CUDA_LAUNCH = 1,        /* host function pointer in rdi */
@@ -175,6 +186,13 @@ enum mcp_cuda_api {
 	MCP_CUDA_DEVICE_SYNC = 10,
 	MCP_CUDA_GRAPH_LAUNCH = 11,
 	MCP_CUDA_GET_KERNEL = 12,   /* internal: maps a kernel handle to its host function */
+	MCP_CUDA_CU_LAUNCH_EX = 13,
+	MCP_CUDA_GET_FUNCTION = 14, /* internal: names a driver function or kernel handle */
+	MCP_CUDA_KERNEL_FUNCTION = 15, /* internal: a CUfunction for a named CUkernel */
+	MCP_CUDA_GRAPH_NEW = 16,    /* internal: a graph created empty */
+	MCP_CUDA_GRAPH_ADD_KERNEL = 17, /* internal: one kernel node more in a graph */
+	MCP_CUDA_GRAPH_INSTANTIATE = 18, /* internal: an executable graph of a graph */
+	MCP_CUDA_GRAPH_CAPTURED = 19, /* internal: a graph made by stream capture */
 };
 
 #define MCP_CUDA_DEREF_BYTES 40
@@ -190,7 +208,10 @@ struct mcp_cuda_event {
 	__u64 code_inode;           /* inode of that file (0: not file-backed) */
 	__u32 api;                  /* enum mcp_cuda_api */
 	__u32 stack_depth;          /* valid frames in user_stack */
-	__u64 user_stack[MCP_MAX_STACK_DEPTH]; /* slow mode only */
+	union {
+		__u64 user_stack[MCP_MAX_STACK_DEPTH]; /* launches in slow mode only */
+		char name[MCP_MAX_STACK_DEPTH * 8];    /* probes with name_arg: NUL-terminated, truncated */
+	};
 };
 MCP_STATIC_ASSERT(sizeof(struct mcp_cuda_event) == 64 + 48 + 24 + 40 + 16 + 16 + 8 + 8 * MCP_MAX_STACK_DEPTH,
 		  "mcp_cuda_event layout");

@@ -251,30 +251,64 @@ static __always_inline __u64 mcp_wakeup_flags(__u64 size)
 								  : BPF_RB_NO_WAKEUP;
 }
 
-/* pid_tgid: the caller's bpf_get_current_pid_tgid(), taken once per program run. */
-static __always_inline void mcp_fill_header(struct mcp_event_header *h, __u64 pid_tgid,
-					    __u32 probe_id, __u16 kind, __u64 ktime, __u64 threshold,
-					    __u32 flags, __u32 size)
+/*
+ * The current task, for direct field reads: a CO-RE load from the task (and the
+ * cgroup chain) costs no call, where each helper (comm, cgroup id, pid_tgid) is a
+ * kernel function call, and calls are dear on this path (kernels with Safe RET or
+ * retpolines pay for every return and indirect jump).
+ */
+static __always_inline struct task_struct *mcp_current(void)
 {
-	__u64 id = pid_tgid;
+	return bpf_get_current_task_btf();
+}
+
+/* bpf_get_current_pid_tgid() of task: tgid << 32 | pid (both as seen from the root namespace). */
+static __always_inline __u64 mcp_pid_tgid(const struct task_struct *task)
+{
+	return (__u64)(__u32)task->tgid << 32 | (__u32)task->pid;
+}
+
+/*
+ * task: the current task (mcp_current()); pid_tgid: its mcp_pid_tgid(). comm and
+ * the cgroup id are read from the task as bpf_get_current_comm() and
+ * bpf_get_current_cgroup_id() would (task->comm is kept NUL-padded by the kernel;
+ * the cgroup chain is RCU-protected and the program runs under RCU; a load
+ * that faults reads 0).
+ */
+static __always_inline void mcp_fill_header_of(struct mcp_event_header *h, struct task_struct *task,
+					       __u64 pid_tgid, __u32 probe_id, __u16 kind, __u64 ktime,
+					       __u64 threshold, __u32 flags, __u32 size)
+{
+	const __u64 *comm = (const __u64 *)task->comm;
+	__u64 *dst = (__u64 *)h->comm;
 
 	h->ktime_ns = ktime;
-	h->cgroup_id = bpf_get_current_cgroup_id();
+	h->cgroup_id = task->cgroups->dfl_cgrp->kn->id;
 	h->threshold = threshold;
-	h->pid = id >> 32;
-	h->tid = (__u32)id;
+	h->pid = pid_tgid >> 32;
+	h->tid = (__u32)pid_tgid;
 	h->probe_id = probe_id;
 	h->kind = kind;
 	h->cpu = bpf_get_smp_processor_id();
 	h->flags = flags;
 	h->size = size;
-	bpf_get_current_comm(h->comm, sizeof(h->comm));
+	dst[0] = comm[0];
+	dst[1] = comm[1];
 }
 
-/* Emit a call record; counts it lost when the ring buffer is full. */
-static __always_inline void mcp_emit_call(__u64 pid_tgid, __u32 probe_id, __u16 kind, __u64 ktime,
-					  __u64 threshold, __u32 flags, const __u64 *args,
-					  __s64 ret, __u64 duration)
+/* pid_tgid: the caller's bpf_get_current_pid_tgid(), taken once per program run. */
+static __always_inline void mcp_fill_header(struct mcp_event_header *h, __u64 pid_tgid,
+					    __u32 probe_id, __u16 kind, __u64 ktime, __u64 threshold,
+					    __u32 flags, __u32 size)
+{
+	mcp_fill_header_of(h, mcp_current(), pid_tgid, probe_id, kind, ktime, threshold, flags, size);
+}
+
+/* Emit a call record; counts it lost when the ring buffer is full. task and
+ * pid_tgid as for mcp_fill_header_of. */
+static __always_inline void mcp_emit_call(struct task_struct *task, __u64 pid_tgid, __u32 probe_id,
+					  __u16 kind, __u64 ktime, __u64 threshold, __u32 flags,
+					  const __u64 *args, __s64 ret, __u64 duration)
 {
 	struct mcp_call_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 
@@ -282,7 +316,7 @@ static __always_inline void mcp_emit_call(__u64 pid_tgid, __u32 probe_id, __u16 
 		mcp_count(probe_id, lost);
 		return;
 	}
-	mcp_fill_header(&e->hdr, pid_tgid, probe_id, kind, ktime, threshold, flags, sizeof(*e));
+	mcp_fill_header_of(&e->hdr, task, pid_tgid, probe_id, kind, ktime, threshold, flags, sizeof(*e));
 #pragma unroll
 	for (int i = 0; i < MCP_MAX_ARGS; i++)
 		e->args[i] = args ? args[i] : 0;

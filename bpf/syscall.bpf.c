@@ -10,9 +10,9 @@
 #include "sample.bpf.h"
 
 /* The syscall's arguments from the user registers saved at kernel entry. */
-static __always_inline void mcp_syscall_args(__u64 *args)
+static __always_inline void mcp_syscall_args(struct task_struct *task, __u64 *args)
 {
-	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
 
 #if defined(__TARGET_ARCH_x86)
 	args[0] = regs->di;
@@ -34,7 +34,8 @@ SEC("tracepoint")
 int mcp_sys_exit_only(struct trace_event_raw_sys_exit *ctx)
 {
 	__u32 probe_id = bpf_get_attach_cookie(ctx);
-	__u64 id = bpf_get_current_pid_tgid();
+	struct task_struct *task = mcp_current();
+	__u64 id = mcp_pid_tgid(task);
 	__u64 args[MCP_MAX_ARGS], threshold, now = 0;
 	__u32 flags;
 
@@ -43,8 +44,8 @@ int mcp_sys_exit_only(struct trace_event_raw_sys_exit *ctx)
 	/* Syscall arguments carry no trace id, so the decision is always a random draw. */
 	if (mcp_sample(probe_id, NULL, &now, false, &threshold, &flags) != MCP_KEEP)
 		return 0;
-	mcp_syscall_args(args);
-	mcp_emit_call(id, probe_id, MCP_KIND_SYSCALL, now, threshold, flags | MCP_EV_HAS_RET, args, ctx->ret, 0);
+	mcp_syscall_args(task, args);
+	mcp_emit_call(task, id, probe_id, MCP_KIND_SYSCALL, now, threshold, flags | MCP_EV_HAS_RET, args, ctx->ret, 0);
 	return 0;
 }
 
@@ -52,17 +53,17 @@ SEC("tracepoint")
 int mcp_sys_enter(struct trace_event_raw_sys_enter *ctx)
 {
 	__u32 probe_id = bpf_get_attach_cookie(ctx);
+	struct task_struct *task = mcp_current();
 	struct mcp_syscall_entry *entry;
 	__u64 threshold, now = 0;
 	__u32 flags;
 
-	if (!mcp_wanted(bpf_get_current_pid_tgid() >> 32))
+	if (!mcp_wanted(task->tgid))
 		return 0;
 	/* decide first: a dropped syscall costs no argument copy and no clock read */
 	if (mcp_sample(probe_id, NULL, &now, false, &threshold, &flags) != MCP_KEEP)
 		return 0;
-	entry = bpf_task_storage_get(&syscall_entries, bpf_get_current_task_btf(), 0,
-				     BPF_LOCAL_STORAGE_GET_F_CREATE);
+	entry = bpf_task_storage_get(&syscall_entries, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!entry) {
 		mcp_count(probe_id, orphaned);
 		return 0;
@@ -88,14 +89,15 @@ SEC("tracepoint")
 int mcp_sys_exit(struct trace_event_raw_sys_exit *ctx)
 {
 	__u32 probe_id = bpf_get_attach_cookie(ctx);
+	struct task_struct *task = mcp_current();
 	struct mcp_syscall_entry *entry;
 
-	entry = bpf_task_storage_get(&syscall_entries, bpf_get_current_task_btf(), 0, 0);
+	entry = bpf_task_storage_get(&syscall_entries, task, 0, 0);
 	/* probe_id 0 marks a consumed entry; a mismatch is another syscall's leftover */
 	if (!entry || entry->probe_id != probe_id)
 		return 0;
 	entry->probe_id = 0;
-	mcp_emit_call(bpf_get_current_pid_tgid(), probe_id, MCP_KIND_SYSCALL, entry->call.ktime_ns, entry->call.threshold,
+	mcp_emit_call(task, mcp_pid_tgid(task), probe_id, MCP_KIND_SYSCALL, entry->call.ktime_ns, entry->call.threshold,
 		      entry->call.flags | MCP_EV_HAS_RET | MCP_EV_HAS_DURATION, entry->call.args,
 		      ctx->ret, bpf_ktime_get_ns() - entry->call.ktime_ns);
 	return 0;

@@ -13,7 +13,8 @@ SEC("uprobe")
 int BPF_KPROBE(mcp_uprobe_entry)
 {
 	__u32 probe_id = bpf_get_attach_cookie(ctx);
-	__u64 id = bpf_get_current_pid_tgid();
+	struct task_struct *task = mcp_current();
+	__u64 id = mcp_pid_tgid(task);
 	__u64 args[MCP_MAX_ARGS], threshold, now = 0;
 	__u32 flags;
 
@@ -22,7 +23,7 @@ int BPF_KPROBE(mcp_uprobe_entry)
 	mcp_read_args(ctx, args);
 	if (mcp_sample(probe_id, args, &now, false, &threshold, &flags) != MCP_KEEP)
 		return 0;
-	mcp_emit_call(id, probe_id, MCP_KIND_UPROBE, now, threshold, flags, args, 0, 0);
+	mcp_emit_call(task, id, probe_id, MCP_KIND_UPROBE, now, threshold, flags, args, 0, 0);
 	return 0;
 }
 

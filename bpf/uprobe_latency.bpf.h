@@ -47,7 +47,8 @@ static __always_inline int latency_entry(struct pt_regs *ctx)
 /* The return pairs with the entry of its own frame: sp is one slot above it. */
 static __always_inline int latency_return(struct pt_regs *ctx)
 {
-	__u64 id = bpf_get_current_pid_tgid();
+	struct task_struct *task = mcp_current();
+	__u64 id = mcp_pid_tgid(task);
 	struct mcp_call_key key = { .tid = (__u32)id, .probe_id = bpf_get_attach_cookie(ctx),
 				    .sp = PT_REGS_SP(ctx) - MCP_RET_SP_ADJUST };
 	struct mcp_call_entry *entry = bpf_map_lookup_elem(&call_entries, &key);
@@ -56,7 +57,7 @@ static __always_inline int latency_return(struct pt_regs *ctx)
 	if (!entry)
 		return 0; /* sampled out, out of scope, or entered before we attached */
 	now = bpf_ktime_get_ns();
-	mcp_emit_call(id, key.probe_id, MCP_KIND_URETPROBE, entry->ktime_ns, entry->threshold,
+	mcp_emit_call(task, id, key.probe_id, MCP_KIND_URETPROBE, entry->ktime_ns, entry->threshold,
 		      entry->flags | MCP_EV_HAS_RET | MCP_EV_HAS_DURATION, entry->args,
 		      (__s64)PT_REGS_RC(ctx), now - entry->ktime_ns);
 	bpf_map_delete_elem(&call_entries, &key);

@@ -8,11 +8,9 @@
 #include <condition_variable>
 #include <deque>
 #include <thread>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
-#include <sstream>
 
 #include <spdlog/spdlog.h>
 
@@ -20,9 +18,12 @@
 #include "broker/downsample.h"
 #include "broker/event_block.h"
 #include "clock/hlc.h"
+#include "common/call_error.h"
 #include "common/error.h"
 #include "common/event.h"
+#include "common/text_file.h"
 #include "mcp/v1/sampling.grpc.pb.h"
+#include "otlp/mapping.h"
 
 namespace mcp::broker {
 namespace {
@@ -30,14 +31,6 @@ namespace {
 using grpc::ServerContext;
 using grpc::Status;
 using grpc::StatusCode;
-
-std::string read_file(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw usage_error(std::string("cannot read ") + what + " '" + path + "'");
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
-}
 
 uint64_t unix_ns() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -112,6 +105,7 @@ struct AgentConn {
 struct ProbeCount {
   uint64_t events = 0;
   double adjusted = 0;
+  double errors = 0;       // adjusted count of the events whose call failed (marks_error)
   uint64_t seen = 0;       // from the agents' ProbeCounts
   double corrected = 0;
 };
@@ -137,27 +131,48 @@ void count_events(const mcp::v1::SamplePacket& stored, const mcp::v1::EventBlock
     for (const auto& e : block->events()) {
       ProbeCount& c = by_index[{e.service(), e.probe()}];
       ++c.events;
-      c.adjusted += 1.0 / threshold_to_probability(e.threshold());  // checked: non-zero
+      const double w = 1.0 / threshold_to_probability(e.threshold());  // checked: non-zero
+      c.adjusted += w;
+      if (otlp::marks_error(e)) c.errors += w;
     }
     for (const auto& [key, c] : by_index) {
       ProbeCount& total = totals[{block_string(*block, key.first), block_string(*block, key.second)}];
       total.events += c.events;
       total.adjusted += c.adjusted;
+      total.errors += c.errors;
     }
   }
   for (const auto& s : stored.samples()) {
     ProbeCount& c = totals[{s.service(), s.probe()}];
     ++c.events;
     c.adjusted += weight_of(s);
+    if (mcp::marks_error(s.kind() == "cuda" ? EventKind::kCuda : EventKind::kSyscall, s.has_ret(), s.ret()))
+      c.errors += weight_of(s);
   }
   add_interval_counts(stored, totals);
 }
 
-void add_totals(const ProbeTotals& from, ProbeTotals& to) {
+// The pair that (service, probe) pairs past the bound are counted under.
+const std::pair<std::string, std::string> kOtherProbes{"_other", "_other"};
+
+// Adds a batch's totals to the broker's. Agents name services and probes, so the number of
+// distinct pairs (Stats entries, /metrics series) is bounded: a new pair past `max_pairs` is
+// counted under kOtherProbes, and its events in *overflow.
+void add_totals(const ProbeTotals& from, ProbeTotals& to, size_t max_pairs, uint64_t* overflow) {
   for (const auto& [key, c] : from) {
-    ProbeCount& total = to[key];
+    auto it = to.find(key);
+    if (it == to.end()) {
+      if (to.size() < max_pairs) {
+        it = to.emplace(key, ProbeCount{}).first;
+      } else {
+        it = to.try_emplace(kOtherProbes).first;
+        *overflow += c.events;
+      }
+    }
+    ProbeCount& total = it->second;
     total.events += c.events;
     total.adjusted += c.adjusted;
+    total.errors += c.errors;
     total.seen += c.seen;
     total.corrected += c.corrected;
   }
@@ -358,7 +373,9 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
       p->set_adjusted_count(count.adjusted);
       p->set_seen(count.seen);
       p->set_corrected_count(count.corrected);
+      p->set_error_adjusted_count(count.errors);
     }
+    reply->set_probe_series_overflow(probe_overflow_);
     reply->set_batches(batches_);
     reply->set_duplicate_batches(duplicates_);
     reply->set_agents_connected(static_cast<uint32_t>(agents_.size()));
@@ -376,9 +393,9 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
       grpc::SslServerCredentialsOptions ssl(
           options_.tls_ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
                                   : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-      if (!options_.tls_ca.empty()) ssl.pem_root_certs = read_file(options_.tls_ca, "TLS CA");
-      ssl.pem_key_cert_pairs.push_back({read_file(options_.tls_key, "TLS key"),
-                                        read_file(options_.tls_cert, "TLS certificate")});
+      if (!options_.tls_ca.empty()) ssl.pem_root_certs = read_text_file(options_.tls_ca, "TLS CA");
+      ssl.pem_key_cert_pairs.push_back({read_text_file(options_.tls_key, "TLS key"),
+                                        read_text_file(options_.tls_cert, "TLS certificate")});
       creds = grpc::SslServerCredentials(ssl);
     } else if (!options_.tls_ca.empty()) {
       throw usage_error("--tls-ca on the broker needs --tls-cert and --tls-key");
@@ -476,9 +493,11 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
     prepared.packet->set_broker_hlc(hlc_now());
     const PreparedBatch exported = prepared;  // the shared packet and block, for OTLP
     const Status st = backend_->store(agent_id, credential, prepared, duplicate, [&] {
+      ProbeTotals counts;
+      count_events(*prepared.packet, prepared.block.get(), counts);
       std::lock_guard lock(mu_);
       ++batches_;
-      count_events(*prepared.packet, prepared.block.get(), probe_counts_);  // counted once stored
+      add_totals(counts, probe_counts_, options_.max_probe_series, &probe_overflow_);  // counted once stored
     });
     if (st.ok() && *duplicate) {
       std::lock_guard lock(mu_);
@@ -591,7 +610,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
             ++duplicates_;
           } else {
             ++batches_;
-            add_totals(counts, probe_counts_);
+            add_totals(counts, probe_counts_, options_.max_probe_series, &probe_overflow_);
           }
         } else {
           spdlog::error("publish of batch {}: {}", entry->sequence, error);
@@ -640,6 +659,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
   bool stopping_ = false;
   std::set<std::shared_ptr<AgentConn>> agents_;
   ProbeTotals probe_counts_;
+  uint64_t probe_overflow_ = 0;  // events counted under kOtherProbes
   uint64_t batches_ = 0;
   uint64_t duplicates_ = 0;
   std::atomic<uint64_t> refused_{0};

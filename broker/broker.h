@@ -65,6 +65,9 @@ struct BrokerOptions {
   uint64_t journal_max_bytes = 256ull << 20;
   NatsBackendOptions nats;                // servers empty: the embedded backend
   otlp::ExporterOptions otlp;             // endpoint empty: no OTLP export
+  // Distinct (service, probe) pairs counted in Stats and /metrics; past it new pairs are counted
+  // together as ("_other", "_other") and in StatsReply.probe_series_overflow.
+  size_t max_probe_series = 10000;
 };
 
 class Broker {

@@ -38,6 +38,8 @@ void register_broker_metrics(metrics::Registry& registry, const Broker& broker) 
   add_stat(registry, broker, kSubscriberDrops, [](R s) { return static_cast<double>(s.subscriber_dropped_packets()); });
   add_probe_stat(registry, broker, kEvents, [](P p) { return static_cast<double>(p.events()); });
   add_probe_stat(registry, broker, kAdjustedCount, [](P p) { return p.adjusted_count(); });
+  add_probe_stat(registry, broker, kErrorAdjustedCount, [](P p) { return p.error_adjusted_count(); });
+  add_stat(registry, broker, kProbeSeriesOverflow, [](R s) { return static_cast<double>(s.probe_series_overflow()); });
   add_probe_stat(registry, broker, kProbeSeen, [](P p) { return static_cast<double>(p.seen()); });
   add_probe_stat(registry, broker, kCorrectedCount, [](P p) { return p.corrected_count(); });
   if (!broker.otlp_stats()) return;

@@ -50,6 +50,14 @@ inline constexpr MetricSpec kAdjustedCount{
     "mcp_broker_adjusted_count_total",
     "Sum of the stored events' adjusted counts (1/p each): the calls they stand for. rate() of it is the estimated call rate.",
     MetricType::kCounter, "service,probe"};
+inline constexpr MetricSpec kErrorAdjustedCount{
+    "mcp_broker_error_adjusted_count_total",
+    "Sum of the adjusted counts of stored events whose call failed (CUDA: non-zero return; others: < 0). rate() of it is the estimated error rate.",
+    MetricType::kCounter, "service,probe"};
+inline constexpr MetricSpec kProbeSeriesOverflow{
+    "mcp_broker_probe_series_overflow_total",
+    "Events counted under service=\"_other\",probe=\"_other\" because the broker already tracks --max-probe-series (service, probe) pairs.",
+    MetricType::kCounter, ""};
 inline constexpr MetricSpec kProbeSeen{
     "mcp_broker_probe_seen_total",
     "Calls the agents' probes saw before sampling, from the interval counts agents send with batches.",
@@ -75,8 +83,8 @@ inline constexpr MetricSpec kOtlpDropped{
 inline constexpr std::array kBrokerMetrics{
     kBatches,       kDuplicateBatches, kRefusedPublishes, kAgentsConnected,
     kSubscribers,   kSubscriberDrops,  kEvents,           kAdjustedCount,
-    kProbeSeen,     kCorrectedCount,   kOtlpExported,     kOtlpFailed,
-    kOtlpDropped};
+    kErrorAdjustedCount, kProbeSeriesOverflow, kProbeSeen, kCorrectedCount,
+    kOtlpExported,  kOtlpFailed,       kOtlpDropped};
 
 // Registers the Stats-backed series as collectors over broker.stats(), and the OTLP series over
 // broker.otlp_stats() when OTLP export is on; `broker` must outlive the registry's scrapes.

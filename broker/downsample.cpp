@@ -3,18 +3,14 @@
 #include <cmath>
 
 #include "common/event.h"
+#include "common/mix64.h"
 
 namespace mcp::broker {
 namespace {
 constexpr uint64_t kLow56 = (uint64_t{1} << 56) - 1;
 }
 
-uint64_t mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+uint64_t mix64(uint64_t x) { return mcp::mix64(x + 0x9e3779b97f4a7c15ull); }
 
 uint64_t event_id_for(const std::string& agent_id, uint64_t sequence, uint32_t index) {
   uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a of the agent id

@@ -14,7 +14,7 @@
 
 namespace mcp::broker {
 
-uint64_t mix64(uint64_t x);  // splitmix64 finaliser
+uint64_t mix64(uint64_t x);  // one splitmix64 step: the golden-ratio increment, then common/mix64.h
 uint64_t event_id_for(const std::string& agent_id, uint64_t sequence, uint32_t index);
 
 struct SubscriptionFilter {

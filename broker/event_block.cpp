@@ -9,6 +9,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "otlp/mapping.h"
+
 namespace mcp::broker {
 namespace {
 
@@ -23,15 +25,7 @@ const std::string& empty_string() {
   return empty;
 }
 
-std::string_view kind_name(mcp::v1::EventKind kind) {
-  switch (kind) {
-    case mcp::v1::EVENT_KIND_UPROBE: return "uprobe";
-    case mcp::v1::EVENT_KIND_URETPROBE: return "uretprobe";
-    case mcp::v1::EVENT_KIND_SYSCALL: return "syscall";
-    case mcp::v1::EVENT_KIND_CUDA: return "cuda";
-    default: return "";
-  }
-}
+using otlp::kind_name;
 
 mcp::v1::EventKind kind_of(const std::string& name) {
   if (name == "uprobe") return mcp::v1::EVENT_KIND_UPROBE;
@@ -218,6 +212,8 @@ void block_to_samples(const EventBlock& block, const std::string& agent_id,
       sc->set_memcpy_kind(c.memcpy_kind());
       sc->set_slow_mode(c.slow_mode());
       sc->mutable_user_stack()->CopyFrom(c.user_stack());
+      sc->set_graph(c.graph());
+      if (c.has_graph_kernel_nodes()) sc->set_graph_kernel_nodes(c.graph_kernel_nodes());
     }
     copy_pairs(block, e.attributes(), s->mutable_attributes());
     s->set_trace_id(e.trace_id());
@@ -272,6 +268,8 @@ void samples_to_block(const google::protobuf::RepeatedPtrField<mcp::v1::Sample>&
       ec->set_memcpy_kind(c.memcpy_kind());
       ec->set_slow_mode(c.slow_mode());
       ec->mutable_user_stack()->CopyFrom(c.user_stack());
+      ec->set_graph(c.graph());
+      if (c.has_graph_kernel_nodes()) ec->set_graph_kernel_nodes(c.graph_kernel_nodes());
     }
     e->set_attributes(dict.pairs(s.attributes()));
     e->set_trace_id(s.trace_id());

@@ -3,7 +3,6 @@
 
 #include <cstdio>
 #include <optional>
-#include <sstream>
 
 #include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -14,9 +13,10 @@
 #include "broker/nats_naming.h"
 #include "common/duration.h"
 #include "common/error.h"
-#include "forward/channel.h"
+#include "common/text_file.h"
 #include "metrics/registry.h"
 #include "metrics/server.h"
+#include "otlp/exporter_options.h"
 
 namespace {
 
@@ -82,6 +82,11 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--journal-max-bytes", options.journal_max_bytes, "journal size bound")
       ->capture_default_str();
+  app.add_option("--max-probe-series", options.max_probe_series,
+                 "distinct (service, probe) pairs counted in Stats and /metrics; later pairs are "
+                 "counted together as _other (bounds series an agent can create)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   std::string backend;
   std::string max_age = "24h";
   std::string max_bytes = "1G";
@@ -117,36 +122,8 @@ int main(int argc, char** argv) {
   app.add_option("--metrics-listen", metrics_listen,
                  "serve /metrics (Prometheus) and /healthz on HOST:PORT (port 0: any free port); "
                  "default: off");
-  auto& otlp = options.otlp;
-  std::vector<std::string> otlp_headers;
-  std::string otlp_header_file;
-  std::string otlp_interval = "500ms", otlp_metrics_interval = "10s", otlp_timeout = "5s";
-  app.add_option("--otlp-endpoint", otlp.endpoint,
-                 "HOST:PORT of an OpenTelemetry collector (OTLP/gRPC): export every stored event as "
-                 "a span or log record, and estimated call/error counts as metrics");
-  app.add_option("--otlp-header", otlp_headers,
-                 "KEY=VALUE sent with every OTLP export (repeatable), e.g. authorization=Bearer ...");
-  app.add_option("--otlp-header-file", otlp_header_file,
-                 "file of KEY=VALUE lines sent as OTLP headers (keeps tokens off the command line)")
-      ->check(CLI::ExistingFile);
-  app.add_option("--otlp-ca", otlp.ca_file, "CA bundle that signed the collector's certificate "
-                                            "(default: the system's roots)")
-      ->check(CLI::ExistingFile);
-  app.add_flag("--otlp-insecure", otlp.insecure, "send OTLP in plaintext (no TLS)");
-  app.add_option("--otlp-queue", otlp.queue_events,
-                 "events waiting for the collector before newer ones are dropped (counted)")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--otlp-batch", otlp.batch_events, "events per OTLP export request")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--otlp-interval", otlp_interval, "send a partial OTLP batch after this long")
-      ->capture_default_str();
-  app.add_option("--otlp-metrics-interval", otlp_metrics_interval,
-                 "how often estimated call/error counts are exported (0: never)")
-      ->capture_default_str();
-  app.add_option("--otlp-timeout", otlp_timeout, "deadline of one OTLP export call")
-      ->capture_default_str();
+  mcp::otlp::OtlpFlags otlp;
+  mcp::otlp::add_otlp_flags(app, otlp);
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error")->capture_default_str();
   try {
     app.parse(argc, argv);
@@ -165,30 +142,8 @@ int main(int argc, char** argv) {
       for (auto& g : mcp::broker::parse_token_grants(mcp::read_text_file(file, "token file"), file, only))
         options.tokens.push_back(std::move(g));
     }
-    if (otlp.endpoint.empty()) {
-      if (!otlp_headers.empty() || !otlp_header_file.empty() || !otlp.ca_file.empty() || otlp.insecure)
-        throw mcp::usage_error("--otlp-header, --otlp-ca and --otlp-insecure need --otlp-endpoint");
-    } else {
-      if (otlp.insecure && !otlp.ca_file.empty())
-        throw mcp::usage_error("--otlp-ca and --otlp-insecure exclude each other");
-      if (!otlp_header_file.empty()) {
-        std::istringstream lines(mcp::read_text_file(otlp_header_file, "OTLP header file"));
-        for (std::string line; std::getline(lines, line);) {
-          if (!line.empty() && line.back() == '\r') line.pop_back();
-          if (line.empty() || line[0] == '#') continue;
-          otlp_headers.push_back(line);
-        }
-      }
-      for (const auto& h : otlp_headers) otlp.headers.push_back(mcp::otlp::parse_header(h));
-      auto ms = [](const std::string& text) {
-        return std::chrono::duration_cast<std::chrono::milliseconds>(mcp::parse_duration(text));
-      };
-      otlp.batch_interval = ms(otlp_interval);
-      otlp.metrics_interval = ms(otlp_metrics_interval);
-      otlp.timeout = ms(otlp_timeout);
-      if (otlp.timeout.count() <= 0 || otlp.batch_interval.count() <= 0)
-        throw mcp::usage_error("--otlp-timeout and --otlp-interval must be positive");
-    }
+    mcp::otlp::finish_otlp_flags(otlp);
+    options.otlp = otlp.options;
     if (!backend.empty()) {
       nats.servers = mcp::broker::parse_nats_urls(backend);
       nats.max_age = mcp::parse_duration(max_age);

@@ -10,6 +10,10 @@
 //   queue drops, counted.
 // - flush() (shutdown) offers the open block and shuts the exporter down with `grace`: what the
 //   collector has not accepted by then is counted failed or dropped in stats().
+// - drain(limit, give_up) (the runtime's shutdown wait) is flush() bounded by `limit` and ended
+//   early by give_up(); true when the collector accepted every event consumed. report() then
+//   names the collector's counts and, when some did not arrive, how many (all are lost: there
+//   is no spool), so a run whose collector is down ends non-zero.
 // - consume() and flush() come from one consumer thread; the open block has its own lock for
 //   the timer.
 #pragma once
@@ -33,20 +37,24 @@ class OtlpSink final : public EventSink {
   ~OtlpSink() override;
   void consume(const Event& event) override;
   void flush() override;
+  bool drain(std::chrono::milliseconds limit, const std::function<bool()>& give_up) override;
+  SinkReport report() const override;
   ExporterStats stats() const { return exporter_.stats(); }
 
  private:
   void offer_open_block();  // with mu_ held
 
   Exporter exporter_;
+  const std::string endpoint_;
   const Origin origin_;
   const size_t block_events_;
   const std::chrono::milliseconds interval_;
   const std::chrono::milliseconds grace_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
   EventBlockEncoder encoder_;
+  uint64_t consumed_ = 0;  // events consume() took, under mu_
   std::chrono::steady_clock::time_point opened_{};
   std::thread timer_;
 };

@@ -6,14 +6,13 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
-#include <fstream>
 #include <mutex>
-#include <sstream>
 #include <thread>
 
 #include <spdlog/spdlog.h>
 
 #include "common/error.h"
+#include "common/text_file.h"
 #include "opentelemetry/proto/collector/logs/v1/logs_service.grpc.pb.h"
 #include "opentelemetry/proto/collector/metrics/v1/metrics_service.grpc.pb.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.grpc.pb.h"
@@ -49,14 +48,6 @@ bool retryable(grpc::StatusCode code) {
   }
 }
 
-std::string read_file(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw usage_error(std::string("cannot read ") + what + " '" + path + "'");
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
-}
-
 struct Item {
   std::shared_ptr<const mcp::v1::EventBlock> block;
   Origin origin;
@@ -65,26 +56,6 @@ struct Item {
 };
 
 }  // namespace
-
-std::pair<std::string, std::string> parse_header(std::string_view text) {
-  const auto eq = text.find('=');
-  if (eq == std::string_view::npos || eq == 0)
-    throw usage_error("OTLP header '" + std::string(text) + "' is not KEY=VALUE");
-  std::string key(text.substr(0, eq));
-  for (char& c : key) {
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.'))
-      throw usage_error("OTLP header key '" + std::string(text.substr(0, eq)) +
-                        "' may hold only letters, digits, '-', '_' and '.'");
-  }
-  if (key.starts_with("grpc-") || key.ends_with("-bin"))
-    throw usage_error("OTLP header key '" + key + "' is reserved or binary");
-  std::string value(text.substr(eq + 1));
-  for (const char c : value)
-    if (c < 0x20 || c > 0x7e)
-      throw usage_error("OTLP header '" + key + "' has a value that is not printable ASCII");
-  return {std::move(key), std::move(value)};
-}
 
 class Exporter::Impl {
  public:
@@ -99,7 +70,7 @@ class Exporter::Impl {
       creds = grpc::InsecureChannelCredentials();
     } else {
       grpc::SslCredentialsOptions ssl;
-      if (!options_.ca_file.empty()) ssl.pem_root_certs = read_file(options_.ca_file, "OTLP CA file");
+      if (!options_.ca_file.empty()) ssl.pem_root_certs = read_text_file(options_.ca_file, "OTLP CA file");
       creds = grpc::SslCredentials(ssl);
     }
     grpc::ChannelArguments args;

@@ -28,25 +28,11 @@
 #include <vector>
 
 #include "mcp/v1/sampling.pb.h"
+#include "otlp/exporter_options.h"
 #include "otlp/mapping.h"
 #include "otlp/sample_metrics.h"
 
 namespace mcp::otlp {
-
-struct ExporterOptions {
-  std::string endpoint;  // HOST:PORT of the collector's OTLP/gRPC receiver
-  std::string ca_file;   // PEM roots for TLS; empty: the system's
-  bool insecure = false; // plaintext (no TLS)
-  std::vector<std::pair<std::string, std::string>> headers;
-  size_t queue_events = 65536;
-  size_t batch_events = 1024;
-  std::chrono::milliseconds batch_interval{500};
-  std::chrono::milliseconds timeout{5000};
-  std::chrono::milliseconds initial_backoff{100};
-  std::chrono::milliseconds max_backoff{5000};
-  int max_attempts = 6;
-  std::chrono::milliseconds metrics_interval{10000};
-};
 
 struct ExporterStats {
   uint64_t exported = 0;         // events (spans + log records) the collector accepted
@@ -57,10 +43,6 @@ struct ExporterStats {
   uint64_t metric_exports = 0;   // metrics requests the collector accepted
   uint64_t metric_failures = 0;  // metrics requests given up on (the next one resends totals)
 };
-
-// "KEY=VALUE" as a header: key lower-cased, [0-9a-z._-] only; value printable ASCII.
-// Throws mcp::Error (usage) with the reason.
-std::pair<std::string, std::string> parse_header(std::string_view key_equals_value);
 
 class Exporter {
  public:

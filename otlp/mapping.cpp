@@ -6,6 +6,7 @@
 
 #include "common/call_error.h"
 #include "common/event.h"
+#include "common/mix64.h"
 #include "common/utf8.h"
 
 namespace mcp::otlp {
@@ -17,12 +18,6 @@ namespace logs = opentelemetry::proto::logs::v1;
 using Attributes = google::protobuf::RepeatedPtrField<common::KeyValue>;
 
 // SplitMix64's finaliser: spreads an event id over all 64 bits for the made-up trace ids.
-uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 void put_be64(std::string* out, uint64_t v) {
   for (int shift = 56; shift >= 0; shift -= 8) out->push_back(static_cast<char>(v >> shift));
 }
@@ -69,16 +64,6 @@ void add_int_array(Attributes* attrs, std::string_view key, const Ints& values) 
   for (const auto v : values) array->add_values()->set_int_value(static_cast<int64_t>(v));
 }
 
-std::string_view kind_name(mcp::v1::EventKind kind) {
-  switch (kind) {
-    case mcp::v1::EVENT_KIND_UPROBE: return "uprobe";
-    case mcp::v1::EVENT_KIND_URETPROBE: return "uretprobe";
-    case mcp::v1::EVENT_KIND_SYSCALL: return "syscall";
-    case mcp::v1::EVENT_KIND_CUDA: return "cuda";
-    default: return "unknown";
-  }
-}
-
 void add_pairs(const mcp::v1::EventBlock& b, uint32_t set, std::string_view prefix, Attributes* attrs) {
   if (set == 0 || set >= static_cast<uint32_t>(b.pair_sets_size())) return;
   const auto& pairs = b.pair_sets(static_cast<int>(set));
@@ -91,7 +76,8 @@ void add_pairs(const mcp::v1::EventBlock& b, uint32_t set, std::string_view pref
 void add_event_attributes(const mcp::v1::EventBlock& b, const mcp::v1::CompactEvent& e, Attributes* attrs) {
   add_double(attrs, kAdjustedCountAttribute, 1.0 / threshold_to_probability(e.threshold()));
   add_string(attrs, "mcp.probe", str(b, e.probe()));
-  add_string(attrs, "mcp.event.kind", kind_name(e.kind()));
+  const std::string_view kind = kind_name(e.kind());
+  add_string(attrs, "mcp.event.kind", kind.empty() ? "unknown" : kind);
   add_int(attrs, "thread.id", e.tid());
   add_int(attrs, "mcp.cpu", e.cpu());
   if (e.has_ret()) add_int(attrs, "mcp.return_value", e.ret());
@@ -110,6 +96,8 @@ void add_event_attributes(const mcp::v1::EventBlock& b, const mcp::v1::CompactEv
     if (c.bytes() != 0) add_int(attrs, "cuda.bytes", static_cast<int64_t>(c.bytes()));
     if (c.memcpy_kind() != 0) add_int(attrs, "cuda.memcpy_kind", c.memcpy_kind());
     if (c.slow_mode()) add_bool(attrs, "cuda.slow_mode", true);
+    if (c.graph() != 0) add_int(attrs, "cuda.graph", static_cast<int64_t>(c.graph()));
+    if (c.has_graph_kernel_nodes()) add_int(attrs, "cuda.graph.kernel_nodes", c.graph_kernel_nodes());
   }
 }
 
@@ -169,6 +157,16 @@ void Requests::clear() {
   logs.Clear();
   spans = 0;
   log_records = 0;
+}
+
+std::string_view kind_name(mcp::v1::EventKind kind) {
+  switch (kind) {
+    case mcp::v1::EVENT_KIND_UPROBE: return "uprobe";
+    case mcp::v1::EVENT_KIND_URETPROBE: return "uretprobe";
+    case mcp::v1::EVENT_KIND_SYSCALL: return "syscall";
+    case mcp::v1::EVENT_KIND_CUDA: return "cuda";
+    default: return "";
+  }
 }
 
 void append_block(const mcp::v1::EventBlock& block, const Origin& origin, Requests* out) {

@@ -21,7 +21,8 @@
 // - Errors (marks_error: a syscall or function returning < 0, a CUDA call returning non-zero)
 //   set span status ERROR and log severity ERROR.
 // - CUDA events carry cuda.api, cuda.kernel.name, cuda.grid / cuda.block ([x, y, z]),
-//   cuda.stream, cuda.shared_memory, cuda.bytes, cuda.memcpy_kind, cuda.slow_mode.
+//   cuda.stream, cuda.shared_memory, cuda.bytes, cuda.memcpy_kind, cuda.slow_mode,
+//   cuda.graph, cuda.graph.kernel_nodes (graph launches, the count only when known).
 // - Strings come from traced processes: each is repaired to valid UTF-8 (common/utf8.h), so
 //   the requests always serialize to valid OTLP. Indices out of range read as "" (never crash).
 #pragma once
@@ -66,6 +67,9 @@ std::string tracestate_for(uint64_t threshold);
 void add_kubernetes_attributes(
     const mcp::v1::EventBlock& block, const mcp::v1::CompactEvent& event,
     google::protobuf::RepeatedPtrField<opentelemetry::proto::common::v1::KeyValue>* attributes);
+
+// The wire kind's name as events spell it ("uprobe", "syscall", ...); "" for an unknown kind.
+std::string_view kind_name(mcp::v1::EventKind kind);
 
 // mcp::marks_error (common/event.h) for a wire event.
 bool marks_error(const mcp::v1::CompactEvent& e);

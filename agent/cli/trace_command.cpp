@@ -20,6 +20,7 @@
 #include "reload/diff.h"
 #include "runtime/config_spec.h"
 #include "runtime/probe_set.h"
+#include "otlp/event_sink.h"
 #include "runtime/runtime.h"
 
 #ifndef MCP_VERSION
@@ -87,7 +88,12 @@ runtime::RuntimeSpec spec_of(const TraceOptions& o, pid_t target) {
   spec.control.accept_policies = !o.brokers.empty() || file_broker;
   spec.policy_service = o.service;
   spec.export_filter = o.export_filter;
-  if ((o.brokers.empty() && !file_broker) || o.also_stdout) spec.stream = runtime::StreamSpec{o.format, o.output};
+  // --otlp-endpoint wins over the file's exporter.otlp.
+  std::optional<otlp::ExporterOptions> otlp_options;
+  if (!o.otlp.options.endpoint.empty()) otlp_options = o.otlp.options;
+  else if (o.config && o.config->otlp) otlp_options = o.config->otlp;
+  const bool otlp = otlp_options.has_value();
+  if ((o.brokers.empty() && !file_broker && !otlp) || o.also_stdout) spec.stream = runtime::StreamSpec{o.format, o.output};
   if (!o.brokers.empty() || file_broker) {
     ForwarderOptions fo;
     if (file_broker) {
@@ -104,6 +110,12 @@ runtime::RuntimeSpec spec_of(const TraceOptions& o, pid_t target) {
     fo.agent_id = !o.agent_id.empty() ? o.agent_id : !o.spool_dir.empty() ? stable_agent_id(o.spool_dir) : "";
     fo.spool_dir = o.spool_dir;
     spec.broker = std::move(fo);
+  }
+  if (otlp) {
+    // Resource host.name is this host's; mcp.agent.id the run's own id, as the broker's would be.
+    const std::string id = spec.broker ? spec.broker->agent_id : o.agent_id;
+    spec.sinks.push_back(std::make_shared<otlp::OtlpSink>(
+        *otlp_options, otlp::Origin{id.empty() ? unique_agent_id() : id, host_name()}));
   }
   spec.max_events = o.max_events;
   spec.duration = o.duration;

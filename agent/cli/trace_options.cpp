@@ -38,7 +38,7 @@ void add_trace_options(CLI::App& sub, TraceOptions& o) {
   sub.add_option("--trace-id-arg", o.trace_id_arg_text,
                  "Consistent sampling on a trace id in argument N: N:hex32, N:bytes16 (pointers) or N:u64");
   sub.add_option("--broker", o.brokers, "Forward events to mcp-broker HOST:PORT[,HOST:PORT...] (fail over in order)");
-  sub.add_flag("--also-stdout", o.also_stdout, "With --broker, print events as well");
+  sub.add_flag("--also-stdout", o.also_stdout, "With --broker or --otlp-endpoint, print events as well");
   sub.add_option("--tls-ca", o.tls_ca, "CA of the broker's certificate (enables TLS)");
   sub.add_option("--tls-cert", o.tls_cert, "Client certificate for mTLS");
   sub.add_option("--tls-key", o.tls_key, "Client key for mTLS");
@@ -50,6 +50,7 @@ void add_trace_options(CLI::App& sub, TraceOptions& o) {
   sub.add_option("--agent-id", o.agent_id, "Agent id the broker deduplicates by (default: hostname)");
   sub.add_option("--service", o.service, "Service name every event is labelled with");
   sub.add_option("--tag", o.tag_texts, "Tag every event: KEY=VALUE (repeatable)");
+  otlp::add_otlp_flags(sub, o.otlp);
   sub.add_option("--rules", o.rules_file, "Compliance rules file (drop, redact, exempt, rate), as compliance.file");
   sub.add_flag("--error-only", o.error_only, "Export only events whose return value marks an error");
   sub.add_option("--export-sample-rate", o.export_sample_rate, "Extra uniform sampling before export, (0, 1]");
@@ -174,7 +175,10 @@ void validate(TraceOptions& o) {
   }
   // The file's broker (--config) counts as --broker for the flags that go with one.
   const bool any_broker = !o.brokers.empty() || (o.config && !o.config->broker.addresses.empty());
-  if (o.also_stdout && !any_broker) throw usage_error("--also-stdout needs --broker");
+  otlp::finish_otlp_flags(o.otlp);
+  const bool any_otlp = !o.otlp.options.endpoint.empty() || (o.config && o.config->otlp);
+  if (o.also_stdout && !any_broker && !any_otlp)
+    throw usage_error("--also-stdout needs --broker or --otlp-endpoint");
   if (!any_broker && (!o.tls_ca.empty() || !o.token_file.empty() || !o.spool_dir.empty()))
     throw usage_error("--tls-*, --token-file and --spool-dir need --broker");
   if (o.target_qps < 0) throw usage_error("--target-qps must be positive");

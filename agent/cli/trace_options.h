@@ -26,6 +26,7 @@
 
 #include "control/tenant_quota.h"
 #include "control/trace_id_arg.h"
+#include "otlp/exporter_options.h"
 #include "runtime/export_filter.h"
 
 namespace mcp::config {
@@ -65,7 +66,7 @@ struct TraceOptions {
   std::optional<control::TraceIdArg> trace_id_arg;
   // Forwarding to a broker, and what every event is labelled with
   std::string brokers;                // HOST:PORT[,HOST:PORT...]; empty: stdout only
-  bool also_stdout = false;
+  bool also_stdout = false;           // with --broker or --otlp-endpoint, print events as well
   std::string tls_ca, tls_cert, tls_key, token_file;
   std::string spool_dir;
   std::string compression = "none";  // none | gzip
@@ -73,6 +74,8 @@ struct TraceOptions {
   std::string service;
   std::vector<std::string> tag_texts; // KEY=VALUE
   std::vector<std::pair<std::string, std::string>> tags;
+  // OTLP export to a collector (the broker's --otlp-* flags); endpoint empty: off
+  otlp::OtlpFlags otlp;
   // Exporter step, as the config's `compliance` and `exporter` sections
   std::string rules_file;             // compliance rules (the language of compliance.rules)
   bool error_only = false;

@@ -4,6 +4,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,6 +29,7 @@ std::string otel_th(uint64_t threshold);
 struct CudaInfo {
   std::string api;                    // e.g. "cudaLaunchKernel"
   std::string kernel;                 // demangled kernel name, empty when not a launch
+                                      // (a name registration: the name as registered)
   std::array<uint32_t, 3> grid{};     // launches only
   std::array<uint32_t, 3> block{};
   uint64_t shared_mem = 0;
@@ -36,12 +38,17 @@ struct CudaInfo {
   uint32_t memcpy_kind = 0;
   bool slow_mode = false;             // taken while the process was in slow-launch mode
   std::vector<uint64_t> user_stack;   // only in slow mode
+  // cudaGraphLaunch: the graph its executable graph was instantiated from (0: not seen), and
+  // the kernel nodes that graph had then (unset: not known, e.g. a captured graph).
+  uint64_t graph = 0;
+  std::optional<uint32_t> graph_kernel_nodes;
   // Symbolisation inputs (not printed): the launched function's address, or its
   // kernel handle, and where that address lies in its file.
   uint64_t function = 0;
   uint64_t code_inode = 0;
   uint64_t code_offset = 0;
-  bool internal = false;              // __cudaGetKernel bookkeeping, not shown to users
+  bool internal = false;              // bookkeeping (handles, graphs), not shown to users
+  uint32_t api_id = 0;                // enum mcp_cuda_api (agent only, not on the wire)
 };
 
 struct Event {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "control/trace_id_arg.h"
+#include "otlp/exporter_options.h"
 #include "rules/ruleset.h"
 
 namespace mcp::config {
@@ -159,6 +160,7 @@ struct Config {
   CudaConfig cuda;
   QuotaConfig quotas;
   ExporterFilters exporter;
+  std::optional<otlp::ExporterOptions> otlp;  // exporter.otlp: also export to this collector
   std::vector<ServiceStrategy> services;
   ComplianceConfig compliance;
   std::string metrics_listen = kDefaultMetricsListen;

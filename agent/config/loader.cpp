@@ -21,6 +21,8 @@
 #include <tuple>
 
 #include "common/duration.h"
+#include "common/text_file.h"
+#include "otlp/exporter_options.h"
 
 namespace mcp::config {
 
@@ -474,9 +476,84 @@ void read_quotas(Ctx& ctx, const YAML::Node& n, QuotaConfig& out) {
   }
 }
 
-void read_exporter(Ctx& ctx, const YAML::Node& n, ExporterFilters& out) {
-  MapReader m(ctx, n, "exporter", {"error_only", "sample_rate"});
+// exporter.otlp: the settings `trace --otlp-*` takes (otlp/exporter_options.h), as keys.
+// Relative ca / header_file paths are the config directory's, as compliance.file.
+void read_otlp(Ctx& ctx, const YAML::Node& n, const std::filesystem::path& base_dir, otlp::ExporterOptions& out) {
+  MapReader m(ctx, n, "exporter.otlp",
+              {"endpoint", "insecure", "ca", "headers", "header_file", "queue", "batch", "interval", "timeout",
+               "metrics_interval"});
   if (!m.valid()) return;
+  auto path = [&](const std::string& s) { return s.front() == '/' ? s : (base_dir / s).string(); };
+  if (!m.has("endpoint")) ctx.error(n, "exporter.otlp needs 'endpoint' (host:port of the collector)");
+  else if (auto s = read_string(ctx, m.get("endpoint"), "exporter.otlp.endpoint")) {
+    if (!valid_endpoint(*s, true, false)) ctx.error(m.get("endpoint"), "exporter.otlp.endpoint '" + *s + "' is not host:port");
+    else out.endpoint = *s;
+  }
+  if (m.has("insecure")) if (auto b = read_bool(ctx, m.get("insecure"), "exporter.otlp.insecure")) out.insecure = *b;
+  if (m.has("ca")) if (auto s = read_string(ctx, m.get("ca"), "exporter.otlp.ca")) out.ca_file = path(*s);
+  if (out.insecure && !out.ca_file.empty())
+    ctx.error(m.key_node("insecure"), "exporter.otlp: 'insecure' and 'ca' exclude each other");
+  // A header problem names the header, never its value (tokens stay out of logs).
+  auto header = [&](const YAML::Node& where, const std::string& text) {
+    try {
+      out.headers.push_back(otlp::parse_header(text));
+    } catch (const mcp::Error& e) {
+      ctx.error(where, std::string("exporter.otlp.headers: ") + e.what());
+    }
+  };
+  if (m.has("header_file")) {
+    if (auto s = read_string(ctx, m.get("header_file"), "exporter.otlp.header_file")) {
+      try {
+        out.headers = otlp::parse_header_lines(read_text_file(path(*s), "OTLP header file"));
+      } catch (const mcp::Error& e) {
+        ctx.error(m.get("header_file"), std::string("exporter.otlp.header_file: ") + e.what());
+      }
+    }
+  }
+  if (m.has("headers")) {
+    const YAML::Node h = m.get("headers");
+    if (!h.IsMap()) {
+      ctx.error(h, std::string("exporter.otlp.headers must be a mapping of KEY: VALUE, found ") + kind_name(h));
+    } else {
+      for (auto it = h.begin(); it != h.end(); ++it) {
+        const YAML::Node k = it->first, v = it->second;
+        if (!k.IsScalar() || !v.IsScalar()) ctx.error(k, "exporter.otlp.headers entries must be KEY: VALUE strings");
+        else header(k, k.Scalar() + "=" + v.Scalar());
+      }
+    }
+  }
+  auto positive = [&](const char* key, size_t& field) {
+    if (!m.has(key)) return;
+    const std::string what = std::string("exporter.otlp.") + key;
+    if (auto v = read_integer(ctx, m.get(key), what)) {
+      if (*v <= 0) ctx.error(m.get(key), what + " must be positive");
+      else field = static_cast<size_t>(*v);
+    }
+  };
+  positive("queue", out.queue_events);
+  positive("batch", out.batch_events);
+  auto duration = [&](const char* key, std::chrono::milliseconds& field, bool zero_ok) {
+    if (!m.has(key)) return;
+    const std::string what = std::string("exporter.otlp.") + key;
+    if (auto s = read_string(ctx, m.get(key), what)) {
+      try {
+        const auto d = std::chrono::duration_cast<std::chrono::milliseconds>(mcp::parse_duration(*s));
+        if (d.count() < 0 || (d.count() == 0 && !zero_ok)) ctx.error(m.get(key), what + " must be positive");
+        else field = d;
+      } catch (const mcp::Error& e) {
+        ctx.error(m.get(key), what + ": " + e.what());
+      }
+    }
+  };
+  duration("interval", out.batch_interval, false);
+  duration("timeout", out.timeout, false);
+  duration("metrics_interval", out.metrics_interval, true);
+}
+
+void read_exporter(Ctx& ctx, const YAML::Node& n, const std::filesystem::path& base_dir, Config& cfg) {
+  MapReader m(ctx, n, "exporter", {"error_only", "sample_rate", "otlp"});
+  if (!m.valid()) return;
+  auto& out = cfg.exporter;
   if (m.has("error_only")) if (auto b = read_bool(ctx, m.get("error_only"), "exporter.error_only")) out.error_only = *b;
   if (m.has("sample_rate")) {
     if (auto r = read_number(ctx, m.get("sample_rate"), "exporter.sample_rate")) {
@@ -484,6 +561,7 @@ void read_exporter(Ctx& ctx, const YAML::Node& n, ExporterFilters& out) {
       else out.sample_rate = *r;
     }
   }
+  if (m.has("otlp")) read_otlp(ctx, m.get("otlp"), base_dir, cfg.otlp.emplace());
 }
 
 void read_service(Ctx& ctx, const YAML::Node& n, std::vector<ServiceStrategy>& out) {
@@ -788,7 +866,7 @@ Config parse_config(std::string_view yaml, const std::string& file, const std::f
     }
     if (top.has("cuda")) read_cuda(ctx, top.get("cuda"), cfg);
     if (top.has("quotas")) read_quotas(ctx, top.get("quotas"), cfg.quotas);
-    if (top.has("exporter")) read_exporter(ctx, top.get("exporter"), cfg.exporter);
+    if (top.has("exporter")) read_exporter(ctx, top.get("exporter"), base_dir, cfg);
     if (top.has("services")) {
       const YAML::Node s = top.get("services");
       if (!s.IsSequence()) ctx.error(s, "services must be a list, found " + std::string(kind_name(s)));

@@ -23,6 +23,7 @@ std::vector<AttachedCudaProbe> attach_cuda_file(loader::BpfSession& session, con
     config.vma_arg = t.api->vma_arg;
     config.entry_deref_arg = t.api->entry_deref_arg;
     config.ret_deref_arg = t.api->ret_deref_arg;
+    config.name_arg = t.api->name_arg;
     config.cuda_flags = t.fold_nested ? MCP_CUDA_CFG_FOLD_NESTED : 0;
     out.push_back({session.add_cuda_probe(t.target, pid, config, t.api->internal), t.api});
   }

@@ -31,7 +31,7 @@ bool has_cuda_api(const std::string& file) {
 
 bool is_launch_api(uint8_t api) {
   return api == MCP_CUDA_LAUNCH || api == MCP_CUDA_LAUNCH_HANDLE || api == MCP_CUDA_LAUNCH_EXC ||
-         api == MCP_CUDA_CU_LAUNCH;
+         api == MCP_CUDA_CU_LAUNCH || api == MCP_CUDA_CU_LAUNCH_EX;
 }
 
 }  // namespace
@@ -58,24 +58,44 @@ std::optional<uint64_t> tail_jump_target(const std::string& file, uint64_t offse
 
 const std::vector<ApiSpec>& api_specs() {
   static const std::vector<ApiSpec> specs = {
-      {"cudaLaunchKernel", "cudaLaunchKernel", MCP_CUDA_LAUNCH, 1, 0, 0, false},
-      {"cudaLaunchKernel_ptsz", "cudaLaunchKernel_ptsz", MCP_CUDA_LAUNCH, 1, 0, 0, false},
+      // symbol, display, api, vma_arg, entry_deref_arg, ret_deref_arg, name_arg, internal
+      {"cudaLaunchKernel", "cudaLaunchKernel", MCP_CUDA_LAUNCH, 1, 0, 0, 0, false},
+      {"cudaLaunchKernel_ptsz", "cudaLaunchKernel_ptsz", MCP_CUDA_LAUNCH, 1, 0, 0, 0, false},
       // What <<<>>> calls since CUDA 12.x. In CUDA 13 it only jumps into cudaLaunchKernel
       // (probed anyway) and is not probed; where it does more, both are probed and the
       // BPF side folds the nested call into this one launch (MCP_CUDA_CFG_FOLD_NESTED).
-      {"__cudaLaunchKernel", "cudaLaunchKernel", MCP_CUDA_LAUNCH_HANDLE, 1, 0, 0, false},
-      {"__cudaLaunchKernel_ptsz", "cudaLaunchKernel_ptsz", MCP_CUDA_LAUNCH_HANDLE, 1, 0, 0, false},
-      {"cudaLaunchKernelExC", "cudaLaunchKernelExC", MCP_CUDA_LAUNCH_EXC, 2, 1, 0, false},
-      {"cudaLaunchKernelExC_ptsz", "cudaLaunchKernelExC_ptsz", MCP_CUDA_LAUNCH_EXC, 2, 1, 0, false},
-      {"cuLaunchKernel", "cuLaunchKernel", MCP_CUDA_CU_LAUNCH, 0, 0, 0, false},
-      {"cudaMemcpy", "cudaMemcpy", MCP_CUDA_MEMCPY, 0, 0, 0, false},
-      {"cudaMemcpyAsync", "cudaMemcpyAsync", MCP_CUDA_MEMCPY_ASYNC, 0, 0, 0, false},
-      {"cudaMalloc", "cudaMalloc", MCP_CUDA_MALLOC, 0, 0, 1, false},
-      {"cudaFree", "cudaFree", MCP_CUDA_FREE, 0, 0, 0, false},
-      {"cudaStreamSynchronize", "cudaStreamSynchronize", MCP_CUDA_STREAM_SYNC, 0, 0, 0, false},
-      {"cudaDeviceSynchronize", "cudaDeviceSynchronize", MCP_CUDA_DEVICE_SYNC, 0, 0, 0, false},
-      {"cudaGraphLaunch", "cudaGraphLaunch", MCP_CUDA_GRAPH_LAUNCH, 0, 0, 0, false},
-      {"__cudaGetKernel", "__cudaGetKernel", MCP_CUDA_GET_KERNEL, 2, 0, 1, true},
+      {"__cudaLaunchKernel", "cudaLaunchKernel", MCP_CUDA_LAUNCH_HANDLE, 1, 0, 0, 0, false},
+      {"__cudaLaunchKernel_ptsz", "cudaLaunchKernel_ptsz", MCP_CUDA_LAUNCH_HANDLE, 1, 0, 0, 0, false},
+      {"cudaLaunchKernelExC", "cudaLaunchKernelExC", MCP_CUDA_LAUNCH_EXC, 2, 1, 0, 0, false},
+      {"cudaLaunchKernelExC_ptsz", "cudaLaunchKernelExC_ptsz", MCP_CUDA_LAUNCH_EXC, 2, 1, 0, 0, false},
+      {"cuLaunchKernel", "cuLaunchKernel", MCP_CUDA_CU_LAUNCH, 0, 0, 0, 0, false},
+      {"cuLaunchKernel_ptsz", "cuLaunchKernel_ptsz", MCP_CUDA_CU_LAUNCH, 0, 0, 0, 0, false},
+      {"cuLaunchKernelEx", "cuLaunchKernelEx", MCP_CUDA_CU_LAUNCH_EX, 0, 1, 0, 0, false},
+      {"cuLaunchKernelEx_ptsz", "cuLaunchKernelEx_ptsz", MCP_CUDA_CU_LAUNCH_EX, 0, 1, 0, 0, false},
+      {"cudaMemcpy", "cudaMemcpy", MCP_CUDA_MEMCPY, 0, 0, 0, 0, false},
+      {"cudaMemcpyAsync", "cudaMemcpyAsync", MCP_CUDA_MEMCPY_ASYNC, 0, 0, 0, 0, false},
+      {"cudaMalloc", "cudaMalloc", MCP_CUDA_MALLOC, 0, 0, 1, 0, false},
+      {"cudaFree", "cudaFree", MCP_CUDA_FREE, 0, 0, 0, 0, false},
+      {"cudaStreamSynchronize", "cudaStreamSynchronize", MCP_CUDA_STREAM_SYNC, 0, 0, 0, 0, false},
+      {"cudaDeviceSynchronize", "cudaDeviceSynchronize", MCP_CUDA_DEVICE_SYNC, 0, 0, 0, 0, false},
+      {"cudaGraphLaunch", "cudaGraphLaunch", MCP_CUDA_GRAPH_LAUNCH, 0, 0, 0, 0, false},
+      {"cudaGraphLaunch_ptsz", "cudaGraphLaunch_ptsz", MCP_CUDA_GRAPH_LAUNCH, 0, 0, 0, 0, false},
+      // Bookkeeping: rare calls (module load, graph construction), all kept, so launches
+      // are named in userspace from their handle and the launch itself stays one trap.
+      {"__cudaGetKernel", "__cudaGetKernel", MCP_CUDA_GET_KERNEL, 2, 0, 1, 0, true},
+      {"cuModuleGetFunction", "cuModuleGetFunction", MCP_CUDA_GET_FUNCTION, 0, 0, 1, 3, true},
+      {"cuLibraryGetKernel", "cuLibraryGetKernel", MCP_CUDA_GET_FUNCTION, 0, 0, 1, 3, true},
+      {"cuKernelGetFunction", "cuKernelGetFunction", MCP_CUDA_KERNEL_FUNCTION, 0, 0, 1, 0, true},
+      {"cudaGraphCreate", "cudaGraphCreate", MCP_CUDA_GRAPH_NEW, 0, 0, 1, 0, true},
+      {"cudaStreamEndCapture", "cudaStreamEndCapture", MCP_CUDA_GRAPH_CAPTURED, 0, 0, 2, 0, true},
+      {"cudaStreamEndCapture_ptsz", "cudaStreamEndCapture_ptsz", MCP_CUDA_GRAPH_CAPTURED, 0, 0, 2, 0, true},
+      {"cudaGraphAddKernelNode", "cudaGraphAddKernelNode", MCP_CUDA_GRAPH_ADD_KERNEL, 0, 0, 0, 0, true},
+      {"cudaGraphInstantiate", "cudaGraphInstantiate", MCP_CUDA_GRAPH_INSTANTIATE, 0, 0, 1, 0, true},
+      {"cudaGraphInstantiateWithFlags", "cudaGraphInstantiateWithFlags", MCP_CUDA_GRAPH_INSTANTIATE, 0, 0, 1, 0, true},
+      {"cudaGraphInstantiateWithParams", "cudaGraphInstantiateWithParams", MCP_CUDA_GRAPH_INSTANTIATE, 0, 0, 1, 0,
+       true},
+      {"cudaGraphInstantiateWithParams_ptsz", "cudaGraphInstantiateWithParams_ptsz", MCP_CUDA_GRAPH_INSTANTIATE, 0, 0,
+       1, 0, true},
   };
   return specs;
 }

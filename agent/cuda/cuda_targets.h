@@ -21,7 +21,8 @@ struct ApiSpec {
   uint8_t vma_arg;      // 1-based argument holding a code address, 0: none
   uint8_t entry_deref_arg;
   uint8_t ret_deref_arg;
-  bool internal;        // bookkeeping (kernel handle registration), never shown
+  uint8_t name_arg;     // 1-based argument holding a name string copied at return, 0: none
+  bool internal;        // bookkeeping (handle names, graph shapes), never shown
 };
 
 const std::vector<ApiSpec>& api_specs();

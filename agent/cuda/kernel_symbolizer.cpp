@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "loader/proc_maps.h"
+#include "mcp_abi.h"
 
 namespace mcp::cuda {
 
@@ -44,14 +45,63 @@ std::string KernelSymbolizer::name_at(uint64_t inode, uint64_t offset, pid_t pid
   return name;
 }
 
+// Bookkeeping: only calls that succeeded (CUDA_SUCCESS / cudaSuccess) wrote their handles.
+void KernelSymbolizer::record(const Event& e) {
+  const auto& c = e.cuda;
+  const Handle key{static_cast<pid_t>(e.pid), c.function};
+  const Handle graph{static_cast<pid_t>(e.pid), c.graph};
+  if (e.ret != 0 && c.api_id != MCP_CUDA_GET_KERNEL) return;
+  switch (c.api_id) {
+    case MCP_CUDA_GET_KERNEL:
+      if (c.code_inode) handles_[key] = {c.code_inode, c.code_offset};
+      break;
+    case MCP_CUDA_GET_FUNCTION: {
+      if (c.kernel.empty()) break;
+      // BPF copies up to sizeof(mcp_cuda_event::name) - 1 bytes: a longer name is cut
+      // and no longer demangles, so it is shown as cut.
+      const bool cut = c.kernel.size() >= sizeof(mcp_cuda_event{}.name) - 1;
+      driver_names_[key] = cut ? c.kernel + "..." : loader::demangle(c.kernel);
+      break;
+    }
+    case MCP_CUDA_KERNEL_FUNCTION:
+      if (auto it = driver_names_.find({key.first, e.args[1]}); it != driver_names_.end())
+        driver_names_[key] = it->second;
+      break;
+    case MCP_CUDA_GRAPH_NEW:
+      graph_kernel_nodes_[graph] = 0;  // a handle seen before is reused: its count starts over
+      break;
+    case MCP_CUDA_GRAPH_CAPTURED:
+      graph_kernel_nodes_.erase(graph);  // captured launches are sampled: the count is not known
+      break;
+    case MCP_CUDA_GRAPH_ADD_KERNEL:
+      if (auto it = graph_kernel_nodes_.find(graph); it != graph_kernel_nodes_.end()) it->second++;
+      break;
+    case MCP_CUDA_GRAPH_INSTANTIATE: {
+      GraphShape shape{c.graph, std::nullopt};
+      if (auto it = graph_kernel_nodes_.find(graph); it != graph_kernel_nodes_.end()) shape.kernel_nodes = it->second;
+      executables_[key] = shape;
+      break;
+    }
+    default:
+      break;
+  }
+}
+
 bool KernelSymbolizer::process(Event& e) {
   if (e.kind != EventKind::kCuda) return true;
   auto& c = e.cuda;
   if (c.internal) {
-    if (c.code_inode) handles_[{static_cast<pid_t>(e.pid), c.function}] = {c.code_inode, c.code_offset};
+    record(e);
     return false;
   }
   const auto pid = static_cast<pid_t>(e.pid);
+  if (c.api_id == MCP_CUDA_GRAPH_LAUNCH) {
+    if (auto it = executables_.find({pid, c.function}); it != executables_.end()) {
+      c.graph = it->second.graph;
+      c.graph_kernel_nodes = it->second.kernel_nodes;
+    }
+    return true;
+  }
   if (c.api == "cudaMalloc" && e.ret == 0 && c.function) allocations_[{pid, c.function}] = c.bytes;
   if (c.api == "cudaFree") {
     if (auto it = allocations_.find({pid, c.function}); it != allocations_.end()) {
@@ -64,8 +114,10 @@ bool KernelSymbolizer::process(Event& e) {
   std::string name;
   if (c.code_inode) {
     name = name_at(c.code_inode, c.code_offset, static_cast<pid_t>(e.pid));
-  } else if (auto it = handles_.find({static_cast<pid_t>(e.pid), c.function}); it != handles_.end()) {
-    name = name_at(it->second.first, it->second.second, static_cast<pid_t>(e.pid));
+  } else if (auto it = handles_.find({pid, c.function}); it != handles_.end()) {
+    name = name_at(it->second.first, it->second.second, pid);
+  } else if (auto named = driver_names_.find({pid, c.function}); named != driver_names_.end()) {
+    name = named->second;
   }
   c.kernel = name.empty() ? fmt::format("kernel@{:#x}", c.function) : name;
   return true;

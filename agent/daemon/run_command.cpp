@@ -20,6 +20,7 @@
 #include "metrics/names.h"
 #include "metrics/registry.h"
 #include "metrics/server.h"
+#include "otlp/event_sink.h"
 #include "privilege/privilege.h"
 #include "reload/config_store.h"
 #include "reload/reloader.h"
@@ -119,15 +120,16 @@ runtime::RuntimeSpec spec_of(const config::Config& cfg, const RunFlags& flags) {
   spec.session.cuda_slow_ns = static_cast<uint64_t>(cfg.cuda.slow_launch.count());
   spec.control.accept_policies = true;
   spec.export_filter = runtime::export_filter_of(cfg);
+  const char* state_dir = getenv("STATE_DIRECTORY");
   if (!cfg.broker.addresses.empty()) {
     ForwarderOptions fo = runtime::forwarder_of(cfg.broker);
-    const char* state_dir = getenv("STATE_DIRECTORY");
     fo.agent_id = agent_id_for(cfg, state_dir);
     fo.spool_dir = state_dir && *state_dir ? std::string(state_dir) + "/spool" : "";
     spec.broker = std::move(fo);
-  } else {
+  } else if (!cfg.otlp) {
     spec.stream = runtime::StreamSpec{"json", ""};
   }
+
   spec.ready_file = !flags.ready_file.empty() ? flags.ready_file : cfg.ready_file;  // the flag wins
   spec.pod_names = runtime::pod_names_of(cfg);
   // Events in the on-disk spool are sent after a restart; events gone are a failure.
@@ -142,7 +144,8 @@ int run_daemon(const RunFlags& flags) {
 
   // Broker settings take effect on restart: the first load's are the run's.
   auto spec = spec_of(*initial, flags);
-  const std::string agent_id = spec.broker ? spec.broker->agent_id : "";
+  const std::string agent_id = spec.broker ? spec.broker->agent_id
+                               : initial->otlp ? agent_id_for(*initial, getenv("STATE_DIRECTORY")) : "";
   runtime::Runtime rt(std::move(spec));
   auto& control = rt.control();
   ProbeSet probes(rt.session(), control, rt.symbolizer());
@@ -157,8 +160,9 @@ int run_daemon(const RunFlags& flags) {
     probes.apply(d);
     if (quotas) control.set_quotas(std::move(*quotas));
     if (!before || d.services_changed || d.probes_changed()) probes.apply_services(*after);
-    if (before && (d.broker_changed || d.metrics_changed || d.cuda_settings_changed || d.kubernetes_changed))
-      spdlog::warn("broker, metrics, kubernetes and CUDA slow-launch settings take effect on restart");
+    if (before && (d.broker_changed || d.otlp_changed || d.metrics_changed || d.cuda_settings_changed ||
+                   d.kubernetes_changed))
+      spdlog::warn("broker, exporter.otlp, metrics, kubernetes and CUDA slow-launch settings take effect on restart");
     spdlog::info("configuration applied: {} added, {} removed, {} retuned, {} probes attached", d.added.size(),
                  d.removed.size(), d.sampling_changed.size() + d.metadata_changed.size(), probes.size());
   };
@@ -174,6 +178,8 @@ int run_daemon(const RunFlags& flags) {
     spdlog::warn("keeping full privileges: {}", e.what());
   }
 
+  // Built after the drop: its exporter's threads hold no more than the rest.
+  if (initial->otlp) rt.add_sink(std::make_shared<otlp::OtlpSink>(*initial->otlp, otlp::Origin{agent_id, host_name()}));
   rt.start();
   Forwarder* forwarder = rt.forwarder();
 
@@ -208,7 +214,8 @@ int run_daemon(const RunFlags& flags) {
   spdlog::info("mcp-agent running: {} probes, metrics on {}:{}, {}", probes.size(),
                cfg0->metrics_listen.substr(0, cfg0->metrics_listen.rfind(':')), server.port(),
                forwarder ? "forwarding to " + cfg0->broker.addresses.front() + " as agent " + agent_id
-                         : std::string("events to stdout"));
+               : cfg0->otlp ? "exporting to the OTLP collector " + cfg0->otlp->endpoint
+                            : std::string("events to stdout"));
 
   reload::ConfigSnapshot cfg = store.current();
   runtime::RunHooks hooks;

@@ -15,18 +15,18 @@
 namespace mcp {
 namespace {
 
-std::string host_name() {
-  char host[256] = {};
-  if (gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') return "agent";
-  return host;
-}
-
 uint64_t random64() {
   std::random_device rd;
   return (static_cast<uint64_t>(rd()) << 32) ^ rd();
 }
 
 }  // namespace
+
+std::string host_name() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') return "agent";
+  return host;
+}
 
 std::string unique_agent_id() { return fmt::format("{}-{}-{:016x}", host_name(), getpid(), random64()); }
 

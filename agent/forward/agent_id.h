@@ -9,6 +9,10 @@
 
 namespace mcp {
 
+// gethostname(), or "agent" when it has none: what the agent calls its host (the broker's
+// Hello.hostname, OTLP's host.name).
+std::string host_name();
+
 std::string unique_agent_id();
 
 // Throws mcp::Error (runtime) when the file can neither be read nor created.

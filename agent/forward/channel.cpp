@@ -4,20 +4,9 @@
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/support/channel_arguments.h>
 
-#include <fstream>
-#include <sstream>
-
 #include "common/error.h"
 
 namespace mcp {
-
-std::string read_text_file(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw usage_error(std::string("cannot read ") + what + " '" + path + "'");
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
-}
 
 std::string read_token_file(const std::string& path) {
   if (path.empty()) return "";

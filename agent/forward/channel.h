@@ -8,11 +8,11 @@
 #include <memory>
 #include <string>
 
+#include "common/text_file.h"  // read_text_file, for the callers of this header
 #include "forward/forwarder.h"
 
 namespace mcp {
 
-std::string read_text_file(const std::string& path, const char* what);
 
 // First line of the file, surrounding whitespace removed; empty path gives "".
 std::string read_token_file(const std::string& path);

@@ -314,6 +314,7 @@ class Forwarder::Impl {
 
     mcp::v1::AgentMessage hello;
     hello.mutable_hello()->set_agent_id(options_.agent_id);
+    hello.mutable_hello()->set_hostname(host_name());  // the broker's OTLP host.name
     hello.mutable_hello()->set_version("0.1.0");
     hello.mutable_hello()->add_capabilities("events-v2");
     bool ok = stream->Write(hello);

@@ -538,6 +538,7 @@ void BpfSession::configure(uint32_t id, const ProbeConfig& config) {
   value.entry_deref_arg = config.entry_deref_arg;
   value.ret_deref_arg = config.ret_deref_arg;
   value.cuda_flags = config.cuda_flags;
+  value.name_arg = config.name_arg;
   if (bpf_map_update_elem(bpf_map__fd(skel_->maps.probe_configs), &id, &value, BPF_ANY))
     throw runtime_error("cannot update probe_configs: " + errno_text(errno));
 }

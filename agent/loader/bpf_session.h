@@ -47,6 +47,7 @@ struct ProbeConfig {
   uint8_t entry_deref_arg = 0;
   uint8_t ret_deref_arg = 0;
   uint8_t cuda_flags = 0;     // MCP_CUDA_CFG_*
+  uint8_t name_arg = 0;       // 1-based: copy this argument's string at return (mcp_probe_config)
   uint64_t cgroup_id = 0;     // only tasks in this cgroup or below it (0: any)
   bool trace_id_integer = false;  // the trace-id argument is the id itself
 };

@@ -96,6 +96,8 @@ void append_cuda(std::string& out, const CudaInfo& c) {
   }
   if (c.bytes) fmt::format_to(it, ",\"bytes\":{}", c.bytes);
   if (c.memcpy_kind) fmt::format_to(it, ",\"memcpy_kind\":{}", c.memcpy_kind);
+  if (c.graph) fmt::format_to(it, ",\"graph\":{}", c.graph);
+  if (c.graph_kernel_nodes) fmt::format_to(it, ",\"graph_kernel_nodes\":{}", *c.graph_kernel_nodes);
   if (c.slow_mode) {
     out += ",\"slow_mode\":true,\"user_stack\":[";
     for (size_t i = 0; i < c.user_stack.size(); i++) fmt::format_to(it, "{}{}", i ? "," : "", c.user_stack[i]);

@@ -18,6 +18,7 @@ bool decode_cuda(const mcp_cuda_event& c, CudaInfo& out) {
   out.code_inode = c.code_inode;
   out.code_offset = c.code_file_offset;
   out.slow_mode = c.hdr.flags & MCP_EV_SLOW_MODE;
+  out.api_id = c.api;
   if (c.stack_depth) out.user_stack.assign(c.user_stack, c.user_stack + std::min<uint32_t>(c.stack_depth, MCP_MAX_STACK_DEPTH));
   switch (c.api) {
     case MCP_CUDA_LAUNCH:
@@ -47,6 +48,17 @@ bool decode_cuda(const mcp_cuda_event& c, CudaInfo& out) {
       out.shared_mem = static_cast<uint32_t>(c.stack_args[1]);
       out.stream = c.stack_args[2];
       break;
+    case MCP_CUDA_CU_LAUNCH_EX: {
+      // CUlaunchConfig: gridDimX..Z, blockDimX..Z, sharedMemBytes (unsigned ints), CUstream at 32
+      uint32_t words[7];
+      std::memcpy(words, c.deref, sizeof(words));
+      out.function = c.regs[1];
+      out.grid = {words[0], words[1], words[2]};
+      out.block = {words[3], words[4], words[5]};
+      out.shared_mem = words[6];
+      out.stream = c.deref[4];
+      break;
+    }
     case MCP_CUDA_MEMCPY:
     case MCP_CUDA_MEMCPY_ASYNC:
       out.bytes = c.regs[2];
@@ -64,6 +76,7 @@ bool decode_cuda(const mcp_cuda_event& c, CudaInfo& out) {
       out.stream = c.regs[0];
       break;
     case MCP_CUDA_GRAPH_LAUNCH:
+      out.function = c.regs[0];  // the executable graph
       out.stream = c.regs[1];
       break;
     case MCP_CUDA_DEVICE_SYNC:
@@ -71,6 +84,29 @@ bool decode_cuda(const mcp_cuda_event& c, CudaInfo& out) {
     case MCP_CUDA_GET_KERNEL:
       out.internal = true;
       out.function = c.deref[0];  // the handle it wrote; code_* locate the host function
+      break;
+    case MCP_CUDA_GET_FUNCTION:
+      out.internal = true;
+      out.function = c.deref[0];  // the CUfunction / CUkernel it wrote
+      out.kernel.assign(c.name, strnlen(c.name, sizeof(c.name)));
+      break;
+    case MCP_CUDA_KERNEL_FUNCTION:
+      out.internal = true;
+      out.function = c.deref[0];  // the CUfunction it wrote for the CUkernel in rsi (args[1])
+      break;
+    case MCP_CUDA_GRAPH_NEW:
+    case MCP_CUDA_GRAPH_CAPTURED:
+      out.internal = true;
+      out.graph = c.deref[0];
+      break;
+    case MCP_CUDA_GRAPH_ADD_KERNEL:
+      out.internal = true;
+      out.graph = c.regs[1];
+      break;
+    case MCP_CUDA_GRAPH_INSTANTIATE:
+      out.internal = true;
+      out.function = c.deref[0];  // the executable graph
+      out.graph = c.regs[1];
       break;
     default:
       return false;

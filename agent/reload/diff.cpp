@@ -32,6 +32,7 @@ ConfigDiff diff(const config::Config& before, const config::Config& after) {
     if (!seen.count(p.key())) d.removed.push_back(p);
   d.node_changed = before.node_name != after.node_name;
   d.broker_changed = before.broker != after.broker;
+  d.otlp_changed = before.otlp != after.otlp;
   d.metrics_changed = before.metrics_listen != after.metrics_listen;
   d.kubernetes_changed = before.kubernetes != after.kubernetes;
   d.cuda_settings_changed = before.cuda != after.cuda;

@@ -27,6 +27,7 @@ struct ConfigDiff {
   std::vector<ProbeUpdate> metadata_changed;
   bool node_changed = false;
   bool broker_changed = false;
+  bool otlp_changed = false;           // exporter.otlp (takes effect on restart, as broker)
   bool metrics_changed = false;
   bool kubernetes_changed = false;     // the pod watch's settings (need a restart)
   bool cuda_settings_changed = false;  // slow_launch / libs / sampling of the CUDA section
@@ -39,8 +40,9 @@ struct ConfigDiff {
     return !added.empty() || !removed.empty() || !sampling_changed.empty() || !metadata_changed.empty();
   }
   bool empty() const {
-    return !probes_changed() && !node_changed && !broker_changed && !metrics_changed && !kubernetes_changed &&
-           !cuda_settings_changed && !quotas_changed && !exporter_changed && !services_changed && !rules_changed;
+    return !probes_changed() && !node_changed && !broker_changed && !otlp_changed && !metrics_changed &&
+           !kubernetes_changed && !cuda_settings_changed && !quotas_changed && !exporter_changed &&
+           !services_changed && !rules_changed;
   }
 };
 

@@ -3,14 +3,9 @@
 #include <algorithm>
 
 #include "common/call_error.h"
+#include "common/mix64.h"
 
 namespace mcp::runtime {
-
-uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 bool ExportFilter::keep(const ExportFilterSpec& spec, Event& e) {
   double rate = spec.sample_rate;

@@ -19,9 +19,6 @@ struct ExportFilterSpec {
   bool passes_all() const { return (!rules || rules->empty()) && !error_only && sample_rate >= 1.0; }
 };
 
-// SplitMix64's finaliser: the identity hash the exporter's sampling decides on.
-uint64_t mix64(uint64_t z);
-
 class ExportFilter {
  public:
   // Returns false to drop `e`; may redact fields and lower e.threshold. Not thread-safe

@@ -113,6 +113,9 @@ class Runtime {
   clock::Timestamper& clock() { return *clock_; }
   // Where labels come from (default: none); must outlive run(). Before start().
   void set_labels(const ProbeLabels* labels) { labels_ = labels; }
+  // One more caller-built sink, as spec.sinks; before start(). For sinks that start threads,
+  // which must come after the front end dropped privileges (capabilities are per thread).
+  void add_sink(std::shared_ptr<EventSink> sink) { spec_.sinks.push_back(std::move(sink)); }
 
   // Starts the clock, the sinks (opens the output file, connects the forwarder), the
   // consumer and the control loop. Throws mcp::Error.

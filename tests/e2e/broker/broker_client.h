@@ -18,6 +18,7 @@
 #include "forward/forwarder.h"
 #include "mcp/v1/sampling.grpc.pb.h"
 #include "subscribe/subscribe_client.h"
+#include "../../support/wait_until.h"
 
 namespace mcp::test {
 
@@ -25,16 +26,6 @@ inline uint64_t unix_ns() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                    std::chrono::system_clock::now().time_since_epoch())
                                    .count());
-}
-
-template <typename F>
-bool wait_until(F cond, std::chrono::milliseconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return cond();
 }
 
 inline std::unique_ptr<mcp::v1::Sampling::Stub> stub_for(const std::string& address, const TlsFiles& tls = {}) {

@@ -102,6 +102,38 @@ TEST_F(BrokerMetricsE2E, ScrapeReportsWhatWasPublishedAndPromtoolAcceptsIt) {
   EXPECT_EQ(check.out + check.err, "");
 }
 
+// Estimated error rate: failed calls (ret < 0) add their adjusted counts to
+// mcp_broker_error_adjusted_count_total. Series are bounded: past --max-probe-series pairs, a new
+// (service, probe) is counted as _other, and its events in the overflow counter.
+TEST_F(BrokerMetricsE2E, ErrorAdjustedCountsAndTheBoundOnProbeSeries) {
+  BrokerProcess broker({"--metrics-listen", "127.0.0.1:0", "--max-probe-series", "2"}, dir_ / "broker.log");
+  const int port = metrics_port(broker);
+  ASSERT_GT(port, 0) << broker.log_text();
+  mcp::v1::AgentMessage batch;
+  batch.mutable_batch()->set_sequence(1);
+  add_samples(batch, "checkout", "handle", 4, kQuarter);   // 4 failed calls at p = 0.25: 16
+  add_samples(batch, "checkout", "handle", 2, UINT64_MAX);  // 2 good ones
+  for (int i = 0; i < 6; ++i) {
+    auto* s = batch.mutable_batch()->mutable_samples(i);
+    s->set_kind("syscall");
+    s->set_has_ret(true);
+    s->set_ret(i < 4 ? -11 : 0);
+  }
+  add_samples(batch, "search", "query", 3, UINT64_MAX);
+  add_samples(batch, "third", "probe", 5, UINT64_MAX);  // past the bound of 2 pairs
+  const auto r = test::publish_messages(broker.address(), {test::hello_message("node-e"), batch});
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  const std::string page = scrape(port);
+  EXPECT_EQ(sample_value(page, R"(mcp_broker_adjusted_count_total{probe="handle",service="checkout"})"), 18) << page;
+  EXPECT_EQ(sample_value(page, R"(mcp_broker_error_adjusted_count_total{probe="handle",service="checkout"})"), 16)
+      << page;
+  EXPECT_EQ(sample_value(page, R"(mcp_broker_error_adjusted_count_total{probe="query",service="search"})"), 0) << page;
+  EXPECT_EQ(sample_value(page, R"(mcp_broker_events_total{probe="_other",service="_other"})"), 5) << page;
+  EXPECT_EQ(sample_value(page, "mcp_broker_probe_series_overflow_total"), 5) << page;
+  EXPECT_EQ(page.find("service=\"third\""), std::string::npos) << page;
+  EXPECT_EQ(test::broker_stats(broker.address()).probe_series_overflow(), 5u);
+}
+
 TEST_F(BrokerMetricsE2E, HealthzAnswersAndNoMetricsListenerWithoutTheFlag) {
   BrokerProcess with({"--metrics-listen", "127.0.0.1:0"}, dir_ / "with.log");
   auto res = httplib::Client("127.0.0.1", metrics_port(with)).Get("/healthz");

@@ -5,6 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <map>
+#include <tuple>
+
 #include "../../support/bpf_stats.h"
 #include "../../support/run_command.h"
 
@@ -219,5 +222,136 @@ TEST_P(CudaSlowNamed, ASampledOutLaunchThatTurnsOutSlowIsStillNamed) {
 
 INSTANTIATE_TEST_SUITE_P(Modes, CudaSlowNamed,
                          ::testing::Combine(::testing::Values("on", "off"), ::testing::Values("direct", "exc")));
+
+// Issue 18, names for every launch path. The driver API and the runtime's graph calls run
+// against stand-ins (tests/fixtures/fake_cuda: no GPU, no real driver here) with the real
+// signatures; the agent's real probes attach to them by --cuda-lib, so nothing here needs nvcc.
+const std::string kDriverProgram = std::string(MCP_TEST_DIR) + "/cuda_driver_launch";
+const std::string kFakeDir = std::string(MCP_TEST_DIR) + "/fake_cuda";
+
+std::vector<std::string> trace_stand_ins(const std::vector<std::string>& flags, const std::string& mode, int n) {
+  std::vector<std::string> argv{kAgent, "trace", "--cuda-lib", kFakeDir + "/libcuda.so.1", "--cuda-lib",
+                                kFakeDir + "/libcudart.so.13"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  for (const auto& a : {std::string("--"), kDriverProgram, mode, std::to_string(n)}) argv.push_back(a);
+  return argv;
+}
+
+// Only the calls an application makes are shown: no bookkeeping record escapes.
+void expect_no_bookkeeping(const std::vector<nlohmann::json>& events) {
+  for (const auto& e : events) {
+    const std::string api = e["cuda"]["api"];
+    EXPECT_TRUE(api.find("LaunchKernel") != std::string::npos || api.find("GraphLaunch") != std::string::npos)
+        << e.dump();
+  }
+}
+
+// Both return modes: the name is copied by the return half, a session's or a uretprobe's.
+class CudaDriver : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaDriver, ModuleFunctionLaunchesAreNamedByTheNameTheyWereLookedUpBy) {
+  MCP_REQUIRE_BPF();
+  const EventFile out;
+  auto argv = trace_stand_ins({"--output", out.path}, "module", 4);
+  argv.insert(argv.begin(), {"/usr/bin/env", "MCP_UPROBE_SESSION=" + GetParam()});
+  auto r = run_command(argv);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find(GetParam() == "off" ? "uprobe returns: uretprobe" : "uprobe returns: session"),
+            std::string::npos) << r.err;
+  const auto events = out.events();
+  expect_no_bookkeeping(events);
+  int vec_add = 0, saxpy = 0, long_named = 0;
+  for (const auto& e : events) {
+    const auto& c = e["cuda"];
+    if (c["api"] == "cuLaunchKernel" && c["kernel"] == "vecAdd(float*, int)") {
+      vec_add++;
+      EXPECT_EQ(c["grid"], nlohmann::json({4, 2, 1})) << e.dump();
+      EXPECT_EQ(c["block"], nlohmann::json({64, 1, 1})) << e.dump();
+      EXPECT_EQ(c["shared_mem"], 128) << e.dump();
+    } else if (c["api"] == "cuLaunchKernelEx" && c["kernel"] == "saxpy") {
+      saxpy++;
+      EXPECT_EQ(c["grid"], nlohmann::json({8, 1, 1})) << e.dump();
+      EXPECT_EQ(c["block"], nlohmann::json({32, 1, 1})) << e.dump();
+      EXPECT_EQ(c["shared_mem"], 256) << e.dump();
+    } else if (c["api"] == "cuLaunchKernel" && c["kernel"] == std::string(255, 'k') + "...") {
+      long_named++;  // names are copied up to 255 bytes, the cut is shown
+    } else {
+      ADD_FAILURE() << "unexpected: " << e.dump();
+    }
+  }
+  EXPECT_EQ(vec_add, 4) << r.err;
+  EXPECT_EQ(saxpy, 1) << r.err;
+  EXPECT_EQ(long_named, 1) << r.err;
+}
+
+// A CUkernel is launched as itself (CUDA 12+ allows it as a CUfunction) or through the
+// CUfunction cuKernelGetFunction gives for it: both carry the name the library lookup used.
+INSTANTIATE_TEST_SUITE_P(Modes, CudaDriver, ::testing::Values("on", "off"));
+
+TEST(CudaDriverLibrary, KernelsAreNamedLaunchedDirectlyOrThroughTheirFunction) {
+  MCP_REQUIRE_BPF();
+  const EventFile out;
+  auto r = run_command(trace_stand_ins({"--output", out.path}, "library", 3));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto events = out.events();
+  expect_no_bookkeeping(events);
+  std::map<std::string, int> kernels;
+  for (const auto& e : events) kernels[e["cuda"].value("kernel", "(none)")]++;
+  EXPECT_EQ(kernels, (std::map<std::string, int>{{"vecAdd(float*, int)", 3}, {"saxpy", 1}})) << r.err;
+}
+
+// The hot path stays one trap: a sampled-out driver launch runs its entry program only
+// (the name lookup is in userspace, from bookkeeping done once per function).
+TEST(CudaDriverCost, ASampledOutDriverLaunchRunsOneProbeProgram) {
+  MCP_REQUIRE_BPF();
+  mcp::test::BpfStats stats;
+  if (!stats.enabled()) GTEST_SKIP() << "BPF_ENABLE_STATS refused";
+  auto runs = [](int n) {
+    auto r = run_command(trace_stand_ins({"--output", "/dev/null", "--sample-rate", "0.000001", "--slow-launch", "0"},
+                                         "module", n));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    uint64_t kept = 0;
+    for (const auto& [probe, row] : mcp::test::parse_summary(r.err))
+      if (probe.find("LaunchKernel") != std::string::npos) kept += row.kept;
+    return std::make_tuple(cuda_program_runs(r.err), kept, r.err);
+  };
+  const auto [few, few_kept, few_err] = runs(1);
+  const auto [many, many_kept, many_err] = runs(21);
+  if (many_err.find("uprobe returns: session") == std::string::npos)
+    GTEST_SKIP() << "no uprobe sessions on this kernel: every call also runs its uretprobe\n" << many_err;
+  EXPECT_EQ(many - few, 20u + (many_kept - few_kept)) << few_err << many_err;
+}
+
+// cudaGraphLaunch names its graph and the kernel nodes the graph had when instantiated;
+// a destroyed graph's handle, reused by a new graph, starts its count over; a captured
+// graph's count is not known (its launches are sampled), so it is left out.
+TEST(CudaGraph, GraphLaunchesReportTheGraphAndItsKernelNodeCount) {
+  MCP_REQUIRE_BPF();
+  const EventFile out;
+  auto r = run_command(trace_stand_ins({"--output", out.path}, "graph", 3));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto at = r.out.find("graph ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const uint64_t reused = std::stoull(r.out.substr(at + 6));
+  const auto events = out.events();
+  expect_no_bookkeeping(events);
+  int three = 0, one = 0, captured = 0;
+  for (const auto& e : events) {
+    const auto& c = e["cuda"];
+    ASSERT_EQ(c["api"], "cudaGraphLaunch") << e.dump();
+    ASSERT_TRUE(c.contains("graph")) << e.dump();
+    if (!c.contains("graph_kernel_nodes")) {
+      captured++;
+      EXPECT_NE(c["graph"].get<uint64_t>(), reused) << e.dump();
+      continue;
+    }
+    EXPECT_EQ(c["graph"].get<uint64_t>(), reused) << e.dump();
+    three += c["graph_kernel_nodes"] == 3;
+    one += c["graph_kernel_nodes"] == 1;
+  }
+  EXPECT_EQ(three, 3) << r.err;
+  EXPECT_EQ(one, 1) << r.err;
+  EXPECT_EQ(captured, 1) << r.err;
+}
 
 }  // namespace

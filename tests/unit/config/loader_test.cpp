@@ -230,5 +230,41 @@ TEST(ConfigLoader, ReportsEveryProblemInFileOrder) {
   }
 }
 
+// exporter.otlp fills the exporter's own options (otlp/exporter_options.h): relative files are
+// the config directory's, headers come from the file then the mapping, keys lower-cased.
+TEST(ConfigLoader, ExporterOtlpKeysFillTheExporterOptions) {
+  const fs::path dir = fs::temp_directory_path() / ("mcp-otlp-config-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "otlp-headers") << "# token\nAuthorization=Bearer t0k\r\n\n";
+  const Config cfg = parse_config(
+      "exporter:\n"
+      "  error_only: true\n"
+      "  otlp:\n"
+      "    endpoint: otel-collector.monitoring.svc:4317\n"
+      "    ca: otlp-ca.pem\n"
+      "    header_file: otlp-headers\n"
+      "    headers: {X-Tenant: lab}\n"
+      "    queue: 1000\n"
+      "    batch: 100\n"
+      "    interval: 250ms\n"
+      "    timeout: 2s\n"
+      "    metrics_interval: 0s\n",
+      "agent.yaml", dir);
+  fs::remove_all(dir);
+  EXPECT_TRUE(cfg.exporter.error_only);
+  ASSERT_TRUE(cfg.otlp.has_value());
+  EXPECT_EQ(cfg.otlp->endpoint, "otel-collector.monitoring.svc:4317");
+  EXPECT_EQ(cfg.otlp->ca_file, (dir / "otlp-ca.pem").string());
+  EXPECT_FALSE(cfg.otlp->insecure);
+  EXPECT_EQ(cfg.otlp->headers, (std::vector<std::pair<std::string, std::string>>{{"authorization", "Bearer t0k"},
+                                                                                 {"x-tenant", "lab"}}));
+  EXPECT_EQ(cfg.otlp->queue_events, 1000u);
+  EXPECT_EQ(cfg.otlp->batch_events, 100u);
+  EXPECT_EQ(cfg.otlp->batch_interval, std::chrono::milliseconds(250));
+  EXPECT_EQ(cfg.otlp->timeout, std::chrono::milliseconds(2000));
+  EXPECT_EQ(cfg.otlp->metrics_interval, std::chrono::milliseconds(0));
+  EXPECT_FALSE(parse_config("exporter: {error_only: true}\n", "agent.yaml").otlp.has_value());
+}
+
 }  // namespace
 }  // namespace mcp::config

@@ -129,6 +129,7 @@ TEST(KernelSymbolizer, NamesAHandleLaunchThroughItsRegistrationAndHidesTheRegist
   reg.kind = EventKind::kCuda;
   reg.pid = static_cast<uint32_t>(getpid());
   reg.cuda.internal = true;
+  reg.cuda.api_id = MCP_CUDA_GET_KERNEL;
   reg.cuda.function = 0x7000;  // the handle __cudaGetKernel wrote
   reg.cuda.code_inode = self.inode;
   reg.cuda.code_offset = self.offset;
@@ -162,6 +163,125 @@ TEST(KernelSymbolizer, FreeReportsTheBytesItsMallocReturned) {
   EXPECT_EQ(again.cuda.bytes, 0u) << "a pointer is freed once";
 }
 
+TEST(DecodeCuda, DriverLaunchExReadsTheLaunchConfig) {
+  auto c = record(MCP_CUDA_CU_LAUNCH_EX);
+  const uint32_t words[7] = {8, 4, 2, 32, 2, 1, 512};  // grid, block, sharedMemBytes
+  std::memcpy(c.deref, words, sizeof(words));
+  c.deref[4] = 0x66;  // hStream, after 4 bytes of padding
+  c.regs[1] = 0xf00;
+  CudaInfo out;
+  ASSERT_TRUE(pipeline::decode_cuda(c, out));
+  EXPECT_EQ(out.grid, (std::array<uint32_t, 3>{8, 4, 2}));
+  EXPECT_EQ(out.block, (std::array<uint32_t, 3>{32, 2, 1}));
+  EXPECT_EQ(out.shared_mem, 512u);
+  EXPECT_EQ(out.stream, 0x66u);
+  EXPECT_EQ(out.function, 0xf00u);
+}
+
+TEST(DecodeCuda, ANameRegistrationCarriesItsHandleAndName) {
+  auto c = record(MCP_CUDA_GET_FUNCTION);
+  c.deref[0] = 0xabc0;
+  std::strcpy(c.name, "_Z6vecAddPfi");
+  CudaInfo out;
+  ASSERT_TRUE(pipeline::decode_cuda(c, out));
+  EXPECT_TRUE(out.internal);
+  EXPECT_EQ(out.function, 0xabc0u);
+  EXPECT_EQ(out.kernel, "_Z6vecAddPfi");
+  std::memset(c.name, 'x', sizeof(c.name));  // no NUL: never read past the field
+  ASSERT_TRUE(pipeline::decode_cuda(c, out));
+  EXPECT_EQ(out.kernel.size(), sizeof(c.name));
+}
+
+Event bookkeeping(uint32_t api_id, uint64_t function, uint64_t graph, int64_t ret = 0) {
+  Event e;
+  e.kind = EventKind::kCuda;
+  e.pid = 42;
+  e.ret = ret;
+  e.cuda.internal = true;
+  e.cuda.api_id = api_id;
+  e.cuda.function = function;
+  e.cuda.graph = graph;
+  return e;
+}
+
+Event driver_launch(uint64_t function) {
+  Event e = launch(function, 0, 0);
+  e.pid = 42;
+  e.cuda.api = "cuLaunchKernel";
+  e.cuda.api_id = MCP_CUDA_CU_LAUNCH;
+  return e;
+}
+
+TEST(KernelSymbolizer, DriverLaunchesAreNamedByTheirLookupAndFailedLookupsAreIgnored) {
+  cuda::KernelSymbolizer s;
+  auto module_fn = bookkeeping(MCP_CUDA_GET_FUNCTION, 0x100, 0);
+  module_fn.cuda.kernel = "_Z6vecAddPfi";
+  EXPECT_FALSE(s.process(module_fn));
+  auto kernel = bookkeeping(MCP_CUDA_GET_FUNCTION, 0x200, 0);
+  kernel.cuda.kernel = "saxpy";
+  EXPECT_FALSE(s.process(kernel));
+  auto function_of_kernel = bookkeeping(MCP_CUDA_KERNEL_FUNCTION, 0x300, 0);
+  function_of_kernel.args[1] = 0x200;  // the CUkernel
+  EXPECT_FALSE(s.process(function_of_kernel));
+  auto failed = bookkeeping(MCP_CUDA_GET_FUNCTION, 0x400, 0, 500);  // CUDA_ERROR_NOT_FOUND
+  failed.cuda.kernel = "missing";
+  EXPECT_FALSE(s.process(failed));
+  auto cut = bookkeeping(MCP_CUDA_GET_FUNCTION, 0x500, 0);
+  cut.cuda.kernel = std::string(255, 'k');  // as long as BPF copies: cut
+  EXPECT_FALSE(s.process(cut));
+
+  const std::pair<uint64_t, std::string> expected[] = {{0x100, "vecAdd(float*, int)"},
+                                                       {0x200, "saxpy"},
+                                                       {0x300, "saxpy"},
+                                                       {0x400, "kernel@0x400"},
+                                                       {0x500, std::string(255, 'k') + "..."}};
+  for (const auto& [handle, name] : expected) {
+    auto e = driver_launch(handle);
+    ASSERT_TRUE(s.process(e));
+    EXPECT_EQ(e.cuda.kernel, name);
+  }
+  auto other_process = driver_launch(0x100);
+  other_process.pid = 43;
+  ASSERT_TRUE(s.process(other_process));
+  EXPECT_EQ(other_process.cuda.kernel, "kernel@0x100") << "handles are per process";
+}
+
+TEST(KernelSymbolizer, GraphLaunchesCarryTheirGraphAndTheKernelNodesItHadWhenInstantiated) {
+  cuda::KernelSymbolizer s;
+  auto feed = [&](Event e) { EXPECT_FALSE(s.process(e)); };
+  feed(bookkeeping(MCP_CUDA_GRAPH_NEW, 0, 0x9000));
+  for (int i = 0; i < 2; i++) feed(bookkeeping(MCP_CUDA_GRAPH_ADD_KERNEL, 0, 0x9000));
+  feed(bookkeeping(MCP_CUDA_GRAPH_ADD_KERNEL, 0, 0x9000, 1));  // failed: no node
+  feed(bookkeeping(MCP_CUDA_GRAPH_INSTANTIATE, 0xe1, 0x9000));
+  feed(bookkeeping(MCP_CUDA_GRAPH_ADD_KERNEL, 0, 0x9000));  // after instantiation: not in e1
+  feed(bookkeeping(MCP_CUDA_GRAPH_NEW, 0, 0x9000));  // the handle reused: starts over
+  feed(bookkeeping(MCP_CUDA_GRAPH_INSTANTIATE, 0xe2, 0x9000));
+  feed(bookkeeping(MCP_CUDA_GRAPH_CAPTURED, 0, 0x9100));
+  feed(bookkeeping(MCP_CUDA_GRAPH_ADD_KERNEL, 0, 0x9100));
+  feed(bookkeeping(MCP_CUDA_GRAPH_INSTANTIATE, 0xe3, 0x9100));
+
+  auto graph_launch = [&](uint64_t exec) {
+    Event e;
+    e.kind = EventKind::kCuda;
+    e.pid = 42;
+    e.cuda.api = "cudaGraphLaunch";
+    e.cuda.api_id = MCP_CUDA_GRAPH_LAUNCH;
+    e.cuda.function = exec;
+    EXPECT_TRUE(s.process(e));
+    return e.cuda;
+  };
+  const auto e1 = graph_launch(0xe1), e2 = graph_launch(0xe2), e3 = graph_launch(0xe3), unseen = graph_launch(0xe4);
+  EXPECT_EQ(e1.graph, 0x9000u);
+  EXPECT_EQ(e1.graph_kernel_nodes, std::optional<uint32_t>(2));
+  EXPECT_EQ(e2.graph, 0x9000u);
+  EXPECT_EQ(e2.graph_kernel_nodes, std::optional<uint32_t>(0));
+  EXPECT_EQ(e3.graph, 0x9100u);
+  EXPECT_EQ(e3.graph_kernel_nodes, std::nullopt) << "captured: its kernels are not counted";
+  EXPECT_EQ(unseen.graph, 0u);
+  EXPECT_EQ(unseen.graph_kernel_nodes, std::nullopt);
+  EXPECT_TRUE(unseen.kernel.empty());
+}
+
 TEST(CudaTargets, TheRuntimeLaunchEntryPointsAreKnownWithTheirArgumentRules) {
   int launches = 0;
   for (const auto& spec : cuda::api_specs()) {
@@ -173,6 +293,11 @@ TEST(CudaTargets, TheRuntimeLaunchEntryPointsAreKnownWithTheirArgumentRules) {
       EXPECT_TRUE(spec.internal);
       EXPECT_EQ(spec.ret_deref_arg, 1);
       EXPECT_EQ(spec.vma_arg, 2);
+    }
+    if (spec.api == MCP_CUDA_GET_FUNCTION) {  // (CUfunction* / CUkernel*, module / library, name)
+      EXPECT_TRUE(spec.internal);
+      EXPECT_EQ(spec.ret_deref_arg, 1);
+      EXPECT_EQ(spec.name_arg, 3);
     }
   }
   EXPECT_EQ(launches, 4);

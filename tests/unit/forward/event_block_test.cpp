@@ -71,8 +71,15 @@ TEST(EventBlock, RoundTripPrintsTheSameJson) {
   cuda.cuda.stream = 9;
   cuda.cuda.slow_mode = true;
   cuda.cuda.user_stack = {0x1000, 0x2000};
+  Event graph = sample_event(6);
+  graph.kind = EventKind::kCuda;
+  graph.cuda.api = "cudaGraphLaunch";
+  graph.cuda.graph = 0x9000;
+  graph.cuda.graph_kernel_nodes = 0;  // known to be none: kept apart from "not known"
+  Event captured = graph;
+  captured.cuda.graph_kernel_nodes.reset();
   Event plain;  // every default, probe empty
-  const std::vector<Event> events = {sample_event(1), cuda, plain};
+  const std::vector<Event> events = {sample_event(1), cuda, graph, captured, plain};
 
   EventBlockDecoder dec;
   std::string error;

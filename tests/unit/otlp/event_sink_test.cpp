@@ -8,21 +8,14 @@
 
 #include "otlp/event_sink.h"
 #include "otlp_collector.h"
+#include "wait_until.h"
 
 namespace mcp::otlp {
 namespace {
 
 using namespace std::chrono_literals;
 
-template <typename F>
-bool wait_until(F cond, std::chrono::milliseconds limit = 10s) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return cond();
-}
+using test::wait_until;
 
 Event make(uint32_t i, bool timed) {
   static const std::string probe = "/srv/app:handle";
@@ -89,6 +82,50 @@ TEST(OtlpSink, InvalidUtf8CommStillMakesValidOtlp) {
   for (const auto& a : got.logs[0].resource_logs(0).resource().attributes())
     if (a.key() == "process.executable.name") exe = a.value().string_value();
   EXPECT_EQ(exe, "b\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
+}
+
+// The runtime's shutdown wait: true once the collector accepted every event; the report then
+// names the counts and nothing undelivered.
+TEST(OtlpSink, DrainWaitsForTheCollectorAndReportsWhatItAccepted) {
+  test::OtlpCollector collector;
+  OtlpSink sink(options(collector), Origin{}, 1000);
+  for (uint32_t i = 0; i < 10; ++i) sink.consume(make(i, true));
+  EXPECT_TRUE(sink.drain(10s, [] { return false; }));
+  EXPECT_EQ(collector.spans(), 10u);
+  const auto r = sink.report();
+  EXPECT_EQ(r.summary, "otlp: collector " + collector.address() + ", exported 10, failed 0, dropped 0, retries 0");
+  EXPECT_EQ(r.undelivered, "");
+  EXPECT_EQ(r.lost, 0u);
+}
+
+// A collector that refuses (non-retryable): the events are lost, and the report says so, which
+// makes the run exit 1.
+TEST(OtlpSink, RefusedEventsAreReportedLost) {
+  test::OtlpCollector collector;
+  collector.fail_next(100, grpc::StatusCode::INVALID_ARGUMENT);
+  OtlpSink sink(options(collector), Origin{}, 1000);
+  for (uint32_t i = 0; i < 7; ++i) sink.consume(make(i, false));
+  EXPECT_FALSE(sink.drain(10s, [] { return false; }));
+  const auto r = sink.report();
+  EXPECT_EQ(r.lost, 7u);
+  EXPECT_EQ(r.undelivered, "7 events undelivered to the OTLP collector " + collector.address() +
+                               ": 7 refused or out of attempts, 0 dropped (full queue, or not sent before shutdown)");
+}
+
+// A collector that never answers: the wait ends at its limit (the call in flight is cancelled)
+// and at give_up() (a second Ctrl-C) at once; what was not accepted is dropped, counted.
+TEST(OtlpSink, DrainEndsAtItsLimitOrWhenGivenUpWhileTheCollectorHangs) {
+  for (const bool give_up : {false, true}) {
+    test::OtlpCollector collector;
+    collector.hold();
+    OtlpSink sink(options(collector), Origin{}, 1000);
+    for (uint32_t i = 0; i < 5; ++i) sink.consume(make(i, true));
+    EXPECT_FALSE(sink.drain(give_up ? 1h : 100ms, [&] { return give_up; }));
+    const auto r = sink.report();
+    EXPECT_EQ(r.lost, 5u);
+    EXPECT_EQ(sink.stats().exported, 0u);
+    collector.release();
+  }
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "common/event.h"
 #include "otlp/exporter.h"
 #include "otlp_collector.h"
+#include "wait_until.h"
 
 namespace mcp::otlp {
 namespace {
@@ -22,15 +23,7 @@ namespace {
 using namespace std::chrono_literals;
 using test::OtlpCollector;
 
-template <typename F>
-bool wait_until(F cond, std::chrono::milliseconds limit = 10s) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return cond();
-}
+using test::wait_until;
 
 // `spans` timed syscalls (one failing) and `logs` point events of service "api".
 std::shared_ptr<mcp::v1::EventBlock> block(int spans, int logs) {

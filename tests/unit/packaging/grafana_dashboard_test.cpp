@@ -140,6 +140,7 @@ TEST(GrafanaDashboard, EveryMetricAndGroupingLabelIsOneTheAgentOrBrokerExports) 
   for (const char* want : {"mcp_events_seen_total", "mcp_events_kept_total", "mcp_sampling_probability",
                            "mcp_events_lost_total", "mcp_quota_drops_total", "mcp_forward_dropped_events_total",
                            "mcp_forward_queue_depth", "mcp_spool_bytes", "mcp_broker_adjusted_count_total",
+                           "mcp_broker_error_adjusted_count_total",
                            "mcp_broker_batches_total", "mcp_broker_subscriber_dropped_packets_total",
                            "mcp_broker_otlp_exported_total"})
     EXPECT_TRUE(used.count(want)) << "no panel shows " << want;

@@ -388,8 +388,17 @@ TEST(K8sNetworkPolicy, OnlyAgentsAndLabelledConsumersReachTheBrokerPort) {
   EXPECT_NE(std::find(types.begin(), types.end(), "Ingress"), types.end());
   auto agent_labels = agent_daemonset()["spec"]["template"]["metadata"]["labels"];
   bool agents_allowed = false;
-  ASSERT_EQ(np["spec"]["ingress"].size(), 1u);
-  auto rule = np["spec"]["ingress"][0];
+  // One rule opens the gRPC port; any other opens only the metrics port (K8sBroker.Metrics...).
+  const auto ingress = np["spec"]["ingress"];
+  int grpc_rule = -1;
+  for (size_t i = 0; i < ingress.size(); ++i) {
+    const auto r = ingress[i];
+    ASSERT_EQ(r["ports"].size(), 1u);
+    if (r["ports"][0]["port"].as<int>() == 9090) grpc_rule = static_cast<int>(i);
+    else EXPECT_EQ(r["ports"][0]["port"].as<int>(), 9464);
+  }
+  ASSERT_GE(grpc_rule, 0) << "no rule opens the gRPC port";
+  auto rule = ingress[static_cast<size_t>(grpc_rule)];
   for (const auto& from : rule["from"]) {
     // Same namespace only: no namespaceSelector, no ipBlock.
     EXPECT_FALSE(from["namespaceSelector"]);
@@ -403,6 +412,28 @@ TEST(K8sNetworkPolicy, OnlyAgentsAndLabelledConsumersReachTheBrokerPort) {
   EXPECT_TRUE(agents_allowed) << "the agents cannot reach the broker";
   ASSERT_EQ(rule["ports"].size(), 1u);
   EXPECT_EQ(rule["ports"][0]["port"].as<int>(), 9090);
+}
+
+// The broker serves /metrics on the port its command listens on, its container names, its
+// scrape annotations point at, and the NetworkPolicy opens (and opens nothing else there).
+TEST(K8sBroker, ServesMetricsOnThePortTheAnnotationsAndTheNetworkPolicyName) {
+  auto dep = manifests().find("Deployment", "mcp-broker");
+  ASSERT_TRUE(dep);
+  auto c = dep["spec"]["template"]["spec"]["containers"][0];
+  auto cmd = c["command"].as<std::vector<std::string>>();
+  auto listen = std::find(cmd.begin(), cmd.end(), "--metrics-listen");
+  ASSERT_NE(listen, cmd.end()) << "the broker serves no /metrics";
+  const int port = metrics::parse_listen_address(*(listen + 1)).port;
+  EXPECT_EQ(resolve_port(c, YAML::Node("metrics")), port);
+  auto annotations = dep["spec"]["template"]["metadata"]["annotations"];
+  EXPECT_EQ(annotations["prometheus.io/scrape"].as<std::string>(""), "true");
+  EXPECT_EQ(annotations["prometheus.io/port"].as<std::string>(""), std::to_string(port));
+  EXPECT_EQ(annotations["prometheus.io/path"].as<std::string>(""), "/metrics");
+  auto np = manifests().find("NetworkPolicy", "mcp-broker");
+  bool open = false;
+  for (const auto& r : np["spec"]["ingress"])
+    for (const auto& p : r["ports"]) open = open || p["port"].as<int>() == port;
+  EXPECT_TRUE(open) << "the NetworkPolicy keeps Prometheus from port " << port;
 }
 
 }  // namespace

@@ -69,7 +69,7 @@ TEST(ConfigDiff, SelectorIsPartOfTheIdentity) {
 TEST(ConfigDiff, FlagsNonProbeSections) {
   const ConfigDiff d = diff(parse("node_name: a\nexporter: {error_only: false}\n"),
                             parse(R"(node_name: b
-exporter: {error_only: true}
+exporter: {error_only: true, otlp: {endpoint: "c:4317"}}
 broker: {addresses: ["x:1"]}
 metrics: {listen: "0.0.0.0:9464"}
 kubernetes: {pod_labels: [app]}
@@ -82,6 +82,7 @@ compliance: {rules: 'rule "r" when pid == 1 then drop = true end'}
   EXPECT_TRUE(d.node_changed);
   EXPECT_TRUE(d.exporter_changed);
   EXPECT_TRUE(d.broker_changed);
+  EXPECT_TRUE(d.otlp_changed);
   EXPECT_TRUE(d.metrics_changed);
   EXPECT_TRUE(d.kubernetes_changed);
   EXPECT_TRUE(d.quotas_changed);

@@ -1,0 +1,341 @@
+// OTLP from the agent with every real component: mcp-agent tracing the workload through real
+// BPF, and an OTLP receiver built in the test from the official protos (tests/support) on
+// 127.0.0.1:0. Directly (`trace --otlp-endpoint`, `run` with exporter.otlp), and through a real
+// mcp-broker with --otlp-endpoint. Timed calls arrive as spans whose adjusted counts add up to
+// the calls made, untimed ones as log records; a collector that is down or never answers makes
+// the run say how many events did not arrive and exit 1, within the drain limit.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <fstream>
+#include <regex>
+
+#include "../../support/otlp_collector.h"
+#include "../../support/process.h"
+#include "../../support/run_command.h"
+#include "../broker/broker_client.h"
+#include "../broker/broker_process.h"
+
+namespace mcp {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using test::BrokerProcess;
+using test::OtlpCollector;
+using test::run_command;
+using test::wait_until;
+namespace common = opentelemetry::proto::common::v1;
+namespace resource = opentelemetry::proto::resource::v1;
+
+const std::string kAgent = std::string(MCP_BIN_DIR) + "/mcp-agent";
+const std::string kWorkload = std::string(MCP_TEST_DIR) + "/mcp-workload";
+
+const common::AnyValue* find(const google::protobuf::RepeatedPtrField<common::KeyValue>& attrs,
+                             const std::string& key) {
+  for (const auto& kv : attrs)
+    if (kv.key() == key) return &kv.value();
+  return nullptr;
+}
+
+std::string string_attr(const resource::Resource& r, const std::string& key) {
+  const auto* v = find(r.attributes(), key);
+  return v ? v->string_value() : "<absent>";
+}
+
+std::string this_host() {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  return host;
+}
+
+// A port nothing listens on: bound (so no one else gets it) but not listening, so a connection
+// is refused at once.
+class RefusingPort {
+ public:
+  RefusingPort() {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+      throw std::runtime_error("cannot bind 127.0.0.1:0");
+    port_ = ntohs(a.sin_port);
+  }
+  ~RefusingPort() { close(fd_); }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+// Spans and log records of the collector, with their resources, flattened.
+struct Record {
+  const resource::Resource* resource;
+  const google::protobuf::RepeatedPtrField<common::KeyValue>* attributes;
+  std::string name;  // span name or log body
+  uint64_t start = 0, end = 0;
+  std::string trace_state;
+};
+std::vector<Record> spans_of(const OtlpCollector::Received& got) {
+  std::vector<Record> out;
+  for (const auto& req : got.traces)
+    for (const auto& rs : req.resource_spans())
+      for (const auto& ss : rs.scope_spans())
+        for (const auto& s : ss.spans())
+          out.push_back({&rs.resource(), &s.attributes(), s.name(), s.start_time_unix_nano(), s.end_time_unix_nano(),
+                         s.trace_state()});
+  return out;
+}
+std::vector<Record> logs_of(const OtlpCollector::Received& got) {
+  std::vector<Record> out;
+  for (const auto& req : got.logs)
+    for (const auto& rl : req.resource_logs())
+      for (const auto& sl : rl.scope_logs())
+        for (const auto& l : sl.log_records())
+          out.push_back({&rl.resource(), &l.attributes(), l.body().string_value(), l.time_unix_nano(),
+                         l.time_unix_nano(), ""});
+  return out;
+}
+double weight(const Record& r) {
+  const auto* v = find(*r.attributes, "sampling.adjusted_count");
+  return v ? v->double_value() : -1;
+}
+
+class AgentOtlp : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    MCP_REQUIRE_BPF();
+    dir_ = test::make_temp_dir("mcp-agent-otlp");
+  }
+  void TearDown() override {
+    broker_.reset();
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  std::vector<std::string> otlp_flags() const {
+    return {"--otlp-endpoint", collector_.address(), "--otlp-insecure", "--otlp-interval", "50ms"};
+  }
+  // The agent's "otlp: collector ..., exported N" summary line.
+  static uint64_t exported(const std::string& err) {
+    std::smatch m;
+    if (!std::regex_search(err, m, std::regex("otlp: collector \\S+, exported ([0-9]+),"))) return UINT64_MAX;
+    return std::stoull(m[1]);
+  }
+
+  OtlpCollector collector_;
+  fs::path dir_;
+  std::unique_ptr<BrokerProcess> broker_;
+};
+
+// 20000 calls kept at p = 0.1 by the kernel's random draw: each span carries weight 10, and the
+// sum is the call count within four standard deviations (sd = sqrt(N (1 - p) / p) ≈ 424). The
+// run ends only once the collector accepted them all, so no waiting after it.
+TEST_F(AgentOtlp, TraceExportsTimedUprobeCallsAsSpansWithAdjustedCounts) {
+  constexpr int kCalls = 20000;
+  constexpr double kP = 0.1;
+  std::vector<std::string> argv{kAgent, "trace", "--uprobe", kWorkload + ":mcp_work", "--latency", "--sample-rate", "0.1",
+                                "--service", "checkout"};
+  for (const auto& f : otlp_flags()) argv.push_back(f);
+  for (const std::string a : {"--", kWorkload.c_str(), "calls", "20000"}) argv.push_back(a);
+  auto r = run_command(argv);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "") << "events go to the collector, not stdout, without --also-stdout";
+  const auto rows = test::parse_summary(r.err);
+  ASSERT_TRUE(rows.count(kWorkload + ":mcp_work")) << r.err;
+  const uint64_t kept = rows.at(kWorkload + ":mcp_work").delivered;
+  ASSERT_GT(kept, 0u);
+  EXPECT_EQ(exported(r.err), kept) << r.err;
+  const auto got = collector_.received();
+  const auto spans = spans_of(got);
+  ASSERT_EQ(spans.size(), kept);
+  double sum = 0;
+  for (const auto& s : spans) {
+    EXPECT_EQ(string_attr(*s.resource, "service.name"), "checkout");
+    EXPECT_EQ(string_attr(*s.resource, "process.executable.name"), "mcp-workload");
+    EXPECT_EQ(string_attr(*s.resource, "host.name"), this_host());
+    ASSERT_NE(find(s.resource->attributes(), "process.pid"), nullptr);
+    EXPECT_GT(find(s.resource->attributes(), "process.pid")->int_value(), 0);
+    EXPECT_EQ(s.name, kWorkload + ":mcp_work");
+    EXPECT_GT(s.end, s.start);
+    EXPECT_EQ(s.trace_state, "") << "a random draw says nothing about the trace id";
+    EXPECT_NEAR(weight(s), 1 / kP, 1e-6);
+    sum += weight(s);
+  }
+  EXPECT_NEAR(sum, kCalls, 4 * std::sqrt(kCalls * (1 - kP) / kP)) << kept << " kept";
+  EXPECT_EQ(collector_.log_records(), 0u);
+}
+
+// Syscalls: with --latency each call is a span; without, a log record (body: the probe).
+TEST_F(AgentOtlp, TraceExportsSyscallsAsSpansWithLatencyAndAsLogRecordsWithout) {
+  constexpr int kCalls = 300;
+  for (const bool latency : {true, false}) {
+    OtlpCollector collector;
+    std::vector<std::string> argv{kAgent, "trace", "--syscall", "getppid", "--service", "sys", "--otlp-endpoint",
+                                  collector.address(), "--otlp-insecure"};
+    if (latency) argv.push_back("--latency");
+    for (const std::string a : {"--", kWorkload.c_str(), "getppid", "300"}) argv.push_back(a);
+    auto r = run_command(argv);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto got = collector.received();
+    const auto records = latency ? spans_of(got) : logs_of(got);
+    EXPECT_EQ((latency ? logs_of(got) : spans_of(got)).size(), 0u);
+    size_t from_workload = 0;
+    for (const auto& rec : records) {
+      if (string_attr(*rec.resource, "process.executable.name") != "mcp-workload") continue;
+      EXPECT_EQ(rec.name, "syscall:getppid");
+      EXPECT_EQ(weight(rec), 1.0);
+      EXPECT_EQ(string_attr(*rec.resource, "service.name"), "sys");
+      ++from_workload;
+    }
+    EXPECT_EQ(from_workload, static_cast<size_t>(kCalls)) << (latency ? "spans" : "log records") << "\n" << r.err;
+  }
+}
+
+// Nothing listens: every attempt is refused, the exporter gives up after its retries, and the
+// run reports the events as undelivered and fails, as it does for a broker that is down.
+TEST_F(AgentOtlp, TraceWithTheCollectorDownReportsUndeliveredEventsAndExitsOne) {
+  RefusingPort down;
+  auto r = run_command({kAgent, "trace", "-s", "getppid", "--otlp-endpoint", down.address(), "--otlp-insecure", "--",
+                        kWorkload, "getppid", "200"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("mcp-agent: 200 events undelivered to the OTLP collector " + down.address()),
+            std::string::npos)
+      << r.err;
+}
+
+// The collector accepts the connection and never answers: the drain limit (10 s) ends the wait,
+// the call in flight is cancelled, and the run fails instead of hanging.
+TEST_F(AgentOtlp, TraceWithASilentCollectorEndsWithinTheDrainLimit) {
+  test::BlackholeListener silent;
+  const auto start = std::chrono::steady_clock::now();
+  auto r = run_command({kAgent, "trace", "-s", "getppid", "--otlp-endpoint", silent.address(), "--otlp-insecure",
+                        "--", kWorkload, "getppid", "50"});
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("50 events undelivered to the OTLP collector"), std::string::npos) << r.err;
+  EXPECT_LT(took, 60s) << "bounded by the drain limit, not by the exporter's retries";
+}
+
+// Bad OTLP flags are usage errors before anything is attached.
+TEST_F(AgentOtlp, TraceOtlpFlagsWithoutAnEndpointAreUsageErrors) {
+  auto r = run_command({kAgent, "trace", "-s", "getppid", "--otlp-insecure", "--", kWorkload, "getppid", "1"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("need --otlp-endpoint"), std::string::npos) << r.err;
+  r = run_command({kAgent, "trace", "-s", "getppid", "--otlp-endpoint", collector_.address(), "--otlp-header",
+                   "bad key=1", "--", kWorkload, "getppid", "1"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("OTLP header key 'bad key'"), std::string::npos) << r.err;
+}
+
+// `mcp-agent run` with exporter.otlp in agent.yaml (no broker): the daemon's events reach the
+// collector with the configured header, and a clean stop exits 0.
+TEST_F(AgentOtlp, DaemonWithExporterOtlpExportsToTheCollector) {
+  constexpr int kCalls = 200;
+  // getppid is traced node-wide: count the calls of a copy of the workload with its own name.
+  const fs::path caller = dir_ / ("otlpwl" + std::to_string(getpid() % 100000));
+  fs::copy_file(kWorkload, caller);
+  const std::string comm = caller.filename().string();
+  const fs::path config = dir_ / "agent.yaml";
+  std::ofstream(config) << "version: 1\n"
+                           "metrics:\n  listen: 127.0.0.1:0\n"
+                           "syscalls:\n  - name: getppid\n    service: node\n"
+                           "exporter:\n"
+                           "  otlp:\n"
+                           "    endpoint: " << collector_.address() << "\n"
+                           "    insecure: true\n"
+                           "    interval: 50ms\n"
+                           "    headers: { x-tenant: lab }\n";
+  fs::permissions(config, fs::perms::owner_read | fs::perms::owner_write);
+  test::Process agent({kAgent, "run", "--config", config.string()}, dir_, "agent");
+  ASSERT_TRUE(agent.wait_for_err(std::regex("mcp-agent: ready: "), 20s)) << agent.err();
+  EXPECT_NE(agent.err().find("exporting to the OTLP collector " + collector_.address()), std::string::npos)
+      << agent.err();
+  ASSERT_EQ(run_command({caller.string(), "getppid", std::to_string(kCalls)}).exit_code, 0);
+  auto from_caller = [&] {
+    size_t n = 0;
+    const auto got = collector_.received();  // the records point into it
+    // The daemon's syscall probes time their calls: spans (log records would count as well).
+    auto records = spans_of(got);
+    for (auto& rec : logs_of(got)) records.push_back(rec);
+    for (const auto& rec : records)
+      n += string_attr(*rec.resource, "process.executable.name") == comm && rec.name == "syscall:getppid";
+    return n;
+  };
+  EXPECT_TRUE(wait_until([&] { return from_caller() >= kCalls; }, 20s)) << from_caller() << "\n" << agent.err();
+  agent.signal(SIGTERM);
+  EXPECT_EQ(agent.wait(30s), std::optional<int>(0)) << agent.err();
+  EXPECT_EQ(from_caller(), static_cast<size_t>(kCalls));
+  const auto got = collector_.received();
+  ASSERT_FALSE(got.metadata.empty());
+  for (const auto& md : got.metadata) {
+    const auto it = md.find("x-tenant");
+    ASSERT_NE(it, md.end());
+    EXPECT_EQ(it->second, "lab");
+  }
+  for (const auto& rec : spans_of(got)) EXPECT_EQ(string_attr(*rec.resource, "service.name"), "node");
+}
+
+// Agent → broker → OTLP: the broker maps what the agent forwarded; host.name is the agent's
+// host, which the agent now sends in its Hello.
+TEST_F(AgentOtlp, ThroughTheBrokerTimedCallsBecomeSpansWhoseAdjustedCountsSumToTheCalls) {
+  constexpr int kCalls = 20000;
+  constexpr double kP = 0.1;
+  broker_ = std::make_unique<BrokerProcess>(
+      std::vector<std::string>{"--otlp-endpoint", collector_.address(), "--otlp-insecure", "--otlp-interval", "50ms",
+                               "--otlp-metrics-interval", "100ms"},
+      dir_ / "broker.log");
+  auto r = run_command({kAgent, "trace", "--uprobe", kWorkload + ":mcp_work", "--latency", "--sample-rate", "0.1",
+                        "--broker", broker_->address(), "--service", "checkout", "--", kWorkload, "calls",
+                        std::to_string(kCalls)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto acked = r.err.find("acked ");
+  ASSERT_NE(acked, std::string::npos) << r.err;
+  const size_t kept = std::stoul(r.err.substr(acked + 6));
+  ASSERT_GT(kept, 0u);
+  ASSERT_TRUE(wait_until([&] { return collector_.spans() == kept; }, 20s))
+      << collector_.spans() << " of " << kept << "\n" << broker_->log_text();
+  double sum = 0;
+  const auto got = collector_.received();  // the records point into it
+  for (const auto& s : spans_of(got)) {
+    EXPECT_EQ(string_attr(*s.resource, "service.name"), "checkout");
+    EXPECT_EQ(string_attr(*s.resource, "process.executable.name"), "mcp-workload");
+    EXPECT_EQ(string_attr(*s.resource, "host.name"), this_host());
+    EXPECT_EQ(s.name, kWorkload + ":mcp_work");
+    EXPECT_GE(s.end, s.start);
+    EXPECT_NEAR(weight(s), 1 / kP, 1e-6);
+    sum += weight(s);
+  }
+  EXPECT_NEAR(sum, kCalls, 4 * std::sqrt(kCalls * (1 - kP) / kP)) << kept << " kept";
+  EXPECT_EQ(collector_.log_records(), 0u);
+}
+
+TEST_F(AgentOtlp, ThroughTheBrokerUntimedSyscallsBecomeLogRecords) {
+  constexpr int kCalls = 300;
+  broker_ = std::make_unique<BrokerProcess>(
+      std::vector<std::string>{"--otlp-endpoint", collector_.address(), "--otlp-insecure", "--otlp-interval", "50ms"},
+      dir_ / "broker.log");
+  auto r = run_command({kAgent, "trace", "--syscall", "getppid", "--broker", broker_->address(), "--service", "sys",
+                        "--", kWorkload, "getppid", std::to_string(kCalls)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(wait_until([&] { return collector_.log_records() >= kCalls; }, 20s)) << collector_.log_records();
+  size_t from_workload = 0;
+  const auto got = collector_.received();  // the records point into it
+  for (const auto& l : logs_of(got)) {
+    if (string_attr(*l.resource, "process.executable.name") != "mcp-workload") continue;
+    EXPECT_EQ(l.name, "syscall:getppid");
+    EXPECT_EQ(weight(l), 1.0);
+    ++from_workload;
+  }
+  EXPECT_EQ(from_workload, static_cast<size_t>(kCalls));
+}
+
+}  // namespace
+}  // namespace mcp
