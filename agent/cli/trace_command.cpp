@@ -3,18 +3,23 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <map>
 #include <memory>
 
 #include "cli/child_process.h"
 #include "cli/trace_options.h"
 #include "common/error.h"
+#include "config/config.h"
 #include "cuda/cuda_attach.h"
 #include "cuda/cuda_targets.h"
 #include "cuda/kernel_symbolizer.h"
 #include "forward/agent_id.h"
 #include "loader/bpf_session.h"
 #include "loader/target_resolver.h"
+#include "reload/diff.h"
+#include "runtime/config_spec.h"
+#include "runtime/probe_set.h"
 #include "otlp/event_sink.h"
 #include "runtime/runtime.h"
 
@@ -71,36 +76,46 @@ runtime::RuntimeSpec spec_of(const TraceOptions& o, pid_t target) {
   spec.session.cuda_hold_ns = static_cast<uint64_t>(o.slow_hold.count());
   spec.session.ringbuf_bytes = o.ringbuf_bytes;
   spec.session.wakeup_bytes = o.wakeup_bytes;
-  spec.pod_names = k8s::PodNamesSpec{};  // in a pod with a service account and NODE_NAME: names too
-  if (!o.tenant_quotas.empty() || o.default_quota) {
-    // Buckets with no configured quota and no default stay unlimited (burst 0).
-    spec.control.quotas = control::build_tenant_quota_table(
-        o.tenant_quotas, o.default_quota.value_or(control::Quota{0, 0}), control::find_cgroup2_mount());
-  }
+  // In a pod with a service account and NODE_NAME: names too; --config: its kubernetes section.
+  spec.pod_names = o.config ? runtime::pod_names_of(*o.config) : k8s::PodNamesSpec{};
+  spec.control.quotas = runtime::quota_table(o.tenant_quotas, o.default_quota);  // merged with --config's
   spec.session.quotas = spec.control.quotas.has_value();
-  if (o.target_qps > 0) spec.control.target_qps = o.target_qps;
-  spec.control.accept_policies = !o.brokers.empty();
+  // With --config the file's probes have their own rates and targets: --target-qps steers
+  // the flag probes only (run_trace), each through set_target().
+  if (o.config) spec.control.probe_targets = true;
+  else if (o.target_qps > 0) spec.control.target_qps = o.target_qps;
+  const bool file_broker = o.config && !o.config->broker.addresses.empty();
+  spec.control.accept_policies = !o.brokers.empty() || file_broker;
   spec.policy_service = o.service;
   spec.export_filter = o.export_filter;
-  const bool otlp = !o.otlp.options.endpoint.empty();
-  if ((o.brokers.empty() && !otlp) || o.also_stdout) spec.stream = runtime::StreamSpec{o.format, o.output};
-  if (!o.brokers.empty()) {
+  // --otlp-endpoint wins over the file's exporter.otlp.
+  std::optional<otlp::ExporterOptions> otlp_options;
+  if (!o.otlp.options.endpoint.empty()) otlp_options = o.otlp.options;
+  else if (o.config && o.config->otlp) otlp_options = o.config->otlp;
+  const bool otlp = otlp_options.has_value();
+  if ((o.brokers.empty() && !file_broker && !otlp) || o.also_stdout) spec.stream = runtime::StreamSpec{o.format, o.output};
+  if (!o.brokers.empty() || file_broker) {
     ForwarderOptions fo;
-    fo.brokers = parse_broker_list(o.brokers);
+    if (file_broker) {
+      fo = runtime::forwarder_of(o.config->broker);
+      if (o.given.count("--compression")) fo.compression = parse_compression(o.compression);
+    } else {
+      fo.brokers = parse_broker_list(o.brokers);
+      fo.compression = parse_compression(o.compression);
+      fo.tls = {o.tls_ca, o.tls_cert, o.tls_key};
+      fo.token_file = o.token_file;
+    }
     // A run of its own id: two traces on one host must not dedup each other's batches. With a
     // spool directory the id is kept there, so a later run's replays are deduplicated.
     fo.agent_id = !o.agent_id.empty() ? o.agent_id : !o.spool_dir.empty() ? stable_agent_id(o.spool_dir) : "";
     fo.spool_dir = o.spool_dir;
-    fo.compression = parse_compression(o.compression);
-    fo.tls = {o.tls_ca, o.tls_cert, o.tls_key};
-    fo.token_file = o.token_file;
     spec.broker = std::move(fo);
   }
   if (otlp) {
     // Resource host.name is this host's; mcp.agent.id the run's own id, as the broker's would be.
     const std::string id = spec.broker ? spec.broker->agent_id : o.agent_id;
     spec.sinks.push_back(std::make_shared<otlp::OtlpSink>(
-        o.otlp.options, otlp::Origin{id.empty() ? unique_agent_id() : id, host_name()}));
+        *otlp_options, otlp::Origin{id.empty() ? unique_agent_id() : id, host_name()}));
   }
   spec.max_events = o.max_events;
   spec.duration = o.duration;
@@ -144,10 +159,33 @@ int run_trace(TraceOptions& o) {
       labels.set(id, runtime::ProbeMeta{o.service, o.tags, api});
   rt.set_labels(&labels);
 
+  // --config: the file's probes, attached (and labelled, and tuned) as `run` attaches them.
+  std::unique_ptr<runtime::ProbeSet> file_probes;
+  std::unique_ptr<runtime::LabelChain> chain;
+  if (o.config) {
+    if (o.target_qps > 0)  // the flag probes so far; the file's are tuned by the ProbeSet
+      for (const auto& p : session.probes())
+        if (!p.internal) rt.control().set_target(p.id, o.target_qps);
+    file_probes = std::make_unique<runtime::ProbeSet>(session, rt.control(), rt.symbolizer());
+    file_probes->apply(reload::diff(config::Config{}, *o.config));
+    file_probes->apply_services(*o.config);
+    chain = std::make_unique<runtime::LabelChain>(*file_probes, labels);
+    rt.set_labels(chain.get());
+  }
+
   rt.start();
   session.track_process_tree();
   if (child) child->start();  // an exec failure is reported before readiness
   runtime::RunHooks hooks;
+  if (file_probes) {
+    // As in `run`: a waiting probe attaches when its file appears, a replaced file is followed.
+    auto next_refresh = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    hooks.each_poll = [&, next_refresh]() mutable {
+      if (std::chrono::steady_clock::now() < next_refresh) return;
+      next_refresh = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+      file_probes->refresh();
+    };
+  }
   // The traced tree is gone: the command and every descendant (like strace -f), or --pid's.
   hooks.finished = [&] { return child ? child->poll_exit() && !session.tree_alive() : o.pid > 0 && !session.tree_alive(); };
   return rt.run(hooks);

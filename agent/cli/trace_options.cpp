@@ -11,6 +11,8 @@
 
 #include "common/duration.h"
 #include "common/error.h"
+#include "config/loader.h"
+#include "runtime/config_spec.h"
 
 namespace mcp::cli {
 
@@ -52,6 +54,8 @@ void add_trace_options(CLI::App& sub, TraceOptions& o) {
   sub.add_option("--rules", o.rules_file, "Compliance rules file (drop, redact, exempt, rate), as compliance.file");
   sub.add_flag("--error-only", o.error_only, "Export only events whose return value marks an error");
   sub.add_option("--export-sample-rate", o.export_sample_rate, "Extra uniform sampling before export, (0, 1]");
+  sub.add_option("--config,-c", o.config_file,
+                 "agent.yaml: its probes, sampling, quotas, compliance, exporter and broker, as `run` reads them");
   sub.add_option("--ready-file", o.ready_file, "Write the readiness line to this file once every probe is attached");
   sub.add_flag("--cuda", o.cuda, "Trace CUDA kernel launches and API calls of the target");
   sub.add_option("--cuda-lib", o.cuda_libs, "CUDA runtime/driver library (or static binary) to probe (repeatable)");
@@ -61,6 +65,12 @@ void add_trace_options(CLI::App& sub, TraceOptions& o) {
   sub.add_option("command", o.command, "-- COMMAND ARGS...: run it and trace it and its descendants until they exit");
   // Everything after the first positional (or `--`) belongs to the command, dashes included.
   sub.positionals_at_end();
+  // Which options were given: a flag overrides the file's value only when it was.
+  sub.parse_complete_callback([&sub, &o] {
+    o.given.clear();
+    for (const CLI::Option* opt : sub.get_options())
+      if (opt->count() > 0 && !opt->get_lnames().empty()) o.given.insert("--" + opt->get_lnames().front());
+  });
 }
 
 uint64_t parse_size(const std::string& text) {
@@ -77,10 +87,69 @@ uint64_t parse_size(const std::string& text) {
   return value << shift;
 }
 
+namespace {
+
+// A cgroup path as both spellings give it (relative to the cgroup2 mount, with or without '/').
+std::string cgroup_key(std::string path) {
+  while (!path.empty() && path.front() == '/') path.erase(0, 1);
+  while (!path.empty() && path.back() == '/') path.pop_back();
+  return path;
+}
+
+// --config: the file's sections, merged with the flags (rules in trace_options.h).
+void merge_config(TraceOptions& o) {
+  const config::Config& c = *o.config;
+  const std::string& file = o.config_file;
+  auto given = [&o](const char* flag) { return o.given.count(flag) > 0; };
+  // Exclusive pairs: two settings that cannot both hold.
+  if (!o.rules_file.empty() && !c.compliance.source.empty())
+    throw usage_error("--rules and the compliance section of " + file + " exclude each other: give the rules in one place");
+  const bool file_broker = !c.broker.addresses.empty();
+  if (file_broker && !o.brokers.empty())
+    throw usage_error("--broker and broker.addresses in " + file + " exclude each other: give the broker in one place");
+  if (file_broker && (!o.tls_ca.empty() || !o.tls_cert.empty() || !o.tls_key.empty() || !o.token_file.empty()))
+    throw usage_error("--tls-* and --token-file go with --broker; " + file + "'s broker has broker.tls and broker.token_file");
+  if (o.cuda && c.cuda.enabled)
+    throw usage_error("--cuda/--cuda-lib and cuda.enabled in " + file + " exclude each other: give the CUDA probes in one place");
+  for (const auto& s : o.syscalls)
+    for (const auto& p : c.probes)
+      if (p.kind == config::ProbeKind::kSyscall && p.target == s)
+        throw usage_error("--syscall " + s + ": " + file + ":" + std::to_string(p.pos.line) + ":" +
+                          std::to_string(p.pos.column) + " traces it already");
+  // Per-probe flags with no flag probe to apply to: the file's probes have their own settings.
+  if (o.uprobes.empty() && o.syscalls.empty() && !o.cuda)
+    for (const char* flag : {"--sample-rate", "--target-qps", "--trace-id-arg", "--latency", "--service", "--tag"})
+      if (given(flag))
+        throw usage_error(std::string(flag) + " applies to --uprobe/--syscall/--cuda probes; the probes of " + file +
+                          " take their settings from it");
+  // Values: the flag overrides the file's, lists add.
+  if (!given("--slow-launch")) o.slow_launch = c.cuda.slow_launch;
+  std::vector<control::TenantQuotaSpec> tenants;
+  for (auto& t : runtime::tenant_quotas_of(c.quotas)) {
+    bool replaced = false;
+    for (const auto& f : o.tenant_quotas) replaced = replaced || cgroup_key(f.cgroup_path) == cgroup_key(t.cgroup_path);
+    if (!replaced) tenants.push_back(std::move(t));
+  }
+  tenants.insert(tenants.end(), o.tenant_quotas.begin(), o.tenant_quotas.end());
+  o.tenant_quotas = std::move(tenants);
+  if (!o.default_quota) o.default_quota = runtime::default_quota_of(c.quotas);
+  const runtime::ExportFilterSpec from_file = runtime::export_filter_of(c);
+  if (!c.compliance.source.empty()) o.export_filter.rules = from_file.rules;
+  o.export_filter.error_only = o.export_filter.error_only || from_file.error_only;
+  if (!given("--export-sample-rate")) o.export_filter.sample_rate = from_file.sample_rate;
+  if (o.ready_file.empty()) o.ready_file = c.ready_file;
+}
+
+}  // namespace
+
 void validate(TraceOptions& o) {
   if (!o.cuda_libs.empty()) o.cuda = true;
-  if (o.uprobes.empty() && o.syscalls.empty() && !o.cuda)
-    throw usage_error("nothing to trace: give at least one --uprobe, --syscall or --cuda");
+  // The file first: its problems are reported as FILE:LINE:COL before the flags' are.
+  o.config = o.config_file.empty() ? nullptr
+                                   : std::make_shared<const config::Config>(config::load_config(o.config_file));
+  if (o.uprobes.empty() && o.syscalls.empty() && !o.cuda && (!o.config || o.config->probes.empty()))
+    throw usage_error(o.config ? "nothing to trace: " + o.config_file + " declares no probes and no --uprobe, --syscall or --cuda is given"
+                               : "nothing to trace: give at least one --uprobe, --syscall or --cuda");
   o.slow_launch = o.slow_launch_text == "0" ? std::chrono::nanoseconds(0) : parse_duration(o.slow_launch_text);
   o.slow_hold = parse_duration(o.slow_hold_text);
   if (!(o.sample_rate > 0.0 && o.sample_rate <= 1.0))
@@ -104,10 +173,13 @@ void validate(TraceOptions& o) {
     if (eq == std::string::npos || eq == 0) throw usage_error("--tag '" + t + "' is not KEY=VALUE");
     o.tags.emplace_back(t.substr(0, eq), t.substr(eq + 1));
   }
+  // The file's broker (--config) counts as --broker for the flags that go with one.
+  const bool any_broker = !o.brokers.empty() || (o.config && !o.config->broker.addresses.empty());
   otlp::finish_otlp_flags(o.otlp);
-  if (o.also_stdout && o.brokers.empty() && o.otlp.options.endpoint.empty())
+  const bool any_otlp = !o.otlp.options.endpoint.empty() || (o.config && o.config->otlp);
+  if (o.also_stdout && !any_broker && !any_otlp)
     throw usage_error("--also-stdout needs --broker or --otlp-endpoint");
-  if (o.brokers.empty() && (!o.tls_ca.empty() || !o.token_file.empty() || !o.spool_dir.empty()))
+  if (!any_broker && (!o.tls_ca.empty() || !o.token_file.empty() || !o.spool_dir.empty()))
     throw usage_error("--tls-*, --token-file and --spool-dir need --broker");
   if (o.target_qps < 0) throw usage_error("--target-qps must be positive");
   o.tenant_quotas.clear();
@@ -134,6 +206,7 @@ void validate(TraceOptions& o) {
   for (const auto& s : o.syscalls)
     if (s.empty() || s.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
       throw usage_error("bad --syscall '" + s + "' (expected a name such as getppid)");
+  if (o.config) merge_config(o);
 }
 
 }  // namespace mcp::cli

@@ -1,11 +1,26 @@
 // TraceOptions: everything `mcp-agent trace` accepts, parsed by CLI11 and then
 // validated as a whole (validate() throws mcp::Error usage with one line).
+//
+// With --config FILE the agent.yaml sections that describe the data path apply as they do
+// in `run` (probes, syscalls, cuda, sampling, quotas, compliance, exporter, broker,
+// ready_file, services), read by the same code (config/loader.h, runtime/config_spec.h,
+// runtime/probe_set.h). Flags add to the file or override it:
+//   --uprobe/--syscall add probes, which take -r/--target-qps/--trace-id-arg/--latency/
+//   --service/--tag as without a file; the file's probes keep their own settings;
+//   --tenant-quota adds a cgroup (or replaces the file's quota for the same cgroup);
+//   --default-quota, --export-sample-rate, --slow-launch, --compression, --ready-file
+//   override the file's value; --error-only turns exporter.error_only on.
+// Where two settings cannot both hold, validate() rejects the pair: --rules with a
+// compliance section, --broker with broker.addresses, --tls-*/--token-file with the file's
+// broker, --cuda/--cuda-lib with cuda.enabled, a --syscall the file declares too.
 #pragma once
 #include <sys/types.h>
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -14,6 +29,9 @@
 #include "otlp/exporter_options.h"
 #include "runtime/export_filter.h"
 
+namespace mcp::config {
+struct Config;
+}
 namespace CLI {
 class App;
 }
@@ -64,6 +82,10 @@ struct TraceOptions {
   double export_sample_rate = 1.0;
   runtime::ExportFilterSpec export_filter;  // derived by validate()
   std::string ready_file;             // written once every probe is attached
+  // agent.yaml; see above for how the flags merge into it
+  std::string config_file;
+  std::shared_ptr<const config::Config> config;  // loaded by validate()
+  std::set<std::string> given;        // long names of the options on the command line ("--sample-rate")
   // CUDA
   bool cuda = false;
   std::vector<std::string> cuda_libs;

@@ -14,7 +14,6 @@
 #include "clock/timestamper.h"
 #include "config/loader.h"
 #include "control/tenant_quota.h"
-#include "daemon/probe_set.h"
 #include "forward/agent_id.h"
 #include "forward/forwarder.h"
 #include "loader/bpf_session.h"
@@ -26,7 +25,8 @@
 #include "reload/config_store.h"
 #include "reload/reloader.h"
 #include "reload/watcher.h"
-#include "runtime/export_filter.h"
+#include "runtime/config_spec.h"
+#include "runtime/probe_set.h"
 #include "runtime/runtime.h"
 
 namespace mcp::daemon {
@@ -47,19 +47,8 @@ struct RunFlags {
   bool verbose = false;
 };
 
-runtime::ExportFilterSpec export_spec(const config::Config& cfg) {
-  return {cfg.compliance.rules, cfg.exporter.error_only, cfg.exporter.sample_rate};
-}
-
-std::optional<control::TenantQuotaTable> quota_table(const config::QuotaConfig& q) {
-  if (!q.default_quota && q.tenants.empty()) return std::nullopt;
-  std::vector<control::TenantQuotaSpec> specs;
-  for (const auto& t : q.tenants)
-    specs.push_back({t.cgroup_path, {t.rate, static_cast<uint64_t>(std::max(1.0, t.burst))}});
-  control::Quota def{0, 0};  // burst 0: unlimited
-  if (q.default_quota) def = {q.default_quota->rate, static_cast<uint64_t>(std::max(1.0, q.default_quota->burst))};
-  return control::build_tenant_quota_table(specs, def, control::find_cgroup2_mount());
-}
+using runtime::ProbeSet;
+using runtime::ProbeState;
 
 void register_metrics(metrics::Registry& reg, loader::BpfSession& session, runtime::ControlLoop& control,
                       clock::Timestamper& clock, Forwarder* forwarder, reload::Reloader& reloader,
@@ -68,7 +57,7 @@ void register_metrics(metrics::Registry& reg, loader::BpfSession& session, runti
     std::vector<metrics::Sample> out;
     for (const auto& p : probes.status())
       for (ProbeState s : {ProbeState::kWaiting, ProbeState::kAttached, ProbeState::kFailed})
-        out.push_back({{p.probe, state_name(s)}, p.state == s ? 1.0 : 0.0});
+        out.push_back({{p.probe, runtime::state_name(s)}, p.state == s ? 1.0 : 0.0});
     return out;
   });
   reg.add_collector(metrics::kProbeReattach, [&probes] {
@@ -130,15 +119,11 @@ runtime::RuntimeSpec spec_of(const config::Config& cfg, const RunFlags& flags) {
   spec.session.quotas = true;  // a reload may add quotas; unlimited buckets cost one lookup
   spec.session.cuda_slow_ns = static_cast<uint64_t>(cfg.cuda.slow_launch.count());
   spec.control.accept_policies = true;
-  spec.export_filter = export_spec(cfg);
+  spec.export_filter = runtime::export_filter_of(cfg);
   const char* state_dir = getenv("STATE_DIRECTORY");
   if (!cfg.broker.addresses.empty()) {
-    ForwarderOptions fo;
-    fo.brokers = cfg.broker.addresses;
+    ForwarderOptions fo = runtime::forwarder_of(cfg.broker);
     fo.agent_id = agent_id_for(cfg, state_dir);
-    fo.token_file = cfg.broker.token_file;
-    fo.compression = parse_compression(cfg.broker.compression);
-    if (cfg.broker.tls) fo.tls = {cfg.broker.tls->ca, cfg.broker.tls->cert, cfg.broker.tls->key};
     fo.spool_dir = state_dir && *state_dir ? std::string(state_dir) + "/spool" : "";
     spec.broker = std::move(fo);
   } else if (!cfg.otlp) {
@@ -146,13 +131,7 @@ runtime::RuntimeSpec spec_of(const config::Config& cfg, const RunFlags& flags) {
   }
 
   spec.ready_file = !flags.ready_file.empty() ? flags.ready_file : cfg.ready_file;  // the flag wins
-  if (cfg.kubernetes.pod_names) {
-    k8s::PodNamesSpec names;
-    names.api = {cfg.kubernetes.api_server, cfg.kubernetes.token_file, cfg.kubernetes.ca_file};
-    names.node_name = cfg.node_name;  // empty: $NODE_NAME
-    names.labels = cfg.kubernetes.pod_labels;
-    spec.pod_names = std::move(names);
-  }
+  spec.pod_names = runtime::pod_names_of(cfg);
   // Events in the on-disk spool are sent after a restart; events gone are a failure.
   spec.kept_on_disk_is_delivered = true;
   return spec;
@@ -177,7 +156,7 @@ int run_daemon(const RunFlags& flags) {
                    const reload::ConfigDiff& d) {
     // Everything that can fail comes first; probes.apply() is all or nothing.
     std::optional<std::optional<control::TenantQuotaTable>> quotas;
-    if (!before || d.quotas_changed) quotas = quota_table(after->quotas);
+    if (!before || d.quotas_changed) quotas = runtime::quota_table(after->quotas);
     probes.apply(d);
     if (quotas) control.set_quotas(std::move(*quotas));
     if (!before || d.services_changed || d.probes_changed()) probes.apply_services(*after);
@@ -214,7 +193,7 @@ int run_daemon(const RunFlags& flags) {
     // Healthy with waiting or failed probes (one node of a fleet may lack a binary); say which.
     std::string detail;
     for (const auto& p : probes.status())
-      if (p.state != ProbeState::kAttached) detail += "probe " + p.probe + " " + state_name(p.state) + ": " + p.detail + "\n";
+      if (p.state != ProbeState::kAttached) detail += "probe " + p.probe + " " + runtime::state_name(p.state) + ": " + p.detail + "\n";
     return metrics::HealthStatus{true, detail};
   }, metrics::parse_listen_address(cfg0->metrics_listen));
   server.start();
@@ -244,7 +223,7 @@ int run_daemon(const RunFlags& flags) {
   hooks.each_poll = [&] {
     if (auto now_cfg = store.current(); now_cfg != cfg) {  // one snapshot per batch: a reload never splits an event
       cfg = std::move(now_cfg);
-      rt.set_export_filter(export_spec(*cfg));
+      rt.set_export_filter(runtime::export_filter_of(*cfg));
     }
     last_poll.store(std::chrono::steady_clock::now().time_since_epoch().count());
   };

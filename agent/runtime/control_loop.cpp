@@ -18,7 +18,7 @@ uint64_t monotonic_ns() {
 
 ControlLoop::ControlLoop(loader::KernelMaps& session, ControlSettings settings)
     : session_(session), settings_(std::move(settings)) {
-  if (settings_.target_qps || settings_.accept_policies) {
+  if (settings_.target_qps || settings_.accept_policies || settings_.probe_targets) {
     // Probes keep their fixed rate until a target (flag, policy or config) makes
     // the controller steer them.
     control::RateControllerConfig cfg;
@@ -50,7 +50,7 @@ void ControlLoop::start() {
     std::lock_guard lock(rates_mu_);
     adopt_probes();  // attached since construction (a runtime builds its loop before its probes)
   }
-  if (!rates_ && !settings_.quotas && !settings_.accept_policies) return;  // nothing to steer
+  if (!rates_ && !settings_.quotas) return;  // nothing to steer
   tick(monotonic_ns());
   thread_ = std::thread([this] { run(); });
 }

@@ -24,6 +24,7 @@ namespace mcp::runtime {
 struct ControlSettings {
   std::optional<double> target_qps;                // per probe; none: fixed rate
   bool accept_policies = false;                    // a broker may push rates and targets
+  bool probe_targets = false;                      // set_target() per probe (configured probes)
   std::optional<control::TenantQuotaTable> quotas; // none: no tenant quotas
   std::chrono::milliseconds tick{100};
 };

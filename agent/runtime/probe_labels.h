@@ -1,6 +1,7 @@
 // ProbeLabels: what the runtime stamps on each event of a probe (service, tags, the CUDA
-// API name), looked up by probe id on the consumer thread. The daemon's ProbeSet rewrites
-// them on reload (each a swapped immutable value); `trace` fills a LabelTable once.
+// API name), looked up by probe id on the consumer thread. ProbeSet (configured probes)
+// rewrites them on reload (each a swapped immutable value); `trace` fills a LabelTable
+// once for its flag probes, and chains the two with --config.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -39,6 +40,21 @@ class LabelTable final : public ProbeLabels {
  private:
   std::shared_ptr<const ProbeMeta> fallback_;
   std::vector<std::shared_ptr<const ProbeMeta>> by_id_;
+};
+
+// The first source that knows the probe: configured probes (ProbeSet, null for ids it does
+// not own) before a LabelTable's fallback. Both must outlive the chain.
+class LabelChain final : public ProbeLabels {
+ public:
+  LabelChain(const ProbeLabels& first, const ProbeLabels& second) : first_(first), second_(second) {}
+  std::shared_ptr<const ProbeMeta> meta(uint32_t probe_id) const override {
+    auto m = first_.meta(probe_id);
+    return m ? m : second_.meta(probe_id);
+  }
+
+ private:
+  const ProbeLabels& first_;
+  const ProbeLabels& second_;
 };
 
 }  // namespace mcp::runtime

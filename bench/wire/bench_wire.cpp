@@ -12,40 +12,20 @@
 #include <string>
 
 #include "forward/event_block.h"
-#include "forward/sample_convert.h"
+#include "events.h"          // tests/support: make_event
+#include "sample_convert.h"  // tests/support: v1 Samples as old agents sent them
 #include "subscribe/packet_printer.h"
 
 namespace mcp {
 namespace {
 
 constexpr int kBatch = 512;
-const std::string kProbe = "syscall:getppid";
 
-Event make(uint32_t i) {
-  Event e;
-  e.ts_ns = 1764700000000000000ull + i * 5000ull;
-  e.ktime_ns = 123456789000ull + i * 5000ull;
-  e.hlc = (e.ts_ns << 16) | (i & 0xff);
-  e.kind = EventKind::kSyscall;
-  e.probe = kProbe;
-  e.pid = 4242;
-  e.tid = 4242;
-  e.cpu = i & 1;
-  e.cgroup_id = 9876;
-  const char comm[] = "mcp-workload";
-  std::copy(comm, comm + sizeof(comm) - 1, e.comm.begin());
-  e.nargs = 0;
-  e.has_ret = true;
-  e.ret = 4241;
-  e.threshold = UINT64_MAX;
-  e.service = "bench";
-  e.tags = {{"env", "lab"}, {"zone", "a"}};
-  return e;
-}
+using test::make_event;
 
 std::string block_bytes() {
   EventBlockEncoder enc;
-  for (int i = 0; i < kBatch; ++i) enc.add(make(static_cast<uint32_t>(i)));
+  for (int i = 0; i < kBatch; ++i) enc.add(make_event(static_cast<uint32_t>(i)));
   std::string out;
   enc.finish(out);
   return out;
@@ -53,7 +33,7 @@ std::string block_bytes() {
 
 void BM_EncodeBlock(benchmark::State& state) {
   std::vector<Event> events;
-  for (int i = 0; i < kBatch; ++i) events.push_back(make(static_cast<uint32_t>(i)));
+  for (int i = 0; i < kBatch; ++i) events.push_back(make_event(static_cast<uint32_t>(i)));
   EventBlockEncoder enc;
   std::string out;
   for (auto _ : state) {
@@ -105,7 +85,7 @@ void BM_SubscribeSamples(benchmark::State& state) {
   packet.set_agent_id("node-1");
   for (int i = 0; i < kBatch; ++i) {
     auto* s = packet.add_samples();
-    to_sample(make(static_cast<uint32_t>(i)), s);
+    mcp::test::to_sample(make_event(static_cast<uint32_t>(i)), s);
     s->set_agent_id("node-1");
     s->set_event_id(1000000 + i);
   }

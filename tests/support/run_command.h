@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "files.h"
+
 namespace mcp::test {
 
 struct CommandResult {
@@ -23,13 +25,6 @@ struct CommandResult {
   std::string err;
 };
 
-inline std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 inline std::string shell_quote(const std::string& s) {
   std::string q = "'";
   for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -37,9 +32,8 @@ inline std::string shell_quote(const std::string& s) {
 }
 
 inline CommandResult run_command(const std::vector<std::string>& argv) {
-  char dir[] = "/tmp/mcp-test-XXXXXX";
-  if (!mkdtemp(dir)) return {};
-  const std::string out = std::string(dir) + "/out", err = std::string(dir) + "/err";
+  const TempDir dir;
+  const std::string out = dir / "out", err = dir / "err";
   std::string cmd;
   for (const auto& a : argv) cmd += shell_quote(a) + " ";
   cmd += ">" + out + " 2>" + err + " </dev/null";
@@ -48,7 +42,6 @@ inline CommandResult run_command(const std::vector<std::string>& argv) {
   r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
   r.out = slurp(out);
   r.err = slurp(err);
-  std::system(("rm -rf " + std::string(dir)).c_str());
   return r;
 }
 

@@ -15,6 +15,7 @@
 #include "../../support/cgroup.h"
 #include "../../support/process.h"
 #include "../../support/run_command.h"
+#include "../../support/wait.h"
 #include "../broker/broker_client.h"
 #include "../broker/broker_process.h"
 
@@ -45,8 +46,12 @@ class AgentBrokerE2E : public ::testing::Test {
   std::future<test::CommandResult> subscribe(const std::vector<std::string>& extra) {
     std::vector<std::string> argv = {kAgent, "subscribe", "--broker", broker_->address()};
     argv.insert(argv.end(), extra.begin(), extra.end());
+    const uint32_t before = test::broker_stats(broker_->address()).subscribers();
     auto f = std::async(std::launch::async, [argv] { return run_command(argv); });
-    std::this_thread::sleep_for(1s);  // connected before the agent starts
+    // Its readiness: the broker has registered the subscription (what it publishes from now
+    // on reaches it), so the agent may start.
+    EXPECT_TRUE(test::eventually([&] { return test::broker_stats(broker_->address()).subscribers() > before; }, 20s))
+        << "the subscriber never registered";
     return f;
   }
 
@@ -180,7 +185,13 @@ TEST_F(AgentBrokerE2E, PolicyAppliedAtTheBrokerChangesTheAgentsKernelThreshold) 
                         "--service", "checkout", "--also-stdout", "--output", out, "--", kWorkload, "rate", "2000",
                         "5"});
   });
-  std::this_thread::sleep_for(2s);
+  // The agent is connected (a policy reaches it) and has shipped events kept before the policy.
+  ASSERT_TRUE(test::eventually([&] {
+    const mcp::v1::StatsReply stats = test::broker_stats(broker_->address());
+    bool shipped = false;
+    for (const auto& p : stats.probes()) shipped = shipped || (p.service() == "checkout" && p.events() > 0);
+    return stats.agents_connected() > 0 && shipped;
+  }, 20s)) << "the agent never shipped an event";
   auto applied = run_command({kAgent, "policy", "apply", "--broker", broker_->address(), "--service", "checkout",
                               "--sampling-rate", "0.25"});
   ASSERT_EQ(applied.exit_code, 0) << applied.err;
@@ -239,9 +250,7 @@ TEST_F(AgentBrokerE2E, DaemonShipsProbeCountsSoStatsSeeEveryCall) {
     return row;
   };
   mcp::v1::ProbeStats row;
-  for (const auto deadline = std::chrono::steady_clock::now() + 20s;
-       (row = daemon_row()).seen() < kCalls && std::chrono::steady_clock::now() < deadline;)
-    std::this_thread::sleep_for(100ms);  // polling the broker with a deadline, not synchronising
+  test::eventually([&] { return (row = daemon_row()).seen() >= kCalls; }, 20s);
   EXPECT_EQ(row.seen(), kCalls) << "shipped while running: " << agent.err();
   agent.signal(SIGTERM);
   EXPECT_EQ(agent.wait(30s), std::optional<int>(0)) << agent.err();

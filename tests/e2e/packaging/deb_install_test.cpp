@@ -23,15 +23,17 @@
 #include <thread>
 
 #include "../../support/run_command.h"
+#include "../../support/wait.h"
 #include "../../unit/packaging/test_util.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
+using mcp::test::eventually;
 using mcp::packaging_test::build_deb;
-using mcp::packaging_test::read_file;
-using mcp::packaging_test::ScratchDir;
+using mcp::test::slurp;
+using mcp::test::TempDir;
 
 struct UnitCommand {
   std::vector<std::string> argv;
@@ -52,7 +54,7 @@ std::string in_root(const fs::path& root, const std::string& value) {
 // ExecStart=, Environment= and StateDirectory= of a unit file, paths moved under `root`.
 UnitCommand unit_command(const fs::path& unit, const fs::path& root) {
   UnitCommand c;
-  std::istringstream in(read_file(unit));
+  std::istringstream in(slurp(unit));
   for (std::string line; std::getline(in, line);) {
     auto value = [&](const std::string& key) -> std::optional<std::string> {
       if (line.rfind(key + "=", 0) != 0) return std::nullopt;
@@ -126,15 +128,6 @@ class Process {
   int status_ = -1;
 };
 
-bool wait_for(const std::function<bool()>& done, std::chrono::seconds limit) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    if (done()) return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return done();
-}
-
 // A network namespace of our own with loopback up: the packaged fixed ports are ours.
 std::string private_loopback() {
   if (unshare(CLONE_NEWNET) != 0) return std::string("unshare(CLONE_NEWNET): ") + std::strerror(errno);
@@ -161,7 +154,7 @@ TEST(DebInstall, PackagedUnitsAndDefaultConfigDeliverEventsToSubscribe) {
   for (std::string tool : {"cpack", "dpkg-deb"})
     if (!mcp::packaging_test::have_tool(tool)) GTEST_SKIP() << tool << " not installed (scripts/setup)";
   const fs::path build_dir = fs::path(MCP_BIN_DIR).parent_path();
-  ScratchDir dir;
+  TempDir dir;
   std::string cpack_log;
   const fs::path deb = build_deb(build_dir, dir.path(), &cpack_log);
   ASSERT_FALSE(deb.empty()) << cpack_log;
@@ -179,11 +172,11 @@ TEST(DebInstall, PackagedUnitsAndDefaultConfigDeliverEventsToSubscribe) {
   const auto pins_before = bpffs_entries();
 
   Process broker(broker_cmd, dir.path() / "broker.log");
-  ASSERT_TRUE(wait_for([&] { return broker.log().find("listening on 127.0.0.1:9090") != std::string::npos; }, 30s))
+  ASSERT_TRUE(eventually([&] { return broker.log().find("listening on 127.0.0.1:9090") != std::string::npos; }, 30s))
       << broker.log();
   {
     Process agent(agent_cmd, dir.path() / "agent.log");
-    ASSERT_TRUE(wait_for([&] { return agent.log().find("mcp-agent running") != std::string::npos || agent.exited(); },
+    ASSERT_TRUE(eventually([&] { return agent.log().find("mcp-agent running") != std::string::npos || agent.exited(); },
                          60s))
         << agent.log();
     ASSERT_FALSE(agent.exited()) << agent.log();
@@ -194,7 +187,7 @@ TEST(DebInstall, PackagedUnitsAndDefaultConfigDeliverEventsToSubscribe) {
     Process subscriber({{agent_cmd.argv[0], "subscribe", "--broker", "127.0.0.1:9090", "--max-events", "5"}, {}},
                        sub_out);
     // The default traces execve, openat and connect node-wide: starting programs makes events.
-    const bool got = wait_for([&] {
+    const bool got = eventually([&] {
       mcp::test::run_command({"/bin/true"});
       return subscriber.exited();
     }, 60s);

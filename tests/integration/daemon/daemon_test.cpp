@@ -17,17 +17,21 @@
 #include "metrics/names.h"
 
 #include "../../support/cgroup.h"
+#include "../../support/config_map_dir.h"
 #include "../../support/fake_apiserver.h"
 #include "../../support/grafana_dashboard.h"
 #include "../../support/process.h"
 #include "../../support/prometheus.h"
 #include "../../support/run_command.h"
+#include "../../support/wait.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using mcp::test::parse_json_lines;
+using mcp::test::ConfigMapDir;
+using mcp::test::eventually;
 using mcp::test::slurp;
 
 const std::string kAgent = std::string(MCP_BIN_DIR) + "/mcp-agent";
@@ -42,25 +46,6 @@ std::string config_text(double syscall_rate) {
          "syscalls:\n"
          "  - name: getppid\n    sampling: { rate: " + std::to_string(syscall_rate) + " }\n";
 }
-
-// A ConfigMap volume: agent.yaml -> ..data/agent.yaml, ..data -> ..<timestamp>/.
-class ConfigMapDir {
- public:
-  explicit ConfigMapDir(const fs::path& dir) : dir_(dir) { fs::create_directories(dir_); }
-  void publish(const std::string& text) {
-    const fs::path version = dir_ / ("..2026_12_02_" + std::to_string(++n_));
-    fs::create_directories(version);
-    std::ofstream(version / "agent.yaml") << text;
-    fs::create_symlink(version.filename(), dir_ / "..data_tmp");
-    fs::rename(dir_ / "..data_tmp", dir_ / "..data");  // the kubelet's atomic swap
-    if (!fs::exists(fs::symlink_status(dir_ / "agent.yaml"))) fs::create_symlink("..data/agent.yaml", dir_ / "agent.yaml");
-  }
-  fs::path file() const { return dir_ / "agent.yaml"; }
-
- private:
-  fs::path dir_;
-  int n_ = 0;
-};
 
 // `mcp-agent run` as a test::Process; construction returns once the agent says it is
 // ready (every probe attached, consumer running), port() then names its metrics port.
@@ -90,15 +75,6 @@ class Daemon {
   int port_ = 0;
 };
 
-bool wait_for(const std::function<bool()>& done, std::chrono::milliseconds limit = 10s) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    if (done()) return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return done();
-}
-
 size_t count_uprobe_events(const std::vector<nlohmann::json>& events, const std::string& symbol = "mcp_work") {
   size_t n = 0;
   for (const auto& e : events)
@@ -110,13 +86,7 @@ class DaemonTest : public ::testing::Test {
  protected:
   void SetUp() override {
     MCP_REQUIRE_BPF();
-    dir_ = fs::temp_directory_path() / ("mcp-daemon-" + std::to_string(getpid()));
-    fs::remove_all(dir_);
     cm_ = std::make_unique<ConfigMapDir>(dir_ / "config");
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
   }
   // getppid is traced node-wide: events are told apart by comm, so the calls counted come
   // from a copy of the workload whose name no other test (running at the same time) uses.
@@ -126,7 +96,8 @@ class DaemonTest : public ::testing::Test {
     return copy.string();
   }
   bool from_caller(const nlohmann::json& e) { return e["comm"] == fs::path(caller()).filename().string(); }
-  fs::path dir_;
+  mcp::test::TempDir scratch_{"mcp-daemon"};
+  const fs::path dir_ = scratch_.path();
   std::unique_ptr<ConfigMapDir> cm_;
 };
 
@@ -145,14 +116,14 @@ TEST_F(DaemonTest, SelectorOnAPodSeesItsContainersAndNotItsSibling) {
   const fs::path a1 = tree->add(pod_a + "/cri-containerd-" + std::string(64, 'a') + ".scope");
   const fs::path a2 = tree->add(pod_a + "/cri-containerd-" + std::string(64, 'b') + ".scope");
   const fs::path b1 = tree->add(pod_b + "/cri-containerd-" + std::string(64, 'c') + ".scope");
-  cm_->publish("version: 1\nmetrics:\n  listen: 127.0.0.1:0\nprobes:\n  - binary: " + kWorkload +
+  cm_->update("version: 1\nmetrics:\n  listen: 127.0.0.1:0\nprobes:\n  - binary: " + kWorkload +
                "\n    symbol: mcp_work\n    selector: { cgroup_path: " + tree->relative_root() + "/" + pod_a + " }\n");
-  Daemon d(cm_->file(), dir_);
+  Daemon d(cm_->config_path(), dir_);
   ASSERT_GT(d.port(), 0) << d.log();
   // The sibling first: by the time the pod's own calls are all delivered, any of its would be too.
   for (const auto& cg : {b1, a1, a2})
     ASSERT_EQ(mcp::test::wait_exit(mcp::test::spawn_in_cgroup(cg, {kWorkload, "calls", "50"})), 0) << cg;
-  ASSERT_TRUE(wait_for([&] { return count_uprobe_events(d.events()) >= 100; })) << d.log();
+  ASSERT_TRUE(eventually([&] { return count_uprobe_events(d.events()) >= 100; })) << d.log();
   EXPECT_EQ(d.terminate(), 0) << d.log();
   const auto id = [&](const fs::path& p) { return mcp::control::resolve_cgroup_id(p.string(), tree->mount()); };
   std::map<uint64_t, int> per_cgroup;
@@ -184,11 +155,11 @@ TEST_F(DaemonTest, PodNamesFromTheApiServerReachTheEventsOfAKubeletCgroup) {
   const fs::path b = tree->add("kubepods.slice/kubepods-pod2c5f39cb_3fb2_22e3_994f_1127e4ddb538.slice/cri-containerd-" + id_b + ".scope");
   FakeApiServer api(dir_ / "apiserver");
   api.put_pod(FakeApiServer::make_pod("shop", "web-1", uid_a, "node-test", {{"app", "web"}, {"team", "t1"}}, {{"server", id_a}}));
-  cm_->publish("version: 1\nnode_name: node-test\nmetrics:\n  listen: 127.0.0.1:0\n"
+  cm_->update("version: 1\nnode_name: node-test\nmetrics:\n  listen: 127.0.0.1:0\n"
                "kubernetes:\n  api_server: " + api.url() + "\n  token_file: " + api.token_file() +
                "\n  ca_file: " + api.ca_file() + "\n  pod_labels: [app]\n"
                "probes:\n  - binary: " + kWorkload + "\n    symbol: mcp_work\n");
-  Daemon d(cm_->file(), dir_);
+  Daemon d(cm_->config_path(), dir_);
   ASSERT_GT(d.port(), 0) << d.log();
   const auto id = [&](const fs::path& p) { return mcp::control::resolve_cgroup_id(p.string(), tree->mount()); };
   ASSERT_EQ(mcp::test::wait_exit(mcp::test::spawn_in_cgroup(a, {kWorkload, "calls", "20"})), 0);
@@ -198,7 +169,7 @@ TEST_F(DaemonTest, PodNamesFromTheApiServerReachTheEventsOfAKubeletCgroup) {
       if (e["kind"] == "uprobe" && e["cgroup_id"].get<uint64_t>() == id(cg)) out.push_back(e);
     return out;
   };
-  ASSERT_TRUE(wait_for([&] { return from(a).size() == 20; })) << d.log();
+  ASSERT_TRUE(eventually([&] { return from(a).size() == 20; })) << d.log();
   for (const auto& e : from(a)) {  // the agent waited for the pod list before it said ready
     EXPECT_EQ(e.value("pod_uid", ""), uid_a) << e.dump();
     EXPECT_EQ(e.value("pod", ""), "web-1") << e.dump();
@@ -208,7 +179,7 @@ TEST_F(DaemonTest, PodNamesFromTheApiServerReachTheEventsOfAKubeletCgroup) {
   }
   // A pod scheduled later: named once its ADDED event has reached the agent.
   api.put_pod(FakeApiServer::make_pod("db", "pg-0", uid_b, "node-test", {{"app", "pg"}}, {{"postgres", id_b}}));
-  ASSERT_TRUE(wait_for([&] {
+  ASSERT_TRUE(eventually([&] {
     EXPECT_EQ(mcp::test::wait_exit(mcp::test::spawn_in_cgroup(b, {kWorkload, "calls", "1"})), 0);
     const auto events = from(b);
     return !events.empty() && events.back().value("pod", "") == "pg-0";
@@ -233,11 +204,11 @@ TEST_F(DaemonTest, WithoutApiAccessPodEventsKeepTheirIdsAndTheAgentSaysSoOnce) {
   const std::string id_a(64, 'a');
   const fs::path a = tree->add("kubepods/besteffort/pod3d6a4adc-4ac3-33f4-a55f-2238f5eec649/" + id_a);
   const fs::path a2 = tree->add("kubepods/besteffort/pod3d6a4adc-4ac3-33f4-a55f-2238f5eec649/" + std::string(64, 'c'));
-  cm_->publish("version: 1\nmetrics:\n  listen: 127.0.0.1:0\nprobes:\n  - binary: " + kWorkload + "\n    symbol: mcp_work\n");
-  Daemon d(cm_->file(), dir_);
+  cm_->update("version: 1\nmetrics:\n  listen: 127.0.0.1:0\nprobes:\n  - binary: " + kWorkload + "\n    symbol: mcp_work\n");
+  Daemon d(cm_->config_path(), dir_);
   ASSERT_GT(d.port(), 0) << d.log();
   for (const auto& cg : {a, a2}) ASSERT_EQ(mcp::test::wait_exit(mcp::test::spawn_in_cgroup(cg, {kWorkload, "calls", "10"})), 0);
-  ASSERT_TRUE(wait_for([&] { return count_uprobe_events(d.events()) >= 20; })) << d.log();
+  ASSERT_TRUE(eventually([&] { return count_uprobe_events(d.events()) >= 20; })) << d.log();
   EXPECT_EQ(d.terminate(), 0) << d.log();
   size_t in_pod = 0;
   for (const auto& e : d.events()) {
@@ -254,24 +225,24 @@ TEST_F(DaemonTest, WithoutApiAccessPodEventsKeepTheirIdsAndTheAgentSaysSoOnce) {
 
 TEST_F(DaemonTest, ReadyFileKeyGetsTheReadinessLine) {
   const fs::path ready = dir_ / "ready";
-  cm_->publish("metrics:\n  listen: 127.0.0.1:0\nready_file: " + ready.string() + "\nsyscalls:\n  - name: getppid\n");
-  Daemon d(cm_->file(), dir_);
+  cm_->update("metrics:\n  listen: 127.0.0.1:0\nready_file: " + ready.string() + "\nsyscalls:\n  - name: getppid\n");
+  Daemon d(cm_->config_path(), dir_);
   ASSERT_GT(d.port(), 0) << d.log();
   EXPECT_EQ(slurp(ready.string()), "mcp-agent: ready: 1 probes attached\n") << "written before the stderr line";
   EXPECT_EQ(d.terminate(), 0) << d.log();
 }
 
 TEST_F(DaemonTest, ConfigMapSwapRetunesTheKernelWithoutAGapForUnchangedProbes) {
-  cm_->publish(config_text(1.0));
-  Daemon d(cm_->file(), dir_);
+  cm_->update(config_text(1.0));
+  Daemon d(cm_->config_path(), dir_);
   ASSERT_GT(d.port(), 0) << d.log();
   // The uprobe (unchanged by the reload) sees a steady stream across it.
   std::thread calls([] { std::system((kWorkload + " rate 500 4 >/dev/null").c_str()); });
   // The stream is flowing before the first batch of calls and the reload.
-  ASSERT_TRUE(wait_for([&] { return count_uprobe_events(d.events()) >= 100; })) << d.log();
+  ASSERT_TRUE(eventually([&] { return count_uprobe_events(d.events()) >= 100; })) << d.log();
   ASSERT_EQ(std::system((caller() + " getppid 200").c_str()), 0);
-  cm_->publish(config_text(0.25));
-  ASSERT_TRUE(wait_for([&] { return d.log().find("reloaded") != std::string::npos; })) << d.log();
+  cm_->update(config_text(0.25));
+  ASSERT_TRUE(eventually([&] { return d.log().find("reloaded") != std::string::npos; })) << d.log();
   ASSERT_EQ(std::system((caller() + " getppid 200").c_str()), 0);
   calls.join();
   EXPECT_EQ(d.terminate(), 0) << d.log();
@@ -298,12 +269,12 @@ TEST_F(DaemonTest, ConfigMapSwapRetunesTheKernelWithoutAGapForUnchangedProbes) {
 }
 
 TEST_F(DaemonTest, InvalidConfigIsRejectedCountedAndThePreviousStaysInForce) {
-  cm_->publish(config_text(1.0));
-  Daemon d(cm_->file(), dir_);
+  cm_->update(config_text(1.0));
+  Daemon d(cm_->config_path(), dir_);
   ASSERT_GT(d.port(), 0) << d.log();
   EXPECT_EQ(d.get("/healthz").substr(0, 3), "200");
-  cm_->publish("version: 1\nprobes:\n  - binary: /bin/true\n    symbl: main\n");
-  ASSERT_TRUE(wait_for([&] { return d.get("/metrics").find("mcp_config_reload_failures_total 1") != std::string::npos; }))
+  cm_->update("version: 1\nprobes:\n  - binary: /bin/true\n    symbl: main\n");
+  ASSERT_TRUE(eventually([&] { return d.get("/metrics").find("mcp_config_reload_failures_total 1") != std::string::npos; }))
       << d.get("/metrics");
   EXPECT_NE(d.log().find("agent.yaml:4:5"), std::string::npos) << "the reason, with its position: " << d.log();
   ASSERT_EQ(std::system((caller() + " getppid 100").c_str()), 0);
@@ -341,10 +312,10 @@ size_t count(const std::string& text, const std::string& what) {
 TEST_F(DaemonTest, ProbeOfAnAbsentBinaryWaitsThenAttachesWhenTheFileAppears) {
   const fs::path app = dir_ / "opt" / "app";  // not even its directory exists yet
   const std::string probe = app.string() + ":mcp_work";
-  cm_->publish(uprobe_config(app));
-  Daemon d(cm_->file(), dir_);
+  cm_->update(uprobe_config(app));
+  Daemon d(cm_->config_path(), dir_);
   ASSERT_GT(d.port(), 0) << d.log();
-  ASSERT_TRUE(wait_for([&] {
+  ASSERT_TRUE(eventually([&] {
     return metric(d.get("/metrics"), "mcp_probe_state{probe=\"" + probe + "\",state=\"waiting\"}") == 1;
   })) << d.get("/metrics") << d.log();
   const std::string health = d.get("/healthz");
@@ -354,12 +325,12 @@ TEST_F(DaemonTest, ProbeOfAnAbsentBinaryWaitsThenAttachesWhenTheFileAppears) {
   // Installed the way `cp` installs: written in place, so the agent may see it half-written.
   fs::create_directories(app.parent_path());
   fs::copy_file(kWorkload, app);
-  ASSERT_TRUE(wait_for([&] {
+  ASSERT_TRUE(eventually([&] {
     return metric(d.get("/metrics"), "mcp_probe_state{probe=\"" + probe + "\",state=\"attached\"}") == 1;
   })) << d.get("/metrics") << d.log();
   EXPECT_EQ(metric(d.get("/metrics"), "mcp_probe_state{probe=\"" + probe + "\",state=\"waiting\"}"), 0);
   ASSERT_EQ(std::system((app.string() + " calls 100 >/dev/null").c_str()), 0);
-  ASSERT_TRUE(wait_for([&] { return count_uprobe_events(d.events()) >= 100; })) << d.log();
+  ASSERT_TRUE(eventually([&] { return count_uprobe_events(d.events()) >= 100; })) << d.log();
   EXPECT_EQ(d.terminate(), 0) << d.log();
   EXPECT_EQ(count_uprobe_events(d.events()), 100u);
   EXPECT_EQ(count(d.log(), "probe " + probe + " waiting"), 1u) << "reported once: " << d.log();
@@ -372,18 +343,18 @@ TEST_F(DaemonTest, ReplacedBinaryIsFollowedAndTheOldOneStaysTracedWhileItRuns) {
   const fs::path app = dir_ / "app";
   const std::string probe = app.string() + ":mcp_work";
   fs::copy_file(kWorkload, app);
-  cm_->publish(uprobe_config(app));
-  Daemon d(cm_->file(), dir_);
+  cm_->update(uprobe_config(app));
+  Daemon d(cm_->config_path(), dir_);
   ASSERT_GT(d.port(), 0) << d.log();
-  ASSERT_TRUE(wait_for([&] { return d.log().find("probe " + probe + " attached") != std::string::npos; })) << d.log();
+  ASSERT_TRUE(eventually([&] { return d.log().find("probe " + probe + " attached") != std::string::npos; })) << d.log();
 
   // The old process runs across the replacement; it prints how many calls it made.
   const fs::path old_out = dir_ / "old.out";
   std::thread old_process([&] { std::system((app.string() + " rate 200 4 >" + old_out.string()).c_str()); });
-  EXPECT_TRUE(wait_for([&] { return count_uprobe_events(d.events()) >= 1; })) << "the old file runs: " << d.log();
+  EXPECT_TRUE(eventually([&] { return count_uprobe_events(d.events()) >= 1; })) << "the old file runs: " << d.log();
   fs::copy_file(kWorkload, dir_ / "app.new");
   fs::rename(dir_ / "app.new", app);
-  ASSERT_TRUE(wait_for([&] {
+  ASSERT_TRUE(eventually([&] {
     return metric(d.get("/metrics"), "mcp_probe_reattach_total{probe=\"" + probe + "\"}") == 1;
   })) << d.get("/metrics") << d.log();
   ASSERT_EQ(std::system((app.string() + " calls 100 >/dev/null").c_str()), 0);
@@ -391,25 +362,25 @@ TEST_F(DaemonTest, ReplacedBinaryIsFollowedAndTheOldOneStaysTracedWhileItRuns) {
   const std::string old_calls = slurp(old_out);
   ASSERT_EQ(old_calls.rfind("calls ", 0), 0u) << old_calls;
   const size_t expected = 100 + std::stoul(old_calls.substr(6));
-  ASSERT_TRUE(wait_for([&] { return count_uprobe_events(d.events()) >= expected; }))
+  ASSERT_TRUE(eventually([&] { return count_uprobe_events(d.events()) >= expected; }))
       << count_uprobe_events(d.events()) << " of " << expected << "\n" << d.log();
   // No process maps the old file any more: its attachment goes.
-  ASSERT_TRUE(wait_for([&] { return d.log().find("detached from it") != std::string::npos; })) << d.log();
+  ASSERT_TRUE(eventually([&] { return d.log().find("detached from it") != std::string::npos; })) << d.log();
   EXPECT_EQ(d.terminate(), 0) << d.log();
   EXPECT_EQ(count_uprobe_events(d.events()), expected) << "every call, old and new file, once";
 }
 
 // Issue 14 item 4: reloads run after the capability drop and must still attach uprobes.
 TEST_F(DaemonTest, ReloadAddsAUprobeAfterTheCapabilityDrop) {
-  cm_->publish("version: 1\nmetrics:\n  listen: 127.0.0.1:0\nsyscalls: [getppid]\n");
-  Daemon d(cm_->file(), dir_);
+  cm_->update("version: 1\nmetrics:\n  listen: 127.0.0.1:0\nsyscalls: [getppid]\n");
+  Daemon d(cm_->config_path(), dir_);
   ASSERT_GT(d.port(), 0) << d.log();
-  cm_->publish(uprobe_config(kWorkload, "syscalls: [getppid]\n"));
-  ASSERT_TRUE(wait_for([&] { return metric(d.get("/metrics"), "mcp_config_reloads_total") == 2; }))
+  cm_->update(uprobe_config(kWorkload, "syscalls: [getppid]\n"));
+  ASSERT_TRUE(eventually([&] { return metric(d.get("/metrics"), "mcp_config_reloads_total") == 2; }))
       << d.get("/metrics") << d.log();
   EXPECT_EQ(metric(d.get("/metrics"), "mcp_config_reload_failures_total"), 0) << d.log();
   ASSERT_EQ(std::system((kWorkload + " calls 50 >/dev/null").c_str()), 0);
-  ASSERT_TRUE(wait_for([&] { return count_uprobe_events(d.events()) >= 50; })) << d.log();
+  ASSERT_TRUE(eventually([&] { return count_uprobe_events(d.events()) >= 50; })) << d.log();
   EXPECT_EQ(d.terminate(), 0) << d.log();
   EXPECT_EQ(count_uprobe_events(d.events()), 50u);
 }
@@ -420,15 +391,15 @@ TEST_F(DaemonTest, ReloadAddsAUprobeAfterTheCapabilityDrop) {
 TEST_F(DaemonTest, FailedReloadRollsBackAndEveryPreviousProbeKeepsDelivering) {
   const fs::path not_elf = dir_ / "script.sh";
   std::ofstream(not_elf) << "#!/bin/sh\n";
-  cm_->publish(uprobe_config(kWorkload, "syscalls: [getppid]\n"));
-  Daemon d(cm_->file(), dir_);
+  cm_->update(uprobe_config(kWorkload, "syscalls: [getppid]\n"));
+  Daemon d(cm_->config_path(), dir_);
   ASSERT_GT(d.port(), 0) << d.log();
-  cm_->publish("version: 1\nmetrics:\n  listen: 127.0.0.1:0\nprobes:\n"
+  cm_->update("version: 1\nmetrics:\n  listen: 127.0.0.1:0\nprobes:\n"
                "  - binary: " + kWorkload + "\n    symbol: mcp_work\n    latency: true\n"
                "  - binary: " + kWorkload + "\n    symbol: mcp_sleep\n"
                "  - binary: " + not_elf.string() + "\n    symbol: main\n"
                "syscalls:\n  - name: getppid\n    sampling: { rate: 0.5 }\n");
-  ASSERT_TRUE(wait_for([&] { return metric(d.get("/metrics"), "mcp_config_reload_failures_total") == 1; }))
+  ASSERT_TRUE(eventually([&] { return metric(d.get("/metrics"), "mcp_config_reload_failures_total") == 1; }))
       << d.get("/metrics") << d.log();
   EXPECT_NE(d.log().find("is not an ELF file"), std::string::npos) << d.log();
   const std::string page = d.get("/metrics");
@@ -442,7 +413,7 @@ TEST_F(DaemonTest, FailedReloadRollsBackAndEveryPreviousProbeKeepsDelivering) {
     for (const auto& e : d.events()) n += e["kind"] == "syscall" && from_caller(e);
     return n;
   };
-  ASSERT_TRUE(wait_for([&] { return count_uprobe_events(d.events()) >= 100 && syscalls() >= 100; })) << d.log();
+  ASSERT_TRUE(eventually([&] { return count_uprobe_events(d.events()) >= 100 && syscalls() >= 100; })) << d.log();
   EXPECT_EQ(d.terminate(), 0) << d.log();
   const auto events = d.events();
   EXPECT_EQ(count_uprobe_events(events), 100u) << "the mcp_work probe is attached once, as before";
@@ -454,14 +425,14 @@ TEST_F(DaemonTest, FailedReloadRollsBackAndEveryPreviousProbeKeepsDelivering) {
 
 // The same change without the bad probe applies: the probe comes back with latency.
 TEST_F(DaemonTest, ReloadChangingLatencySwapsTheAttachmentWithoutLosingTheProbe) {
-  cm_->publish(uprobe_config(kWorkload));
-  Daemon d(cm_->file(), dir_);
+  cm_->update(uprobe_config(kWorkload));
+  Daemon d(cm_->config_path(), dir_);
   ASSERT_GT(d.port(), 0) << d.log();
-  cm_->publish(uprobe_config(kWorkload, "    latency: true\n"));
-  ASSERT_TRUE(wait_for([&] { return metric(d.get("/metrics"), "mcp_config_reloads_total") == 2; }))
+  cm_->update(uprobe_config(kWorkload, "    latency: true\n"));
+  ASSERT_TRUE(eventually([&] { return metric(d.get("/metrics"), "mcp_config_reloads_total") == 2; }))
       << d.get("/metrics") << d.log();
   ASSERT_EQ(std::system((kWorkload + " calls 50 >/dev/null").c_str()), 0);
-  ASSERT_TRUE(wait_for([&] { return count_uprobe_events(d.events()) >= 50; })) << d.log();
+  ASSERT_TRUE(eventually([&] { return count_uprobe_events(d.events()) >= 50; })) << d.log();
   EXPECT_EQ(d.terminate(), 0) << d.log();
   const auto events = d.events();
   EXPECT_EQ(count_uprobe_events(events), 50u) << "the old attachment is gone";
@@ -479,13 +450,13 @@ TEST_F(DaemonTest, BadConfigAtStartupIsOneLineAndExitCodeTwo) {
 // Issue 14 item 12: another user could rewrite a world-writable file (and the agent reloads
 // files live), so it is refused at start with one line and exit code 2, and check-config agrees.
 TEST_F(DaemonTest, ConfigWritableByOthersIsRefusedAtStartup) {
-  cm_->publish(config_text(1.0));
-  const fs::path real = fs::canonical(cm_->file());
+  cm_->update(config_text(1.0));
+  const fs::path real = fs::canonical(cm_->config_path());
   fs::permissions(real, fs::perms::others_write, fs::perm_options::add);
   for (const char* command : {"run", "check-config"}) {
     auto r = std::string(command) == "run"
-                 ? mcp::test::run_command({kAgent, "run", "--config", cm_->file().string()})
-                 : mcp::test::run_command({kAgent, "check-config", cm_->file().string()});
+                 ? mcp::test::run_command({kAgent, "run", "--config", cm_->config_path().string()})
+                 : mcp::test::run_command({kAgent, "check-config", cm_->config_path().string()});
     EXPECT_EQ(r.exit_code, 2) << command << ": " << r.err;
     EXPECT_NE(r.err.find("refusing to load a configuration others can change: file " + real.string() +
                          " is writable by group or others (mode 0646; chmod go-w)"),
@@ -500,12 +471,12 @@ TEST_F(DaemonTest, ConfigWritableByOthersIsRefusedAtStartup) {
 // PromQL and every dashboard panel over agent metrics.
 TEST_F(DaemonTest, MetricsPassPromtoolCoverTheNamesTableAndFeedPrometheusAndTheDashboard) {
   if (!mcp::test::has_prometheus()) GTEST_SKIP() << "prometheus not installed (scripts/setup installs it)";
-  cm_->publish(config_text(1.0));
-  Daemon d(cm_->file(), dir_);
+  cm_->update(config_text(1.0));
+  Daemon d(cm_->config_path(), dir_);
   ASSERT_GT(d.port(), 0) << d.log();
   ASSERT_EQ(std::system((caller() + " getppid 100").c_str()), 0);
   const std::string getppid = "mcp_events_seen_total{probe=\"syscall:getppid\"}";
-  ASSERT_TRUE(wait_for([&] { return metric(d.get("/metrics"), getppid) >= 100; })) << d.get("/metrics");
+  ASSERT_TRUE(eventually([&] { return metric(d.get("/metrics"), getppid) >= 100; })) << d.get("/metrics");
   const std::string page = d.get("/metrics").substr(4);  // after "200 "
   const auto check = mcp::test::promtool_check_metrics(page);
   EXPECT_EQ(check.exit_code, 0) << check.out << check.err << page;
@@ -529,7 +500,7 @@ TEST_F(DaemonTest, MetricsPassPromtoolCoverTheNamesTableAndFeedPrometheusAndTheD
     EXPECT_EQ(answer.value("status", ""), "success") << q.panel << ": " << q.promql << "\n" << answer.dump();
   }
   ASSERT_NE(kept_vs_seen, nullptr) << "the dashboard lost its kept vs seen panel";
-  EXPECT_TRUE(wait_for([&] {
+  EXPECT_TRUE(eventually([&] {
     for (const auto& series : prom.query(kept_vs_seen->promql))
       if (series["metric"].value("probe", "") == "syscall:getppid" && std::stod(series["value"][1].get<std::string>()) > 0)
         return true;

@@ -7,14 +7,17 @@
 #include <fstream>
 #include <thread>
 
+#include "../../support/files.h"
 #include "../../support/process.h"
 #include "../../support/run_command.h"
+#include "../../support/wait.h"
 
 namespace {
 
 using mcp::test::parse_json_lines;
 using mcp::test::parse_summary;
 using mcp::test::run_command;
+using mcp::test::TempDir;
 
 const std::string kAgent = std::string(MCP_BIN_DIR) + "/mcp-agent";
 const std::string kWorkload = std::string(MCP_TEST_DIR) + "/mcp-workload";
@@ -136,14 +139,11 @@ TEST(TraceRingBuffer, TinyBufferCountsLostEventsAndReportsThem) {
 // a rules file drops the first ten calls and redacts the second argument of the rest.
 TEST(TraceExport, RulesFileDropsAndRedactsBeforePrinting) {
   MCP_REQUIRE_BPF();
-  char dir[] = "/tmp/mcp-rules-XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  const std::string rules = std::string(dir) + "/rules";
-  std::ofstream(rules) << "rule \"warm-up\" when args[0] < 10 then drop = true end\n"
-                          "rule \"pii\" when kind == \"uprobe\" then redact = [\"args[1]\"] end\n";
+  const TempDir dir;
+  const std::string rules = dir.write("rules", "rule \"warm-up\" when args[0] < 10 then drop = true end\n"
+                                               "rule \"pii\" when kind == \"uprobe\" then redact = [\"args[1]\"] end\n");
   auto r = run_command({kAgent, "trace", "--uprobe", kWorkload + ":mcp_work", "--rules", rules, "--", kWorkload,
                         "calls", "100"});
-  std::filesystem::remove_all(dir);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto events = parse_json_lines(r.out);
   ASSERT_EQ(events.size(), 90u) << r.err;
@@ -164,39 +164,123 @@ TEST(TraceExport, ErrorOnlyKeepsOnlyFailedCalls) {
 }
 
 TEST(TraceExport, BadRulesFileIsOneUsageLineWithFileLineColumn) {
-  char dir[] = "/tmp/mcp-rules-XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  const std::string rules = std::string(dir) + "/rules";
-  std::ofstream(rules) << "rule \"ok\" when pid == 1 then drop = true end\nrule \"bad\" when then end\n";
+  const TempDir dir;
+  const std::string rules = dir.write("rules", "rule \"ok\" when pid == 1 then drop = true end\nrule \"bad\" when then end\n");
   auto r = run_command({kAgent, "trace", "--syscall", "getppid", "--rules", rules});
-  std::filesystem::remove_all(dir);
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_EQ(r.err.rfind("mcp-agent: " + rules + ":2:", 0), 0u) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+// --config FILE: agent.yaml's probes and exporter sections in `trace`, read by the code
+// `run` uses; flags add to them.
+class TraceConfig : public ::testing::Test {
+ protected:
+  std::string write(const std::string& yaml) { return dir_.write("agent.yaml", "version: 1\n" + yaml); }
+  TempDir dir_;
+};
+
+TEST_F(TraceConfig, YamlProbeAndExporterSampleRateKeepOnlyWhatTheFilterLetsThrough) {
+  MCP_REQUIRE_BPF();
+  constexpr double kCalls = 4000, kRate = 0.25;
+  const auto config = write("probes:\n  - binary: " + probe("mcp_work").substr(0, probe("mcp_work").rfind(':')) +
+                            "\n    symbol: mcp_work\n    service: from-yaml\n    tags: {team: a}\n"
+                            "exporter:\n  sample_rate: 0.25\n");
+  auto r = run_command({kAgent, "trace", "--config", config, "--", kWorkload, "calls", "4000"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto row = parse_summary(r.err)[probe("mcp_work")];
+  EXPECT_EQ(row.seen, 4000u) << r.err;
+  EXPECT_EQ(row.kept, 4000u);  // the kernel keeps everything; the exporter step samples
+  const auto events = parse_json_lines(r.out);
+  EXPECT_EQ(events.size(), row.delivered);
+  const double sigma = std::sqrt(kCalls * kRate * (1 - kRate));
+  EXPECT_NEAR(static_cast<double>(events.size()), kCalls * kRate, 5 * sigma);
+  for (const auto& e : events) {
+    EXPECT_EQ(e["probe"], probe("mcp_work"));
+    EXPECT_EQ(e["service"], "from-yaml");  // the YAML probe's labels
+    EXPECT_EQ(e["tags"]["team"], "a");
+    EXPECT_NEAR(e["weight"].get<double>(), 4.0, 1e-6);  // weights stay exact
+  }
+}
+
+TEST_F(TraceConfig, ComplianceRulesFromTheFileApplyToFlagProbesToo) {
+  MCP_REQUIRE_BPF();
+  const auto config = write("compliance:\n  rules: |\n"
+                            "    rule \"warm-up\" when args[0] < 10 then drop = true end\n"
+                            "    rule \"pii\" when kind == \"uprobe\" then redact = [\"args[1]\"] end\n");
+  auto r = run_command({kAgent, "trace", "--config", config, "--uprobe", kWorkload + ":mcp_work", "--", kWorkload,
+                        "calls", "100"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto events = parse_json_lines(r.out);
+  ASSERT_EQ(events.size(), 90u) << r.err;
+  for (size_t i = 0; i < events.size(); i++) EXPECT_EQ(events[i]["args"], nlohmann::json({i + 10, 0, 3, 4, 5, 6}));
+  EXPECT_EQ(parse_summary(r.err)[probe("mcp_work")].delivered, 90u);
+}
+
+// Flags add probes beside the file's, and each probe keeps its own sampling and labels:
+// the YAML uprobe at its rate 0.5 labelled "yaml", the --syscall at -r 1 labelled "cli".
+TEST_F(TraceConfig, FlagProbesAddToTheFilesAndEachKeepsItsOwnSettings) {
+  MCP_REQUIRE_BPF();
+  const std::string binary = probe("mcp_work").substr(0, probe("mcp_work").rfind(':'));
+  const auto config = write("probes:\n  - binary: " + binary +
+                            "\n    symbol: mcp_work\n    service: yaml\n    sampling: {rate: 0.5}\n");
+  auto r = run_command({kAgent, "trace", "--config", config, "--syscall", "getppid", "--service", "cli", "--",
+                        "/bin/sh", "-c", kWorkload + " calls 2000 && " + kWorkload + " getppid 300"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  size_t uprobes = 0, syscalls = 0;
+  for (const auto& e : parse_json_lines(r.out)) {
+    if (e["comm"] != "mcp-workload") continue;
+    if (e["kind"] == "uprobe") {
+      uprobes++;
+      EXPECT_EQ(e["service"], "yaml");
+      EXPECT_NEAR(e["weight"].get<double>(), 2.0, 1e-6);
+    } else {
+      syscalls++;
+      EXPECT_EQ(e["probe"], "syscall:getppid");
+      EXPECT_EQ(e["service"], "cli");
+      EXPECT_EQ(e["weight"], 1.0);
+    }
+  }
+  EXPECT_EQ(syscalls, 300u) << r.err;
+  const double sigma = std::sqrt(2000 * 0.5 * 0.5);
+  EXPECT_NEAR(static_cast<double>(uprobes), 1000.0, 5 * sigma) << r.err;
+  EXPECT_EQ(parse_summary(r.err)[probe("mcp_work")].seen, 2000u) << r.err;
+}
+
+TEST_F(TraceConfig, BadFileIsOneUsageLineWithFileLineColumn) {
+  const auto config = write("syscalls: [getppid]\nexporter:\n  error_olny: true\n");
+  auto r = run_command({kAgent, "trace", "--config", config});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(r.err.rfind("mcp-agent: " + config + ":4:3: ", 0), 0u) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_TRUE(r.out.empty());
+}
+
+TEST_F(TraceConfig, AFlagThatContradictsTheFileIsOneUsageLine) {
+  const auto config = write("syscalls: [getppid]\n");
+  auto r = run_command({kAgent, "trace", "--config", config, "--syscall", "getppid"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(r.err, "mcp-agent: --syscall getppid: " + config + ":2:12 traces it already\n");
 }
 
 // Readiness: the line on stderr and the --ready-file, both written once probes are attached;
 // a test (or a supervisor) waits on them instead of sleeping.
 TEST(TraceReadiness, ReadyLineAndFileAppearOnceAttachedAndCallsAfterThemAreSeen) {
   MCP_REQUIRE_BPF();
-  char dir[] = "/tmp/mcp-ready-XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  const std::string ready = std::string(dir) + "/ready";
+  const TempDir dir;
+  const std::string ready = dir / "ready";
   mcp::test::Process agent({kAgent, "trace", "--syscall", "getppid", "--pid", std::to_string(getpid()),
                             "--ready-file", ready, "--no-summary"},
-                           dir, "agent");
+                           dir.path(), "agent");
   ASSERT_TRUE(agent.wait_for_err(std::regex("mcp-agent: ready: 1 probes attached\n"), std::chrono::seconds(20)))
       << agent.err();
   EXPECT_EQ(mcp::test::slurp(ready), "mcp-agent: ready: 1 probes attached\n");
   for (int i = 0; i < 5; i++) getppid();
   // Our five calls (and nothing else of ours) arrive without any sleep before them.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (parse_json_lines(agent.out()).size() < 5 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  mcp::test::eventually([&] { return parse_json_lines(agent.out()).size() >= 5; });
   agent.signal(SIGINT);
   EXPECT_EQ(agent.wait(std::chrono::seconds(20)), 0) << agent.err();
   EXPECT_EQ(parse_json_lines(agent.out()).size(), 5u) << agent.out();
-  std::filesystem::remove_all(dir);
 }
 
 TEST(TraceErrors, EachFailureIsOneLineWithTheRightExitCode) {
@@ -236,9 +320,7 @@ class MountNamespaceTarget : public ::testing::Test {
   void SetUp() override {
     MCP_REQUIRE_BPF();
     namespace fs = std::filesystem;
-    char tmpl[] = "/tmp/mcp-mntns-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    dir_ = dir_holder_.path();
     // Two copies: same symbols, different inodes. The agent's /dir/app is one, the process's
     // /dir/app is the other, bind-mounted over it inside its private mount namespace.
     fs::copy_file(kWorkload, dir_ / "app");
@@ -249,16 +331,11 @@ class MountNamespaceTarget : public ::testing::Test {
                                      " && exec " + (dir_ / "app").string() + " rate 2000 60"},
         dir_, "target");
     const std::string comm_file = "/proc/" + std::to_string(target_->pid()) + "/comm";
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (mcp::test::slurp(comm_file) != "app\n" && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    mcp::test::eventually([&] { return mcp::test::slurp(comm_file) == "app\n"; });
     ASSERT_EQ(mcp::test::slurp(comm_file), "app\n") << "target did not start: " << target_->err();
   }
-  void TearDown() override {
-    target_.reset();
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
+  void TearDown() override { target_.reset(); }
+  TempDir dir_holder_{"mcp-mntns"};
   std::filesystem::path dir_;
   std::unique_ptr<mcp::test::Process> target_;
 };

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "config/loader.h"
+#include "../../support/files.h"
 
 namespace mcp::config {
 namespace {
@@ -103,22 +104,7 @@ services:
   EXPECT_TRUE(cfg.version_targets("other").empty());
 }
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/mcp-config-XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const fs::path& path() const { return path_; }
-  fs::path write(const std::string& name, const std::string& text) const {
-    std::ofstream(path_ / name) << text;
-    return path_ / name;
-  }
-
- private:
-  fs::path path_;
-};
+using mcp::test::TempDir;
 
 TEST(ConfigLoader, RulesFileResolvesRelativeToTheConfigFile) {
   TempDir dir;

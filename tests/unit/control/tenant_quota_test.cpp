@@ -13,6 +13,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "../../support/files.h"
 
 namespace mcp::control {
 namespace {
@@ -22,22 +23,17 @@ namespace fs = std::filesystem;
 // A scratch directory laid out like a cgroup2 tree (each cgroup dir holds cgroup.procs).
 class FakeCgroupTree {
  public:
-  FakeCgroupTree() {
-    char tmpl[] = "/tmp/mcp-control-cgXXXXXX";
-    root_ = ::mkdtemp(tmpl);
-    std::ofstream(root_ / "cgroup.procs");
-  }
-  ~FakeCgroupTree() { fs::remove_all(root_); }
+  FakeCgroupTree() { dir_.write("cgroup.procs", ""); }
   fs::path add(const std::string& rel) {
-    const fs::path dir = root_ / rel;
+    const fs::path dir = dir_ / rel;
     fs::create_directories(dir);
-    std::ofstream(dir / "cgroup.procs");
+    test::write_file(dir / "cgroup.procs", "");
     return dir;
   }
-  const fs::path& root() const { return root_; }
+  const fs::path& root() const { return dir_.path(); }
 
  private:
-  fs::path root_;
+  test::TempDir dir_{"mcp-control-cg"};
 };
 
 uint64_t inode_of(const fs::path& p) {

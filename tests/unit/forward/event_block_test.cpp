@@ -2,11 +2,14 @@
 // survives, strings are sent once per block, and a hostile block is refused with a reason
 // instead of being read out of range.
 #include "forward/event_block.h"
-#include "forward/sample_convert.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "common/utf8.h"
+#include "../../support/events.h"
+#include "../../support/sample_convert.h"
 #include "output/formatter.h"
 
 namespace mcp {
@@ -47,11 +50,7 @@ Event sample_event(uint32_t pid) {
   return e;
 }
 
-std::string json(const Event& e) {
-  std::string out;
-  output::make_formatter("json")->format(e, out);
-  return out;
-}
+using test::to_json;
 
 std::string encode(const std::vector<Event>& events) {
   EventBlockEncoder enc;
@@ -90,7 +89,7 @@ TEST(EventBlock, RoundTripPrintsTheSameJson) {
   uint64_t event_id = 1;
   for (size_t i = 0; i < events.size(); ++i) {
     dec.get(i, back, event_id);
-    EXPECT_EQ(json(back), json(events[i])) << "event " << i;
+    EXPECT_EQ(to_json(back), to_json(events[i])) << "event " << i;
     EXPECT_EQ(event_id, 0u);
   }
 }
@@ -127,7 +126,7 @@ TEST(EventBlock, EveryBlockStandsAlone) {
   Event back;
   uint64_t id = 0;
   dec.get(0, back, id);
-  EXPECT_EQ(json(back), json(sample_event(2)));
+  EXPECT_EQ(to_json(back), to_json(sample_event(2)));
 }
 
 TEST(EventBlock, InvalidUtf8IsRepairedAndTheBlockStillParses) {
@@ -154,7 +153,7 @@ TEST(EventBlock, InvalidUtf8IsRepairedAndTheBlockStillParses) {
   ASSERT_EQ(back.tags.size(), 1u);
   EXPECT_EQ(back.tags[0].second, "v\xef\xbf\xbd");
   // The JSON encoder repairs the same way: trace and subscribe print the same bytes.
-  EXPECT_EQ(json(back), json(e));
+  EXPECT_EQ(to_json(back), to_json(e));
 }
 
 // A block from an untrusted peer: each defect is refused with a reason, never read.
@@ -220,10 +219,35 @@ TEST(EventBlock, V1SamplesDecodeToTheSameJson) {
   std::string error;
   ASSERT_TRUE(dec.parse(encode({e}), error));
   mcp::v1::Sample s;
-  to_sample(e, &s);
+  test::to_sample(e, &s);
   Event back;
   from_sample(s, back);
-  EXPECT_EQ(json(back), json(e));
+  EXPECT_EQ(to_json(back), to_json(e));
+}
+
+
+// The v1 wire (Sample) carries the pod's names and labels, and the subscriber gets them back.
+TEST(EventBlock, V1SamplePodNamesAndLabelsRoundTrip) {
+  Event e;
+  e.pod_uid = "5f2d8a4e-6c1b-4b0f-9a3e-1d2c3b4a5e6f";
+  e.pod = "web-1";
+  e.pod_namespace = "shop";
+  e.container = "app";
+  e.pod_labels = {{"app", "web"}, {"tier", "front"}};
+  mcp::v1::Sample s;
+  test::to_sample(e, &s);
+  EXPECT_EQ(s.pod_name(), "web-1");
+  EXPECT_EQ(s.pod_namespace(), "shop");
+  EXPECT_EQ(s.container_name(), "app");
+  EXPECT_EQ(s.pod_labels().at("tier"), "front");
+  Event back;
+  from_sample(s, back);
+  EXPECT_EQ(back.pod, "web-1");
+  EXPECT_EQ(back.pod_namespace, "shop");
+  EXPECT_EQ(back.container, "app");
+  auto labels = back.pod_labels;
+  std::sort(labels.begin(), labels.end());
+  EXPECT_EQ(labels, e.pod_labels);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "forward/forwarder.h"
 #include "mcp/v1/sampling.grpc.pb.h"
 #include "output/formatter.h"
+#include "../../support/events.h"
 
 namespace mcp {
 namespace {
@@ -36,25 +37,8 @@ class RecordingBroker final : public mcp::v1::Sampling::Service {
   std::vector<mcp::v1::AgentMessage> messages;
 };
 
-Event make(uint32_t i) {
-  static const std::string probe = "syscall:getppid";
-  Event e;
-  e.ts_ns = 1000 + i;
-  e.kind = EventKind::kSyscall;
-  e.probe = probe;
-  e.pid = i;
-  e.has_ret = true;
-  e.ret = i;
-  e.service = "svc";
-  e.tags = {{"zone", "a"}, {"env", "lab"}};
-  return e;
-}
-
-std::string json(const Event& e) {
-  std::string out;
-  output::make_formatter("json")->format(e, out);
-  return out;
-}
+using test::make_event;
+using test::to_json;
 
 TEST(ForwarderWire, SendsCompactBlocksAndAdvertisesEventsV2) {
   RecordingBroker broker;
@@ -74,8 +58,8 @@ TEST(ForwarderWire, SendsCompactBlocksAndAdvertisesEventsV2) {
     o.batch_count = 4;  // several blocks: each must decode on its own
     Forwarder fwd(o);
     for (uint32_t i = 0; i < kEvents; ++i) {
-      fwd.consume(make(i));
-      expected.push_back(json(make(i)));
+      fwd.consume(make_event(i));
+      expected.push_back(to_json(make_event(i)));
     }
     ASSERT_TRUE(fwd.flush_for(std::chrono::seconds(20)));
     EXPECT_EQ(fwd.stats().acked, kEvents);
@@ -100,7 +84,7 @@ TEST(ForwarderWire, SendsCompactBlocksAndAdvertisesEventsV2) {
     uint64_t id = 0;
     for (size_t i = 0; i < dec.size(); ++i) {
       dec.get(i, e, id);
-      got.push_back(json(e));
+      got.push_back(to_json(e));
     }
   }
   EXPECT_EQ(got, expected);

@@ -27,7 +27,7 @@ class DebPackage : public ::testing::Test {
     }
     if (!fs::exists(kBuildDir / "CPackConfig.cmake")) skip_reason_ = "no CPackConfig.cmake";
     if (!skip_reason_.empty()) return;
-    dir_ = new ScratchDir();
+    dir_ = new TempDir();
     deb_ = build_deb(kBuildDir, dir_->path(), &cpack_output_);
     if (!deb_.empty()) {
       root_ = dir_->path() / "root";
@@ -49,7 +49,7 @@ class DebPackage : public ::testing::Test {
   }
 
   static inline std::string skip_reason_;
-  static inline ScratchDir* dir_ = nullptr;
+  static inline TempDir* dir_ = nullptr;
   static inline std::string cpack_output_;
   static inline fs::path deb_;
   static inline fs::path root_;
@@ -70,8 +70,8 @@ TEST_F(DebPackage, ContainsBinariesUnitsAndDocs) {
                            "usr/share/doc/mcp-sampling/examples/agent.yaml"}) {
     EXPECT_TRUE(fs::exists(root_ / path)) << path;
   }
-  EXPECT_EQ(read_file(root_ / "lib/systemd/system/mcp-agent.service"),
-            read_file(source_dir() / "packaging/systemd/mcp-agent.service"));
+  EXPECT_EQ(slurp(root_ / "lib/systemd/system/mcp-agent.service"),
+            slurp(source_dir() / "packaging/systemd/mcp-agent.service"));
 }
 
 TEST_F(DebPackage, DefaultConfigIsAConffileTheAgentAccepts) {
@@ -81,7 +81,7 @@ TEST_F(DebPackage, DefaultConfigIsAConffileTheAgentAccepts) {
   ASSERT_TRUE(fs::exists(packaged));
   auto control = dir_->path() / "control";
   ASSERT_EQ(run_command("dpkg-deb -e " + deb_.string() + " " + control.string()).status, 0);
-  EXPECT_NE(read_file(control / "conffiles").find("/etc/mcp-agent/agent.yaml"), std::string::npos)
+  EXPECT_NE(slurp(control / "conffiles").find("/etc/mcp-agent/agent.yaml"), std::string::npos)
       << "an operator's edits would be overwritten on upgrade";
   auto help = run_command((root_ / "usr/bin/mcp-agent").string() + " --help");
   if (help.output.find("check-config") == std::string::npos) {
@@ -98,7 +98,7 @@ TEST_F(DebPackage, DefaultConfigIsAConffileTheAgentAccepts) {
 TEST_F(DebPackage, AnnotatedExampleIsInTheDocsAndTheAgentAcceptsIt) {
   fs::path example = root_ / "usr/share/doc/mcp-sampling/examples/agent.yaml";
   ASSERT_TRUE(fs::exists(example));
-  EXPECT_EQ(read_file(example), read_file(source_dir() / "packaging/config/agent.example.yaml"));
+  EXPECT_EQ(slurp(example), slurp(source_dir() / "packaging/config/agent.example.yaml"));
   auto r = run_command((root_ / "usr/bin/mcp-agent").string() + " check-config " + example.string());
   EXPECT_EQ(r.status, 0) << r.output;
 }

@@ -96,7 +96,7 @@ TEST(GrafanaDashboard, EveryExpressionParsesAsPromQL) {
     rules << YAML::BeginMap << YAML::Key << "record" << YAML::Value << "dashboard:expr_" + std::to_string(i)
           << YAML::Key << "expr" << YAML::Value << queries[i].promql << YAML::EndMap;
   rules << YAML::EndSeq << YAML::EndMap << YAML::EndSeq << YAML::EndMap;
-  ScratchDir dir;
+  TempDir dir;
   write_file(dir.path() / "rules.yml", rules.c_str());
   const auto r = run_command("promtool check rules " + (dir.path() / "rules.yml").string());
   EXPECT_EQ(r.status, 0) << r.output << rules.c_str();
@@ -159,7 +159,7 @@ TEST(GrafanaDashboard, KustomizationShipsItAsAConfigMapGrafanaLoads) {
   bool included = false;
   for (const auto& r : top["resources"]) included |= r.as<std::string>() == "../grafana";
   EXPECT_TRUE(included) << "packaging/k8s/kustomization.yaml does not include ../grafana";
-  EXPECT_NE(read_file(source_dir() / "README.md").find("packaging/grafana/mcp-sampling.json"), std::string::npos);
+  EXPECT_NE(slurp(source_dir() / "README.md").find("packaging/grafana/mcp-sampling.json"), std::string::npos);
 
   if (!have_tool("kubectl")) return;  // the rendering below is a bonus where kubectl exists
   const auto r = run_command("kubectl kustomize " + (source_dir() / "packaging/grafana").string());
@@ -167,7 +167,7 @@ TEST(GrafanaDashboard, KustomizationShipsItAsAConfigMapGrafanaLoads) {
   const auto cm = YAML::Load(r.output.substr(0, r.output.rfind('\n') + 1));
   EXPECT_EQ(cm["kind"].as<std::string>(""), "ConfigMap");
   EXPECT_EQ(cm["metadata"]["labels"]["grafana_dashboard"].as<std::string>(""), "1");
-  EXPECT_EQ(cm["data"]["mcp-sampling.json"].as<std::string>(""), read_file(kDashboard));
+  EXPECT_EQ(cm["data"]["mcp-sampling.json"].as<std::string>(""), slurp(kDashboard));
 }
 
 }  // namespace

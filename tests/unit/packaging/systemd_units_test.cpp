@@ -17,7 +17,7 @@ namespace fs = std::filesystem;
 
 const fs::path kUnitDir = source_dir() / "packaging/systemd";
 
-std::string unit_text(const std::string& name) { return read_file(kUnitDir / name); }
+std::string unit_text(const std::string& name) { return slurp(kUnitDir / name); }
 
 // Value of `key=` in the unit (the last assignment wins in systemd; we keep the last).
 std::string setting(const std::string& text, const std::string& key) {
@@ -62,7 +62,7 @@ bool verify_clean(const fs::path& unit, std::string* why) {
 
 TEST(SystemdUnits, VerifyAcceptsBothUnitsWithoutDiagnostics) {
   SKIP_WITHOUT_SYSTEMD_ANALYZE();
-  ScratchDir dir;
+  TempDir dir;
   stage_units(dir.path());
   for (std::string name : {"mcp-agent.service", "mcp-broker.service"}) {
     std::string why;
@@ -72,9 +72,9 @@ TEST(SystemdUnits, VerifyAcceptsBothUnitsWithoutDiagnostics) {
 
 TEST(SystemdUnits, VerifyRejectsBrokenCopies) {
   SKIP_WITHOUT_SYSTEMD_ANALYZE();
-  ScratchDir dir;
+  TempDir dir;
   stage_units(dir.path());
-  std::string good = read_file(dir.path() / "mcp-agent.service");
+  std::string good = slurp(dir.path() / "mcp-agent.service");
   struct Breakage {
     const char* what;
     std::string from, to;
@@ -97,7 +97,7 @@ TEST(SystemdUnits, VerifyRejectsBrokenCopies) {
 
 TEST(SystemdUnits, SecurityExposureIsLow) {
   SKIP_WITHOUT_SYSTEMD_ANALYZE();
-  ScratchDir dir;
+  TempDir dir;
   stage_units(dir.path());
   // systemd-analyze security rates 0 (locked down) .. 10 (exposed); --threshold is x10.
   // The agent needs BPF and ptrace-like access, the broker needs nothing.

@@ -1,5 +1,5 @@
-// Helpers shared by the packaging tests: run a shell command capturing output, read a
-// file, make and remove a scratch directory.
+// Helpers shared by the packaging tests: run a shell command capturing output (stdout and
+// stderr together); files and scratch directories are tests/support's.
 #pragma once
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,6 +10,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+
+#include "../../support/files.h"
 
 namespace mcp::packaging_test {
 
@@ -34,33 +36,9 @@ inline bool have_tool(const std::string& name) {
   return run_command("command -v " + name).status == 0;
 }
 
-inline std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-inline void write_file(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream(path) << text;
-}
-
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "mcp-pkg-XXXXXX").string();
-    if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+using mcp::test::slurp;
+using mcp::test::TempDir;
+using mcp::test::write_file;
 
 inline std::filesystem::path source_dir() { return MCP_SOURCE_DIR; }
 

@@ -79,6 +79,29 @@ TEST(ControlLoop, PolicyTargetHandsAFixedProbeToTheController) {
   EXPECT_EQ(maps.threshold(id), UINT64_MAX);
 }
 
+// `trace --config`: the file's probes with a target_qps are steered, one with a fixed rate
+// and the flag probes keep theirs, with neither a global target nor broker policies.
+TEST(ControlLoop, ProbeTargetsSteerOnlyTheProbesGivenATarget) {
+  for (const bool probe_targets : {false, true}) {
+    FakeKernelMaps maps;
+    const uint32_t steered = maps.add("syscall:getppid");
+    const uint32_t fixed = maps.add("syscall:read");
+    ControlSettings s;
+    s.probe_targets = probe_targets;
+    ControlLoop loop(maps, s);
+    loop.set_target(steered, 50);
+    loop.set_fixed_rate(fixed, 0.5);
+    uint64_t now = kTickNs;
+    for (int i = 0; i < 300; i++, now += kTickNs) {
+      maps.advance(100);
+      loop.tick(now);
+    }
+    if (probe_targets) EXPECT_LT(threshold_to_probability(maps.threshold(steered)), 0.1);
+    else EXPECT_EQ(maps.threshold(steered), UINT64_MAX) << "no controller: set_target is a no-op";
+    EXPECT_EQ(maps.threshold(fixed), probability_to_threshold(0.5));
+  }
+}
+
 TEST(ControlLoop, QuotasAreWrittenAndRemovedBucketsBecomeUnlimited) {
   FakeKernelMaps maps;
   maps.add("syscall:getppid");

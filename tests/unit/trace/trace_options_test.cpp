@@ -12,6 +12,8 @@
 
 #include "cli/trace_options.h"
 #include "common/error.h"
+#include "config/config.h"
+#include "../../support/files.h"
 
 namespace mcp::cli {
 namespace {
@@ -238,6 +240,103 @@ TEST(TraceOptions, SyscallNamesMustBeLowercaseIdentifiers) {
   expect_usage_error({"-s", "get-ppid"}, "get-ppid");
   expect_usage_error({"-s", "GETPPID"}, "GETPPID");
   expect_usage_error({"-s", "getppid", "-s", ""}, "--syscall");
+}
+
+// --config FILE: agent.yaml's sections, and the flags added to or overriding them.
+class TraceConfigFile : public ::testing::Test {
+ protected:
+  void write(const std::string& yaml) { dir_.write("agent.yaml", "version: 1\n" + yaml); }
+  test::TempDir dir_{"mcp-trace-config"};
+  const std::string path_ = dir_ / "agent.yaml";
+};
+
+TEST_F(TraceConfigFile, FileSectionsBecomeTheSettingsWhenNoFlagOverridesThem) {
+  write("syscalls: [getppid]\n"
+        "quotas:\n  default: {rate: 100, burst: 10}\n  tenants:\n    - {cgroup_path: /a.slice, rate: 5}\n"
+        "exporter: {error_only: true, sample_rate: 0.5}\n"
+        "compliance:\n  rules: |\n    rule \"r\" when pid == 1 then drop = true end\n"
+        "cuda: {slow_launch: 5ms}\n"
+        "ready_file: ready\n");
+  const auto o = parse_and_validate({"--config", path_});
+  ASSERT_TRUE(o.config);
+  ASSERT_EQ(o.config->probes.size(), 1u);
+  EXPECT_TRUE(o.export_filter.error_only);
+  EXPECT_DOUBLE_EQ(o.export_filter.sample_rate, 0.5);
+  ASSERT_TRUE(o.export_filter.rules);
+  EXPECT_FALSE(o.export_filter.rules->empty());
+  ASSERT_TRUE(o.default_quota);
+  EXPECT_EQ(*o.default_quota, (control::Quota{100, 10}));
+  ASSERT_EQ(o.tenant_quotas.size(), 1u);
+  EXPECT_EQ(o.tenant_quotas[0].cgroup_path, "/a.slice");
+  EXPECT_EQ(o.tenant_quotas[0].quota, (control::Quota{5, 5}));
+  EXPECT_EQ(o.slow_launch, 5ms);
+  EXPECT_EQ(o.ready_file, (dir_ / "ready").string());
+}
+
+TEST_F(TraceConfigFile, GivenFlagsOverrideValuesAndAddToLists) {
+  write("syscalls: [getppid]\n"
+        "quotas:\n  default: {rate: 100}\n  tenants:\n    - {cgroup_path: /a.slice, rate: 5}\n"
+        "    - {cgroup_path: /b.slice, rate: 7}\n"
+        "exporter: {sample_rate: 0.5}\n"
+        "cuda: {slow_launch: 5ms}\n");
+  const auto o = parse_and_validate({"--config", path_, "-s", "openat", "--export-sample-rate", "1", "--error-only",
+                                     "--default-quota", "9:3", "--tenant-quota", "a.slice=1:1", "--tenant-quota",
+                                     "c.slice=2:2", "--slow-launch", "0", "--ready-file", "/tmp/r"});
+  EXPECT_DOUBLE_EQ(o.export_filter.sample_rate, 1.0);  // given, even at its default value
+  EXPECT_TRUE(o.export_filter.error_only);
+  EXPECT_EQ(*o.default_quota, (control::Quota{9, 3}));
+  std::vector<std::string> cgroups;
+  for (const auto& t : o.tenant_quotas) cgroups.push_back(t.cgroup_path + "=" + std::to_string(t.quota.burst));
+  // The file's /a.slice is replaced by the flag's; /b.slice stays; c.slice is added.
+  EXPECT_EQ(cgroups, (std::vector<std::string>{"/b.slice=7", "a.slice=1", "c.slice=2"}));
+  EXPECT_EQ(o.slow_launch, 0ns);
+  EXPECT_EQ(o.ready_file, "/tmp/r");
+}
+
+TEST_F(TraceConfigFile, DefaultFlagValuesDoNotOverrideTheFile) {
+  write("syscalls: [getppid]\nexporter: {sample_rate: 0.25}\ncuda: {slow_launch: 5ms}\n");
+  const auto o = parse_and_validate({"--config", path_});
+  EXPECT_DOUBLE_EQ(o.export_filter.sample_rate, 0.25);
+  EXPECT_EQ(o.slow_launch, 5ms);  // not trace's default 85ms
+}
+
+TEST_F(TraceConfigFile, SettingsThatCannotBothHoldAreOneUsageLine) {
+  write("syscalls: [getppid]\nbroker: {addresses: [\"127.0.0.1:1\"]}\n"
+        "compliance:\n  rules: |\n    rule \"r\" when pid == 1 then drop = true end\n");
+  const std::string rules = dir_.write("rules", "rule \"x\" when pid == 2 then drop = true end\n");
+  expect_usage_error({"--config", path_, "--rules", rules}, "--rules and the compliance section of " + path_);
+  expect_usage_error({"--config", path_, "--broker", "127.0.0.1:2"}, "--broker and broker.addresses in");
+  expect_usage_error({"--config", path_, "--token-file", "/tmp/t"}, "--tls-* and --token-file go with --broker");
+  expect_usage_error({"--config", path_, "-s", "getppid"}, "--syscall getppid: " + path_ + ":2:");
+  // Per-probe flags with only the file's probes: they would do nothing.
+  expect_usage_error({"--config", path_, "-r", "0.5"}, "--sample-rate applies to --uprobe/--syscall/--cuda probes");
+  expect_usage_error({"--config", path_, "--service", "x"}, "--service applies to");
+  // With a probe of their own they apply to it.
+  EXPECT_NO_THROW(parse_and_validate({"--config", path_, "-s", "openat", "-r", "0.5", "--service", "x"}));
+  // The file's broker counts as --broker for --also-stdout and --spool-dir.
+  EXPECT_NO_THROW(parse_and_validate({"--config", path_, "--also-stdout", "--spool-dir", dir_ / "spool"}));
+}
+
+TEST_F(TraceConfigFile, CudaInTheFileAndOnTheCommandLineExcludeEachOther) {
+  write("cuda: {enabled: true}\n");
+  expect_usage_error({"--config", path_, "--cuda"}, "--cuda/--cuda-lib and cuda.enabled in");
+}
+
+TEST_F(TraceConfigFile, NoProbesAnywhereIsNothingToTrace) {
+  write("exporter: {error_only: true}\n");
+  expect_usage_error({"--config", path_}, "nothing to trace: " + path_ + " declares no probes");
+}
+
+TEST_F(TraceConfigFile, BadFileIsAUsageErrorWithFileLineColumn) {
+  write("syscalls: [getppid]\nexporter:\n  sample_rat: 0.5\n");
+  TraceOptions o = parse({"--config", path_});
+  try {
+    validate(o);
+    ADD_FAILURE() << "accepted a misspelt key";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kUsage);
+    EXPECT_EQ(std::string(e.what()).rfind(path_ + ":4:3: ", 0), 0u) << e.what();
+  }
 }
 
 }  // namespace

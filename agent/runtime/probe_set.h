@@ -1,4 +1,5 @@
-// ProbeSet: the daemon's configured probes, keyed by the configuration's probe key, so a
+// ProbeSet: the configured probes (agent.yaml's probes, syscalls and CUDA libraries, for `run`
+// and `trace --config`), keyed by the configuration's probe key, so a
 // reload attaches, detaches or re-tunes exactly what changed. Also the per-probe
 // enrichment (service, tags) the consumer thread reads while a reload rewrites it: each
 // slot is an atomically swapped immutable value.
@@ -36,9 +37,7 @@
 #include "runtime/control_loop.h"
 #include "runtime/probe_labels.h"
 
-namespace mcp::daemon {
-
-using ProbeMeta = runtime::ProbeMeta;
+namespace mcp::runtime {
 
 enum class ProbeState { kWaiting, kAttached, kFailed };
 const char* state_name(ProbeState s);
@@ -50,9 +49,9 @@ struct ProbeStatus {
   uint64_t reattaches = 0;
 };
 
-class ProbeSet final : public runtime::ProbeLabels {
+class ProbeSet final : public ProbeLabels {
  public:
-  ProbeSet(loader::BpfSession& session, runtime::ControlLoop& control, cuda::KernelSymbolizer& symbolizer)
+  ProbeSet(loader::BpfSession& session, ControlLoop& control, cuda::KernelSymbolizer& symbolizer)
       : session_(session), control_(control), symbolizer_(symbolizer) {}
   ~ProbeSet() override;
 
@@ -64,7 +63,7 @@ class ProbeSet final : public runtime::ProbeLabels {
   // Applies weighted service strategies: per-version targets for the probes they cover.
   void apply_services(const config::Config& cfg);
 
-  // Periodic (the daemon calls it every second): attaches waiting probes whose file
+  // Periodic (the front ends call it every second): attaches waiting probes whose file
   // appeared, follows replaced files, detaches old files no process maps any more.
   // Never throws; each state change is logged once.
   void refresh();
@@ -127,7 +126,7 @@ class ProbeSet final : public runtime::ProbeLabels {
   loader::ProbeConfig base_config(const config::ProbeSpec& spec) const;
 
   loader::BpfSession& session_;
-  runtime::ControlLoop& control_;
+  ControlLoop& control_;
   cuda::KernelSymbolizer& symbolizer_;
   mutable std::mutex mu_;
   std::map<std::string, Entry> entries_;  // ProbeSpec::key() -> probe
@@ -138,4 +137,4 @@ class ProbeSet final : public runtime::ProbeLabels {
 // directory name contains the container id); 0 for an empty selector.
 uint64_t selector_cgroup_id(const config::Selector& selector);
 
-}  // namespace mcp::daemon
+}  // namespace mcp::runtime

@@ -1,12 +1,17 @@
-#include "forward/sample_convert.h"
-
+// Test support: an Event as a v1 wire Sample, every field of the JSON event, as an agent
+// before the compact format (forward/event_block.h) sent it. Tests and benches use it to
+// stand in for old agents and old brokers; the agent itself sends compact blocks.
+// Header-only; link mcp_proto and mcp_common.
+#pragma once
+#include "common/event.h"
 #include "common/utf8.h"
+#include "mcp/v1/sampling.pb.h"
 
-namespace mcp {
+namespace mcp::test {
 
-// Every string goes through valid_utf8: a traced process picks its comm, paths and symbol
-// names, and one invalid byte in a proto3 string makes the whole batch unparseable.
-void to_sample(const Event& e, mcp::v1::Sample* s) {
+// Strings go through valid_utf8 as in the agent's encoders: one invalid byte in a proto3
+// string makes the whole message unparseable.
+inline void to_sample(const Event& e, mcp::v1::Sample* s) {
   s->set_ts_ns(e.ts_ns);
   s->set_ktime_ns(e.ktime_ns);
   s->set_hlc(e.hlc);
@@ -51,9 +56,4 @@ void to_sample(const Event& e, mcp::v1::Sample* s) {
   }
 }
 
-double sample_weight(const mcp::v1::Sample& sample) {
-  if (sample.threshold() == 0) return 1.0;  // unset on the wire
-  return 1.0 / threshold_to_probability(sample.threshold());
-}
-
-}  // namespace mcp
+}  // namespace mcp::test

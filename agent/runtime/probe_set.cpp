@@ -1,4 +1,4 @@
-#include "daemon/probe_set.h"
+#include "runtime/probe_set.h"
 
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
@@ -14,7 +14,7 @@
 #include "loader/proc_maps.h"
 #include "loader/target_resolver.h"
 
-namespace mcp::daemon {
+namespace mcp::runtime {
 namespace fs = std::filesystem;
 
 uint64_t selector_cgroup_id(const config::Selector& selector) {
@@ -315,4 +315,4 @@ void ProbeSet::apply_services(const config::Config& cfg) {
   }
 }
 
-}  // namespace mcp::daemon
+}  // namespace mcp::runtime
