@@ -1,7 +1,8 @@
 // Test support: a child process (the agent, a workload) running while the test acts on it:
 // stdout and stderr go to files, readiness is a line on stderr waited for with a deadline,
 // signals are sent on demand. And a blackhole: a TCP listener on 127.0.0.1:0 that accepts
-// connections and never answers, a broker that never speaks gRPC. Header-only.
+// connections and never answers, a broker that never speaks gRPC; and a port that refuses.
+// Header-only.
 #pragma once
 #include <netinet/in.h>
 #include <signal.h>
@@ -96,27 +97,42 @@ class Process {
   std::string text_;
 };
 
-// Accepts TCP connections on 127.0.0.1:0 (the kernel completes the handshake from the
-// backlog) and never reads or writes: gRPC's HTTP/2 handshake never finishes.
-class BlackholeListener {
+// A TCP socket bound to 127.0.0.1:0, listening or not; closed with the object.
+class LoopbackSocket {
  public:
-  BlackholeListener() {
+  explicit LoopbackSocket(bool listening) {
     fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t len = sizeof a;
-    if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(fd_, 64) != 0 ||
-        getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0)
-      throw std::runtime_error("blackhole listener: cannot listen on 127.0.0.1:0");
+    if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        (listening && listen(fd_, 64) != 0) || getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+      throw std::runtime_error("cannot bind 127.0.0.1:0");
     port_ = ntohs(a.sin_port);
   }
-  ~BlackholeListener() { close(fd_); }
+  LoopbackSocket(const LoopbackSocket&) = delete;
+  LoopbackSocket& operator=(const LoopbackSocket&) = delete;
+  ~LoopbackSocket() { close(fd_); }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
 
  private:
   int fd_ = -1;
   int port_ = 0;
+};
+
+// Accepts TCP connections on 127.0.0.1:0 (the kernel completes the handshake from the
+// backlog) and never reads or writes: gRPC's HTTP/2 handshake never finishes.
+class BlackholeListener : public LoopbackSocket {
+ public:
+  BlackholeListener() : LoopbackSocket(true) {}
+};
+
+// A port nothing listens on: bound (so no one else gets it) but not listening, so a connection
+// is refused at once.
+class RefusingPort : public LoopbackSocket {
+ public:
+  RefusingPort() : LoopbackSocket(false) {}
 };
 
 }  // namespace mcp::test

@@ -53,29 +53,6 @@ std::string this_host() {
   return host;
 }
 
-// A port nothing listens on: bound (so no one else gets it) but not listening, so a connection
-// is refused at once.
-class RefusingPort {
- public:
-  RefusingPort() {
-    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-        getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0)
-      throw std::runtime_error("cannot bind 127.0.0.1:0");
-    port_ = ntohs(a.sin_port);
-  }
-  ~RefusingPort() { close(fd_); }
-  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
-
- private:
-  int fd_ = -1;
-  int port_ = 0;
-};
-
 // Spans and log records of the collector, with their resources, flattened.
 struct Record {
   const resource::Resource* resource;
@@ -202,7 +179,7 @@ TEST_F(AgentOtlp, TraceExportsSyscallsAsSpansWithLatencyAndAsLogRecordsWithout) 
 // Nothing listens: every attempt is refused, the exporter gives up after its retries, and the
 // run reports the events as undelivered and fails, as it does for a broker that is down.
 TEST_F(AgentOtlp, TraceWithTheCollectorDownReportsUndeliveredEventsAndExitsOne) {
-  RefusingPort down;
+  test::RefusingPort down;
   auto r = run_command({kAgent, "trace", "-s", "getppid", "--otlp-endpoint", down.address(), "--otlp-insecure", "--",
                         kWorkload, "getppid", "200"});
   EXPECT_EQ(r.exit_code, 1) << r.err;
