@@ -263,6 +263,19 @@ TEST_F(TraceConfig, AFlagThatContradictsTheFileIsOneUsageLine) {
   EXPECT_EQ(r.err, "mcp-agent: --syscall getppid: " + config + ":2:12 traces it already\n");
 }
 
+TEST_F(TraceConfig, AFlagUprobeTheFileDeclaresIsOneUsageLine) {
+  const std::string binary = probe("mcp_work").substr(0, probe("mcp_work").rfind(':'));
+  const auto config = write("probes:\n  - binary: " + binary + "\n    symbol: mcp_work\n");
+  auto r = run_command({kAgent, "trace", "--config", config, "--uprobe", probe("mcp_work"), "--", kWorkload});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(r.err, "mcp-agent: --uprobe " + probe("mcp_work") + ": " + config + ":3:5 traces it already\n");
+  MCP_REQUIRE_BPF();
+  // Another function of the same binary is no repetition.
+  r = run_command({kAgent, "trace", "--config", config, "--uprobe", binary + ":mcp_sleep", "--", kWorkload, "calls", "5"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(parse_summary(r.err)[probe("mcp_work")].seen, 5u) << r.err;
+}
+
 // Readiness: the line on stderr and the --ready-file, both written once probes are attached;
 // a test (or a supervisor) waits on them instead of sleeping.
 TEST(TraceReadiness, ReadyLineAndFileAppearOnceAttachedAndCallsAfterThemAreSeen) {
