@@ -10,7 +10,7 @@
 #include "../../support/files.h"
 #include "../../support/process.h"
 #include "../../support/run_command.h"
-#include "../../support/wait.h"
+#include "../../support/wait_until.h"
 
 namespace {
 
@@ -290,7 +290,7 @@ TEST(TraceReadiness, ReadyLineAndFileAppearOnceAttachedAndCallsAfterThemAreSeen)
   EXPECT_EQ(mcp::test::slurp(ready), "mcp-agent: ready: 1 probes attached\n");
   for (int i = 0; i < 5; i++) getppid();
   // Our five calls (and nothing else of ours) arrive without any sleep before them.
-  mcp::test::eventually([&] { return parse_json_lines(agent.out()).size() >= 5; });
+  mcp::test::wait_until([&] { return parse_json_lines(agent.out()).size() >= 5; });
   agent.signal(SIGINT);
   EXPECT_EQ(agent.wait(std::chrono::seconds(20)), 0) << agent.err();
   EXPECT_EQ(parse_json_lines(agent.out()).size(), 5u) << agent.out();
@@ -344,7 +344,7 @@ class MountNamespaceTarget : public ::testing::Test {
                                      " && exec " + (dir_ / "app").string() + " rate 2000 60"},
         dir_, "target");
     const std::string comm_file = "/proc/" + std::to_string(target_->pid()) + "/comm";
-    mcp::test::eventually([&] { return mcp::test::slurp(comm_file) == "app\n"; });
+    mcp::test::wait_until([&] { return mcp::test::slurp(comm_file) == "app\n"; });
     ASSERT_EQ(mcp::test::slurp(comm_file), "app\n") << "target did not start: " << target_->err();
   }
   void TearDown() override { target_.reset(); }
