@@ -130,13 +130,15 @@ bool ListWatch::list() {
   }
   std::vector<json> items(j["items"].begin(), j["items"].end());
   handlers_.on_list(items);
+  // The recovery line goes out before the list counts, so whoever waits on wait_synced()
+  // sees the log already saying so.
+  report(false, "listed " + std::to_string(items.size()) + " object(s), watching again");
   {
     std::lock_guard lk(mu_);
     stats_.lists++;
     stats_.resource_version = version_of(j);
   }
   cv_.notify_all();
-  report(false, "listed " + std::to_string(items.size()) + " object(s), watching again");
   return true;
 }
 
@@ -166,13 +168,13 @@ ListWatch::WatchEnd ListWatch::watch() {
       if (!rv.empty()) stats_.resource_version = rv;
       return true;
     }
+    report(false, "watching again");  // before the handler, for the same reason as in list()
     handlers_.on_event(type, object);
     {
       std::lock_guard lk(mu_);
       stats_.events++;
       if (!rv.empty()) stats_.resource_version = rv;
     }
-    report(false, "watching again");
     backoff_ = opt_.backoff_initial;
     return true;
   });

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <memory>
 
@@ -124,8 +125,28 @@ runtime::RuntimeSpec spec_of(const TraceOptions& o, pid_t target) {
   return spec;
 }
 
+// Same binary as either spelling gives it: the strings match, or both name one existing file.
+bool same_binary(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  return a == b || std::filesystem::equivalent(a, b, ec);
+}
+
+// A --uprobe the file already declares would attach twice and print every call twice; as
+// with --syscall, that is a usage error naming the file's entry.
+void reject_uprobes_the_file_traces(const TraceOptions& o) {
+  if (!o.config) return;
+  for (const auto& flag : o.uprobes) {
+    const auto [binary, symbol] = loader::split_uprobe_spec(flag);
+    for (const auto& p : o.config->probes)
+      if (p.kind == config::ProbeKind::kUprobe && p.symbol == symbol && same_binary(p.target, binary))
+        throw usage_error("--uprobe " + flag + ": " + o.config_file + ":" + std::to_string(p.pos.line) + ":" +
+                          std::to_string(p.pos.column) + " traces it already");
+  }
+}
+
 int run_trace(TraceOptions& o) {
   validate(o);
+  reject_uprobes_the_file_traces(o);
   spdlog::set_level(o.verbose ? spdlog::level::debug : spdlog::level::warn);
   runtime::Runtime::install_signal_handlers();  // before the child is forked
 

@@ -48,6 +48,7 @@ class PodNames {
   void enrich(Event& e);
   const std::string& unavailable() const { return why_; }  // empty while watching
   const PodDirectory& directory() const { return *pods_; }
+  std::shared_ptr<const PodDirectory> shared_directory() const { return pods_; }
 
  private:
   struct Answer {

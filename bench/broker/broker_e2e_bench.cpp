@@ -12,17 +12,13 @@
 
 #include <CLI/CLI.hpp>
 
+#include "broker_client.h"
 #include "broker_process.h"
 #include "forward/forwarder.h"
 #include "subscribe/subscribe_client.h"
 
 using namespace std::chrono_literals;
-
-static uint64_t unix_ns() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
-}
+using mcp::test::unix_ns;
 
 int main(int argc, char** argv) {
   CLI::App app{"broker end-to-end benchmark"};

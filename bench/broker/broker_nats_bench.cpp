@@ -18,20 +18,16 @@
 
 #include <CLI/CLI.hpp>
 
+#include "broker_client.h"
 #include "broker_process.h"
 #include "forward/forwarder.h"
 #include "nats_cluster.h"
 #include "subscribe/subscribe_client.h"
 
 using namespace std::chrono_literals;
+using mcp::test::unix_ns;
 
 namespace {
-
-uint64_t unix_ns() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
-}
 
 struct Result {
   uint64_t sent = 0;

@@ -15,7 +15,7 @@
 #include "../../support/cgroup.h"
 #include "../../support/process.h"
 #include "../../support/run_command.h"
-#include "../../support/wait.h"
+#include "../../support/wait_until.h"
 #include "../broker/broker_client.h"
 #include "../broker/broker_process.h"
 
@@ -50,7 +50,7 @@ class AgentBrokerE2E : public ::testing::Test {
     auto f = std::async(std::launch::async, [argv] { return run_command(argv); });
     // Its readiness: the broker has registered the subscription (what it publishes from now
     // on reaches it), so the agent may start.
-    EXPECT_TRUE(test::eventually([&] { return test::broker_stats(broker_->address()).subscribers() > before; }, 20s))
+    EXPECT_TRUE(test::wait_until([&] { return test::broker_stats(broker_->address()).subscribers() > before; }, 20s))
         << "the subscriber never registered";
     return f;
   }
@@ -186,7 +186,7 @@ TEST_F(AgentBrokerE2E, PolicyAppliedAtTheBrokerChangesTheAgentsKernelThreshold) 
                         "5"});
   });
   // The agent is connected (a policy reaches it) and has shipped events kept before the policy.
-  ASSERT_TRUE(test::eventually([&] {
+  ASSERT_TRUE(test::wait_until([&] {
     const mcp::v1::StatsReply stats = test::broker_stats(broker_->address());
     bool shipped = false;
     for (const auto& p : stats.probes()) shipped = shipped || (p.service() == "checkout" && p.events() > 0);
@@ -250,7 +250,7 @@ TEST_F(AgentBrokerE2E, DaemonShipsProbeCountsSoStatsSeeEveryCall) {
     return row;
   };
   mcp::v1::ProbeStats row;
-  test::eventually([&] { return (row = daemon_row()).seen() >= kCalls; }, 20s);
+  test::wait_until([&] { return (row = daemon_row()).seen() >= kCalls; }, 20s);
   EXPECT_EQ(row.seen(), kCalls) << "shipped while running: " << agent.err();
   agent.signal(SIGTERM);
   EXPECT_EQ(agent.wait(30s), std::optional<int>(0)) << agent.err();

@@ -1,10 +1,12 @@
 // Test support for tests against a running mcp-broker: a gRPC stub, Stats,
-// polling with a deadline, and a subscriber that keeps what it receives.
+// polling with a deadline, a subscriber that keeps what it receives, and the uprobe
+// event both suites forward (make_call_event).
 // Shared by the embedded-broker and the JetStream e2e tests.
 #pragma once
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
+#include <cstring>
 #include <chrono>
 #include <future>
 #include <memory>
@@ -14,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/event.h"
 #include "forward/channel.h"
 #include "forward/forwarder.h"
 #include "mcp/v1/sampling.grpc.pb.h"
@@ -26,6 +29,37 @@ inline uint64_t unix_ns() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                    std::chrono::system_clock::now().time_since_epoch())
                                    .count());
+}
+
+constexpr uint64_t kQuarter = uint64_t{1} << 62;  // threshold for p = 0.25, weight 4
+
+// A kept uprobe call of /usr/bin/worker:handle_request at p = 0.25; args[0] = i, so tests can
+// count distinct events.
+inline Event make_call_event(uint64_t i, const std::string& service = "checkout") {
+  static constexpr std::string_view kProbe = "/usr/bin/worker:handle_request";  // Event::probe is a view
+  Event e;
+  e.ts_ns = 1'700'000'000'000'000'000ull + i;
+  e.ktime_ns = 5'000'000 + i;
+  e.hlc = (e.ts_ns << 16) | 1;
+  e.kind = EventKind::kUprobe;
+  e.probe_id = 3;
+  e.probe = kProbe;
+  e.pid = 4242;
+  e.tid = 4243;
+  e.cpu = 1;
+  e.cgroup_id = 77;
+  std::strncpy(e.comm.data(), "worker", e.comm.size());
+  e.nargs = 2;
+  e.args[0] = i;
+  e.args[1] = 42;
+  e.has_ret = true;
+  e.ret = -static_cast<int64_t>(i % 100);
+  e.has_duration = true;
+  e.duration_ns = 1000 + i;
+  e.threshold = kQuarter;
+  e.service = service;
+  e.tags = {{"zone", "a"}};
+  return e;
 }
 
 inline std::unique_ptr<mcp::v1::Sampling::Stub> stub_for(const std::string& address, const TlsFiles& tls = {}) {

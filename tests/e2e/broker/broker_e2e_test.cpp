@@ -32,36 +32,12 @@ using test::broker_stats;
 using test::Collector;
 using test::stub_for;
 using test::unix_ns;
+using test::make_call_event;
+using test::kQuarter;
 using test::wait_until;
 
 constexpr std::string_view kProbe = "/usr/bin/worker:handle_request";
-constexpr uint64_t kQuarter = uint64_t{1} << 62;  // threshold for p = 0.25, weight 4
 
-Event make_event(uint64_t i) {
-  Event e;
-  e.ts_ns = 1'700'000'000'000'000'000ull + i;
-  e.ktime_ns = 5'000'000 + i;
-  e.hlc = (e.ts_ns << 16) | 1;
-  e.kind = EventKind::kUprobe;
-  e.probe_id = 3;
-  e.probe = kProbe;
-  e.pid = 4242;
-  e.tid = 4243;
-  e.cpu = 1;
-  e.cgroup_id = 77;
-  std::strncpy(e.comm.data(), "worker", e.comm.size());
-  e.nargs = 2;
-  e.args[0] = i;  // unique per event: the tests count distinct values
-  e.args[1] = 42;
-  e.has_ret = true;
-  e.ret = -static_cast<int64_t>(i % 100);
-  e.has_duration = true;
-  e.duration_ns = 1000 + i;
-  e.threshold = kQuarter;
-  e.service = "checkout";
-  e.tags = {{"zone", "a"}};
-  return e;
-}
 
 class BrokerE2E : public ::testing::Test {
  protected:
@@ -94,7 +70,7 @@ TEST_F(BrokerE2E, ALoneEventIsSentByAgeWithoutAFlushOrAFullBatch) {
   ASSERT_TRUE(wait_until([&] { return broker_stats(broker.address()).subscribers() == 1; }, 5s));
   Forwarder fwd(forwarder(broker.address()));  // batch_count 100: one event never fills it
   ASSERT_TRUE(wait_until([&] { return broker_stats(broker.address()).agents_connected() == 1; }, 5s));
-  fwd.consume(make_event(7));
+  fwd.consume(make_call_event(7));
   // No flush: only the batch age (or the idle-wire linger) can send it.
   EXPECT_TRUE(wait_until([&] { return collector.count() == 1; }, 5s)) << "a lone event waited for a full batch";
   EXPECT_EQ(fwd.stats().queued, 0u);
@@ -108,7 +84,7 @@ TEST_F(BrokerE2E, SubscriberReceivesExactlyTheForwardedEventsWithTheAgentsFields
   constexpr uint64_t kN = 5000;
   {
     Forwarder fwd(forwarder(broker.address()));
-    for (uint64_t i = 0; i < kN; ++i) fwd.consume(make_event(i));
+    for (uint64_t i = 0; i < kN; ++i) fwd.consume(make_call_event(i));
     ASSERT_TRUE(fwd.flush_for(20s));
     EXPECT_EQ(fwd.stats().acked, kN);
     EXPECT_EQ(fwd.stats().dropped_oldest, 0u);
@@ -128,7 +104,7 @@ TEST_F(BrokerE2E, SubscriberReceivesExactlyTheForwardedEventsWithTheAgentsFields
   EXPECT_EQ(s.service(), "checkout");
   EXPECT_EQ(s.tags().at("zone"), "a");
   ASSERT_EQ(s.args_size(), 2);
-  const Event expected = make_event(s.args(0));
+  const Event expected = make_call_event(s.args(0));
   EXPECT_EQ(s.ts_ns(), expected.ts_ns);
   EXPECT_EQ(s.hlc(), expected.hlc);
   EXPECT_EQ(s.ret(), expected.ret);
@@ -157,7 +133,7 @@ TEST_F(BrokerE2E, BrokerKilledMidStreamAndRestartedStillDeliversEachEventOnce) {
   Forwarder fwd(options);
   std::thread producer([&] {
     for (uint64_t i = 0; i < kN; ++i) {
-      fwd.consume(make_event(i));
+      fwd.consume(make_call_event(i));
       if (i % 200 == 199) std::this_thread::sleep_for(5ms);
     }
   });
@@ -202,7 +178,7 @@ TEST_F(BrokerE2E, StalledSubscriberLosesOnlyItsOwnOldestPacketsAndIsTold) {
     auto options = forwarder(broker.address());
     options.batch_count = 50;
     Forwarder fwd(options);
-    for (uint64_t i = 0; i < kN; ++i) fwd.consume(make_event(i));
+    for (uint64_t i = 0; i < kN; ++i) fwd.consume(make_call_event(i));
     ASSERT_TRUE(fwd.flush_for(20s));
     EXPECT_EQ(fwd.stats().acked, kN);  // the stalled subscriber did not hold the agent back
   }
@@ -244,7 +220,7 @@ TEST_F(BrokerE2E, WrongOrMissingTokenIsRefusedAndTheRightOneWorks) {
     o.token_file = (dir_ / "wrong").string();
     o.flush_timeout = 1s;
     Forwarder fwd(o);
-    fwd.consume(make_event(1));
+    fwd.consume(make_call_event(1));
     EXPECT_FALSE(fwd.flush_for(1s));
     EXPECT_EQ(fwd.stats().acked, 0u);
     EXPECT_GE(fwd.stats().forward_errors, 1u);
@@ -259,7 +235,7 @@ TEST_F(BrokerE2E, WrongOrMissingTokenIsRefusedAndTheRightOneWorks) {
   auto fo = forwarder(broker.address());
   fo.token_file = (dir_ / "token").string();
   Forwarder fwd(fo);
-  for (uint64_t i = 0; i < 100; ++i) fwd.consume(make_event(i));
+  for (uint64_t i = 0; i < 100; ++i) fwd.consume(make_call_event(i));
   ASSERT_TRUE(fwd.flush_for(10s));
   EXPECT_TRUE(wait_until([&] { return collector.count() == 100; }, 5s)) << collector.count();
 }
@@ -291,7 +267,7 @@ TEST_F(BrokerE2E, MutualTlsWithCertificatesMadeByOpensslWorksAndRefusesOthers) {
     auto fo = forwarder(broker.address());
     fo.tls = mtls;
     Forwarder fwd(fo);
-    for (uint64_t i = 0; i < 500; ++i) fwd.consume(make_event(i));
+    for (uint64_t i = 0; i < 500; ++i) fwd.consume(make_call_event(i));
     ASSERT_TRUE(fwd.flush_for(10s));
   }
   EXPECT_TRUE(wait_until([&] { return collector.count() == 500; }, 5s)) << collector.count();
@@ -320,7 +296,7 @@ TEST_F(BrokerE2E, PolicyAppliedThroughTheBrokerReachesConnectedAndLaterAgents) {
   };
   {
     Forwarder fwd(options);
-    fwd.consume(make_event(0));
+    fwd.consume(make_call_event(0));
     ASSERT_TRUE(fwd.flush_for(10s));  // connected and acknowledged
 
     mcp::v1::Policy policy;
@@ -377,7 +353,7 @@ TEST_F(BrokerE2E, SubscribeCommandPrintsJsonLinesWithTheAgentsFieldNames) {
     auto o = forwarder(address);
     o.batch_count = 3;
     Forwarder fwd(o);
-    for (uint64_t i = 0; i < 3; ++i) fwd.consume(make_event(i));
+    for (uint64_t i = 0; i < 3; ++i) fwd.consume(make_call_event(i));
     fwd.flush_for(10s);
   }
   const bool finished = result.wait_for(10s) == std::future_status::ready;
@@ -390,7 +366,7 @@ TEST_F(BrokerE2E, SubscribeCommandPrintsJsonLinesWithTheAgentsFieldNames) {
   int n = 0;
   while (std::getline(lines, line)) {
     const auto j = nlohmann::json::parse(line);
-    const Event e = make_event(j.at("args").at(0).get<uint64_t>());
+    const Event e = make_call_event(j.at("args").at(0).get<uint64_t>());
     EXPECT_EQ(j.at("ts_ns").get<uint64_t>(), e.ts_ns);
     EXPECT_EQ(j.at("ktime_ns").get<uint64_t>(), e.ktime_ns);
     EXPECT_EQ(j.at("hlc").get<uint64_t>(), e.hlc);

@@ -33,28 +33,12 @@ using test::broker_stats;
 using test::Collector;
 using test::stub_for;
 using test::unix_ns;
+using test::make_call_event;
+using test::kQuarter;
 using test::wait_until;
 using test::NatsCluster;
 
-constexpr uint64_t kQuarter = uint64_t{1} << 62;  // threshold for p = 0.25, weight 4
 
-Event make_event(uint64_t i, const std::string& service = "checkout") {
-  Event e;
-  e.ts_ns = 1'700'000'000'000'000'000ull + i;
-  e.ktime_ns = 5'000'000 + i;
-  e.kind = EventKind::kUprobe;
-  e.probe_id = 3;
-  e.probe = "/usr/bin/worker:handle_request";
-  e.pid = 4242;
-  e.tid = 4243;
-  std::strncpy(e.comm.data(), "worker", e.comm.size());
-  e.nargs = 1;
-  e.args[0] = i;  // unique per event: the tests count distinct values
-  e.threshold = kQuarter;
-  e.service = service;
-  e.tags = {{"zone", "a"}};
-  return e;
-}
 
 // The node that leads the stream's Raft group, asked of the cluster itself.
 std::string stream_leader(const std::string& servers) {
@@ -136,7 +120,7 @@ TEST_F(NatsE2E, SubscriberOnBrokerBReceivesExactlyTheEventsPublishedThroughBroke
   constexpr uint64_t kN = 5000;
   {
     Forwarder fwd(forwarder({a_->address()}));
-    for (uint64_t i = 0; i < kN; ++i) fwd.consume(make_event(i));
+    for (uint64_t i = 0; i < kN; ++i) fwd.consume(make_call_event(i));
     ASSERT_TRUE(fwd.flush_for(30s)) << "acked " << fwd.stats().acked;
     EXPECT_EQ(fwd.stats().acked, kN);
   }
@@ -167,7 +151,7 @@ TEST_F(NatsE2E, ServiceFilterAndSamplingRateOnBrokerBMatchTheEmbeddedSemantics) 
   {
     Forwarder fwd(forwarder({a_->address()}));
     const char* services[] = {"checkout", "cart.v2", "cart_v2"};
-    for (uint64_t i = 0; i < kN; ++i) fwd.consume(make_event(i, services[i % 3]));
+    for (uint64_t i = 0; i < kN; ++i) fwd.consume(make_call_event(i, services[i % 3]));
     ASSERT_TRUE(fwd.flush_for(30s));
   }
   expect_exactly(all, kN);
@@ -319,7 +303,7 @@ TEST_F(NatsE2E, StreamLeaderKilledMidStreamStillDeliversExactlyN) {
   Forwarder fwd(forwarder({a_->address()}));
   std::thread producer([&] {
     for (uint64_t i = 0; i < kN; ++i) {
-      fwd.consume(make_event(i));
+      fwd.consume(make_call_event(i));
       if (i % 100 == 99) std::this_thread::sleep_for(5ms);
     }
   });
@@ -344,7 +328,7 @@ TEST_F(NatsE2E, BrokerAKilledMidStreamAgentFailsOverToBWithNothingLostOrRepeated
   Forwarder fwd(options);
   std::thread producer([&] {
     for (uint64_t i = 0; i < kN; ++i) {
-      fwd.consume(make_event(i));
+      fwd.consume(make_call_event(i));
       if (i % 100 == 99) std::this_thread::sleep_for(5ms);
     }
   });
@@ -374,7 +358,7 @@ TEST_F(NatsE2E, SubscriberWhoseBrokerIsKilledResumesOnTheOtherWithoutGapOrRepeat
   Forwarder fwd(forwarder({a_->address()}));
   std::thread producer([&] {
     for (uint64_t i = 0; i < kN; ++i) {
-      fwd.consume(make_event(i));
+      fwd.consume(make_call_event(i));
       if (i % 100 == 99) std::this_thread::sleep_for(5ms);
     }
   });
@@ -396,7 +380,7 @@ TEST_F(NatsE2E, PolicyAppliedOnBReachesTheAgentConnectedToA) {
     received.emplace_back(p, unix_ns());
   };
   Forwarder fwd(options);
-  fwd.consume(make_event(0));
+  fwd.consume(make_call_event(0));
   ASSERT_TRUE(fwd.flush_for(20s));  // connected to A and acknowledged
   ASSERT_TRUE(wait_until([&] { return broker_stats(a_->address()).agents_connected() == 1; }, 5s));
 

@@ -23,14 +23,14 @@
 #include <thread>
 
 #include "../../support/run_command.h"
-#include "../../support/wait.h"
+#include "../../support/wait_until.h"
 #include "../../unit/packaging/test_util.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
-using mcp::test::eventually;
+using mcp::test::wait_until;
 using mcp::packaging_test::build_deb;
 using mcp::test::slurp;
 using mcp::test::TempDir;
@@ -172,11 +172,11 @@ TEST(DebInstall, PackagedUnitsAndDefaultConfigDeliverEventsToSubscribe) {
   const auto pins_before = bpffs_entries();
 
   Process broker(broker_cmd, dir.path() / "broker.log");
-  ASSERT_TRUE(eventually([&] { return broker.log().find("listening on 127.0.0.1:9090") != std::string::npos; }, 30s))
+  ASSERT_TRUE(wait_until([&] { return broker.log().find("listening on 127.0.0.1:9090") != std::string::npos; }, 30s))
       << broker.log();
   {
     Process agent(agent_cmd, dir.path() / "agent.log");
-    ASSERT_TRUE(eventually([&] { return agent.log().find("mcp-agent running") != std::string::npos || agent.exited(); },
+    ASSERT_TRUE(wait_until([&] { return agent.log().find("mcp-agent running") != std::string::npos || agent.exited(); },
                          60s))
         << agent.log();
     ASSERT_FALSE(agent.exited()) << agent.log();
@@ -187,7 +187,7 @@ TEST(DebInstall, PackagedUnitsAndDefaultConfigDeliverEventsToSubscribe) {
     Process subscriber({{agent_cmd.argv[0], "subscribe", "--broker", "127.0.0.1:9090", "--max-events", "5"}, {}},
                        sub_out);
     // The default traces execve, openat and connect node-wide: starting programs makes events.
-    const bool got = eventually([&] {
+    const bool got = wait_until([&] {
       mcp::test::run_command({"/bin/true"});
       return subscriber.exited();
     }, 60s);

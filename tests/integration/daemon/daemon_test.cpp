@@ -23,7 +23,7 @@
 #include "../../support/process.h"
 #include "../../support/prometheus.h"
 #include "../../support/run_command.h"
-#include "../../support/wait.h"
+#include "../../support/wait_until.h"
 
 namespace {
 
@@ -31,7 +31,7 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using mcp::test::parse_json_lines;
 using mcp::test::ConfigMapDir;
-using mcp::test::eventually;
+using mcp::test::wait_until;
 using mcp::test::slurp;
 
 const std::string kAgent = std::string(MCP_BIN_DIR) + "/mcp-agent";
@@ -123,7 +123,7 @@ TEST_F(DaemonTest, SelectorOnAPodSeesItsContainersAndNotItsSibling) {
   // The sibling first: by the time the pod's own calls are all delivered, any of its would be too.
   for (const auto& cg : {b1, a1, a2})
     ASSERT_EQ(mcp::test::wait_exit(mcp::test::spawn_in_cgroup(cg, {kWorkload, "calls", "50"})), 0) << cg;
-  ASSERT_TRUE(eventually([&] { return count_uprobe_events(d.events()) >= 100; })) << d.log();
+  ASSERT_TRUE(wait_until([&] { return count_uprobe_events(d.events()) >= 100; })) << d.log();
   EXPECT_EQ(d.terminate(), 0) << d.log();
   const auto id = [&](const fs::path& p) { return mcp::control::resolve_cgroup_id(p.string(), tree->mount()); };
   std::map<uint64_t, int> per_cgroup;
@@ -169,7 +169,7 @@ TEST_F(DaemonTest, PodNamesFromTheApiServerReachTheEventsOfAKubeletCgroup) {
       if (e["kind"] == "uprobe" && e["cgroup_id"].get<uint64_t>() == id(cg)) out.push_back(e);
     return out;
   };
-  ASSERT_TRUE(eventually([&] { return from(a).size() == 20; })) << d.log();
+  ASSERT_TRUE(wait_until([&] { return from(a).size() == 20; })) << d.log();
   for (const auto& e : from(a)) {  // the agent waited for the pod list before it said ready
     EXPECT_EQ(e.value("pod_uid", ""), uid_a) << e.dump();
     EXPECT_EQ(e.value("pod", ""), "web-1") << e.dump();
@@ -179,7 +179,7 @@ TEST_F(DaemonTest, PodNamesFromTheApiServerReachTheEventsOfAKubeletCgroup) {
   }
   // A pod scheduled later: named once its ADDED event has reached the agent.
   api.put_pod(FakeApiServer::make_pod("db", "pg-0", uid_b, "node-test", {{"app", "pg"}}, {{"postgres", id_b}}));
-  ASSERT_TRUE(eventually([&] {
+  ASSERT_TRUE(wait_until([&] {
     EXPECT_EQ(mcp::test::wait_exit(mcp::test::spawn_in_cgroup(b, {kWorkload, "calls", "1"})), 0);
     const auto events = from(b);
     return !events.empty() && events.back().value("pod", "") == "pg-0";
@@ -208,7 +208,7 @@ TEST_F(DaemonTest, WithoutApiAccessPodEventsKeepTheirIdsAndTheAgentSaysSoOnce) {
   Daemon d(cm_->config_path(), dir_);
   ASSERT_GT(d.port(), 0) << d.log();
   for (const auto& cg : {a, a2}) ASSERT_EQ(mcp::test::wait_exit(mcp::test::spawn_in_cgroup(cg, {kWorkload, "calls", "10"})), 0);
-  ASSERT_TRUE(eventually([&] { return count_uprobe_events(d.events()) >= 20; })) << d.log();
+  ASSERT_TRUE(wait_until([&] { return count_uprobe_events(d.events()) >= 20; })) << d.log();
   EXPECT_EQ(d.terminate(), 0) << d.log();
   size_t in_pod = 0;
   for (const auto& e : d.events()) {
@@ -239,10 +239,10 @@ TEST_F(DaemonTest, ConfigMapSwapRetunesTheKernelWithoutAGapForUnchangedProbes) {
   // The uprobe (unchanged by the reload) sees a steady stream across it.
   std::thread calls([] { std::system((kWorkload + " rate 500 4 >/dev/null").c_str()); });
   // The stream is flowing before the first batch of calls and the reload.
-  ASSERT_TRUE(eventually([&] { return count_uprobe_events(d.events()) >= 100; })) << d.log();
+  ASSERT_TRUE(wait_until([&] { return count_uprobe_events(d.events()) >= 100; })) << d.log();
   ASSERT_EQ(std::system((caller() + " getppid 200").c_str()), 0);
   cm_->update(config_text(0.25));
-  ASSERT_TRUE(eventually([&] { return d.log().find("reloaded") != std::string::npos; })) << d.log();
+  ASSERT_TRUE(wait_until([&] { return d.log().find("reloaded") != std::string::npos; })) << d.log();
   ASSERT_EQ(std::system((caller() + " getppid 200").c_str()), 0);
   calls.join();
   EXPECT_EQ(d.terminate(), 0) << d.log();
@@ -274,7 +274,7 @@ TEST_F(DaemonTest, InvalidConfigIsRejectedCountedAndThePreviousStaysInForce) {
   ASSERT_GT(d.port(), 0) << d.log();
   EXPECT_EQ(d.get("/healthz").substr(0, 3), "200");
   cm_->update("version: 1\nprobes:\n  - binary: /bin/true\n    symbl: main\n");
-  ASSERT_TRUE(eventually([&] { return d.get("/metrics").find("mcp_config_reload_failures_total 1") != std::string::npos; }))
+  ASSERT_TRUE(wait_until([&] { return d.get("/metrics").find("mcp_config_reload_failures_total 1") != std::string::npos; }))
       << d.get("/metrics");
   EXPECT_NE(d.log().find("agent.yaml:4:5"), std::string::npos) << "the reason, with its position: " << d.log();
   ASSERT_EQ(std::system((caller() + " getppid 100").c_str()), 0);
@@ -315,7 +315,7 @@ TEST_F(DaemonTest, ProbeOfAnAbsentBinaryWaitsThenAttachesWhenTheFileAppears) {
   cm_->update(uprobe_config(app));
   Daemon d(cm_->config_path(), dir_);
   ASSERT_GT(d.port(), 0) << d.log();
-  ASSERT_TRUE(eventually([&] {
+  ASSERT_TRUE(wait_until([&] {
     return metric(d.get("/metrics"), "mcp_probe_state{probe=\"" + probe + "\",state=\"waiting\"}") == 1;
   })) << d.get("/metrics") << d.log();
   const std::string health = d.get("/healthz");
@@ -325,12 +325,12 @@ TEST_F(DaemonTest, ProbeOfAnAbsentBinaryWaitsThenAttachesWhenTheFileAppears) {
   // Installed the way `cp` installs: written in place, so the agent may see it half-written.
   fs::create_directories(app.parent_path());
   fs::copy_file(kWorkload, app);
-  ASSERT_TRUE(eventually([&] {
+  ASSERT_TRUE(wait_until([&] {
     return metric(d.get("/metrics"), "mcp_probe_state{probe=\"" + probe + "\",state=\"attached\"}") == 1;
   })) << d.get("/metrics") << d.log();
   EXPECT_EQ(metric(d.get("/metrics"), "mcp_probe_state{probe=\"" + probe + "\",state=\"waiting\"}"), 0);
   ASSERT_EQ(std::system((app.string() + " calls 100 >/dev/null").c_str()), 0);
-  ASSERT_TRUE(eventually([&] { return count_uprobe_events(d.events()) >= 100; })) << d.log();
+  ASSERT_TRUE(wait_until([&] { return count_uprobe_events(d.events()) >= 100; })) << d.log();
   EXPECT_EQ(d.terminate(), 0) << d.log();
   EXPECT_EQ(count_uprobe_events(d.events()), 100u);
   EXPECT_EQ(count(d.log(), "probe " + probe + " waiting"), 1u) << "reported once: " << d.log();
@@ -346,15 +346,15 @@ TEST_F(DaemonTest, ReplacedBinaryIsFollowedAndTheOldOneStaysTracedWhileItRuns) {
   cm_->update(uprobe_config(app));
   Daemon d(cm_->config_path(), dir_);
   ASSERT_GT(d.port(), 0) << d.log();
-  ASSERT_TRUE(eventually([&] { return d.log().find("probe " + probe + " attached") != std::string::npos; })) << d.log();
+  ASSERT_TRUE(wait_until([&] { return d.log().find("probe " + probe + " attached") != std::string::npos; })) << d.log();
 
   // The old process runs across the replacement; it prints how many calls it made.
   const fs::path old_out = dir_ / "old.out";
   std::thread old_process([&] { std::system((app.string() + " rate 200 4 >" + old_out.string()).c_str()); });
-  EXPECT_TRUE(eventually([&] { return count_uprobe_events(d.events()) >= 1; })) << "the old file runs: " << d.log();
+  EXPECT_TRUE(wait_until([&] { return count_uprobe_events(d.events()) >= 1; })) << "the old file runs: " << d.log();
   fs::copy_file(kWorkload, dir_ / "app.new");
   fs::rename(dir_ / "app.new", app);
-  ASSERT_TRUE(eventually([&] {
+  ASSERT_TRUE(wait_until([&] {
     return metric(d.get("/metrics"), "mcp_probe_reattach_total{probe=\"" + probe + "\"}") == 1;
   })) << d.get("/metrics") << d.log();
   ASSERT_EQ(std::system((app.string() + " calls 100 >/dev/null").c_str()), 0);
@@ -362,10 +362,10 @@ TEST_F(DaemonTest, ReplacedBinaryIsFollowedAndTheOldOneStaysTracedWhileItRuns) {
   const std::string old_calls = slurp(old_out);
   ASSERT_EQ(old_calls.rfind("calls ", 0), 0u) << old_calls;
   const size_t expected = 100 + std::stoul(old_calls.substr(6));
-  ASSERT_TRUE(eventually([&] { return count_uprobe_events(d.events()) >= expected; }))
+  ASSERT_TRUE(wait_until([&] { return count_uprobe_events(d.events()) >= expected; }))
       << count_uprobe_events(d.events()) << " of " << expected << "\n" << d.log();
   // No process maps the old file any more: its attachment goes.
-  ASSERT_TRUE(eventually([&] { return d.log().find("detached from it") != std::string::npos; })) << d.log();
+  ASSERT_TRUE(wait_until([&] { return d.log().find("detached from it") != std::string::npos; })) << d.log();
   EXPECT_EQ(d.terminate(), 0) << d.log();
   EXPECT_EQ(count_uprobe_events(d.events()), expected) << "every call, old and new file, once";
 }
@@ -376,11 +376,11 @@ TEST_F(DaemonTest, ReloadAddsAUprobeAfterTheCapabilityDrop) {
   Daemon d(cm_->config_path(), dir_);
   ASSERT_GT(d.port(), 0) << d.log();
   cm_->update(uprobe_config(kWorkload, "syscalls: [getppid]\n"));
-  ASSERT_TRUE(eventually([&] { return metric(d.get("/metrics"), "mcp_config_reloads_total") == 2; }))
+  ASSERT_TRUE(wait_until([&] { return metric(d.get("/metrics"), "mcp_config_reloads_total") == 2; }))
       << d.get("/metrics") << d.log();
   EXPECT_EQ(metric(d.get("/metrics"), "mcp_config_reload_failures_total"), 0) << d.log();
   ASSERT_EQ(std::system((kWorkload + " calls 50 >/dev/null").c_str()), 0);
-  ASSERT_TRUE(eventually([&] { return count_uprobe_events(d.events()) >= 50; })) << d.log();
+  ASSERT_TRUE(wait_until([&] { return count_uprobe_events(d.events()) >= 50; })) << d.log();
   EXPECT_EQ(d.terminate(), 0) << d.log();
   EXPECT_EQ(count_uprobe_events(d.events()), 50u);
 }
@@ -399,7 +399,7 @@ TEST_F(DaemonTest, FailedReloadRollsBackAndEveryPreviousProbeKeepsDelivering) {
                "  - binary: " + kWorkload + "\n    symbol: mcp_sleep\n"
                "  - binary: " + not_elf.string() + "\n    symbol: main\n"
                "syscalls:\n  - name: getppid\n    sampling: { rate: 0.5 }\n");
-  ASSERT_TRUE(eventually([&] { return metric(d.get("/metrics"), "mcp_config_reload_failures_total") == 1; }))
+  ASSERT_TRUE(wait_until([&] { return metric(d.get("/metrics"), "mcp_config_reload_failures_total") == 1; }))
       << d.get("/metrics") << d.log();
   EXPECT_NE(d.log().find("is not an ELF file"), std::string::npos) << d.log();
   const std::string page = d.get("/metrics");
@@ -413,7 +413,7 @@ TEST_F(DaemonTest, FailedReloadRollsBackAndEveryPreviousProbeKeepsDelivering) {
     for (const auto& e : d.events()) n += e["kind"] == "syscall" && from_caller(e);
     return n;
   };
-  ASSERT_TRUE(eventually([&] { return count_uprobe_events(d.events()) >= 100 && syscalls() >= 100; })) << d.log();
+  ASSERT_TRUE(wait_until([&] { return count_uprobe_events(d.events()) >= 100 && syscalls() >= 100; })) << d.log();
   EXPECT_EQ(d.terminate(), 0) << d.log();
   const auto events = d.events();
   EXPECT_EQ(count_uprobe_events(events), 100u) << "the mcp_work probe is attached once, as before";
@@ -429,10 +429,10 @@ TEST_F(DaemonTest, ReloadChangingLatencySwapsTheAttachmentWithoutLosingTheProbe)
   Daemon d(cm_->config_path(), dir_);
   ASSERT_GT(d.port(), 0) << d.log();
   cm_->update(uprobe_config(kWorkload, "    latency: true\n"));
-  ASSERT_TRUE(eventually([&] { return metric(d.get("/metrics"), "mcp_config_reloads_total") == 2; }))
+  ASSERT_TRUE(wait_until([&] { return metric(d.get("/metrics"), "mcp_config_reloads_total") == 2; }))
       << d.get("/metrics") << d.log();
   ASSERT_EQ(std::system((kWorkload + " calls 50 >/dev/null").c_str()), 0);
-  ASSERT_TRUE(eventually([&] { return count_uprobe_events(d.events()) >= 50; })) << d.log();
+  ASSERT_TRUE(wait_until([&] { return count_uprobe_events(d.events()) >= 50; })) << d.log();
   EXPECT_EQ(d.terminate(), 0) << d.log();
   const auto events = d.events();
   EXPECT_EQ(count_uprobe_events(events), 50u) << "the old attachment is gone";
@@ -476,7 +476,7 @@ TEST_F(DaemonTest, MetricsPassPromtoolCoverTheNamesTableAndFeedPrometheusAndTheD
   ASSERT_GT(d.port(), 0) << d.log();
   ASSERT_EQ(std::system((caller() + " getppid 100").c_str()), 0);
   const std::string getppid = "mcp_events_seen_total{probe=\"syscall:getppid\"}";
-  ASSERT_TRUE(eventually([&] { return metric(d.get("/metrics"), getppid) >= 100; })) << d.get("/metrics");
+  ASSERT_TRUE(wait_until([&] { return metric(d.get("/metrics"), getppid) >= 100; })) << d.get("/metrics");
   const std::string page = d.get("/metrics").substr(4);  // after "200 "
   const auto check = mcp::test::promtool_check_metrics(page);
   EXPECT_EQ(check.exit_code, 0) << check.out << check.err << page;
@@ -500,7 +500,7 @@ TEST_F(DaemonTest, MetricsPassPromtoolCoverTheNamesTableAndFeedPrometheusAndTheD
     EXPECT_EQ(answer.value("status", ""), "success") << q.panel << ": " << q.promql << "\n" << answer.dump();
   }
   ASSERT_NE(kept_vs_seen, nullptr) << "the dashboard lost its kept vs seen panel";
-  EXPECT_TRUE(eventually([&] {
+  EXPECT_TRUE(wait_until([&] {
     for (const auto& series : prom.query(kept_vs_seen->promql))
       if (series["metric"].value("probe", "") == "syscall:getppid" && std::stod(series["value"][1].get<std::string>()) > 0)
         return true;

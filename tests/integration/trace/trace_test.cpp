@@ -10,7 +10,7 @@
 #include "../../support/files.h"
 #include "../../support/process.h"
 #include "../../support/run_command.h"
-#include "../../support/wait.h"
+#include "../../support/wait_until.h"
 
 namespace {
 
@@ -263,6 +263,19 @@ TEST_F(TraceConfig, AFlagThatContradictsTheFileIsOneUsageLine) {
   EXPECT_EQ(r.err, "mcp-agent: --syscall getppid: " + config + ":2:12 traces it already\n");
 }
 
+TEST_F(TraceConfig, AFlagUprobeTheFileDeclaresIsOneUsageLine) {
+  const std::string binary = probe("mcp_work").substr(0, probe("mcp_work").rfind(':'));
+  const auto config = write("probes:\n  - binary: " + binary + "\n    symbol: mcp_work\n");
+  auto r = run_command({kAgent, "trace", "--config", config, "--uprobe", probe("mcp_work"), "--", kWorkload});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(r.err, "mcp-agent: --uprobe " + probe("mcp_work") + ": " + config + ":3:5 traces it already\n");
+  MCP_REQUIRE_BPF();
+  // Another function of the same binary is no repetition.
+  r = run_command({kAgent, "trace", "--config", config, "--uprobe", binary + ":mcp_sleep", "--", kWorkload, "calls", "5"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(parse_summary(r.err)[probe("mcp_work")].seen, 5u) << r.err;
+}
+
 // Readiness: the line on stderr and the --ready-file, both written once probes are attached;
 // a test (or a supervisor) waits on them instead of sleeping.
 TEST(TraceReadiness, ReadyLineAndFileAppearOnceAttachedAndCallsAfterThemAreSeen) {
@@ -277,7 +290,7 @@ TEST(TraceReadiness, ReadyLineAndFileAppearOnceAttachedAndCallsAfterThemAreSeen)
   EXPECT_EQ(mcp::test::slurp(ready), "mcp-agent: ready: 1 probes attached\n");
   for (int i = 0; i < 5; i++) getppid();
   // Our five calls (and nothing else of ours) arrive without any sleep before them.
-  mcp::test::eventually([&] { return parse_json_lines(agent.out()).size() >= 5; });
+  mcp::test::wait_until([&] { return parse_json_lines(agent.out()).size() >= 5; });
   agent.signal(SIGINT);
   EXPECT_EQ(agent.wait(std::chrono::seconds(20)), 0) << agent.err();
   EXPECT_EQ(parse_json_lines(agent.out()).size(), 5u) << agent.out();
@@ -331,7 +344,7 @@ class MountNamespaceTarget : public ::testing::Test {
                                      " && exec " + (dir_ / "app").string() + " rate 2000 60"},
         dir_, "target");
     const std::string comm_file = "/proc/" + std::to_string(target_->pid()) + "/comm";
-    mcp::test::eventually([&] { return mcp::test::slurp(comm_file) == "app\n"; });
+    mcp::test::wait_until([&] { return mcp::test::slurp(comm_file) == "app\n"; });
     ASSERT_EQ(mcp::test::slurp(comm_file), "app\n") << "target did not start: " << target_->err();
   }
   void TearDown() override { target_.reset(); }

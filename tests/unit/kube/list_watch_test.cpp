@@ -11,22 +11,15 @@
 #include <thread>
 
 #include "../../support/fake_apiserver.h"
+#include "../../support/wait_until.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using mcp::test::FakeApiServer;
+using mcp::test::wait_until;
 using nlohmann::json;
-
-bool wait_for(const std::function<bool()>& done, std::chrono::milliseconds limit = 10s) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    if (done()) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return done();
-}
 
 class ListWatchTest : public ::testing::Test {
  protected:
@@ -87,7 +80,7 @@ class ListWatchTest : public ::testing::Test {
   }
   // The client has its watch open, the n-th watch request so far.
   bool watching(size_t n) {
-    return wait_for([&] { return server_->open_watches() == 1 && watches().size() == n; });
+    return wait_until([&] { return server_->open_watches() == 1 && watches().size() == n; });
   }
 
   fs::path dir_;
@@ -123,7 +116,7 @@ TEST_F(ListWatchTest, ListsThenWatchesFromTheListsVersionWithTheNodesSelectorAnd
   server_->put_pod(renamed);
   server_->put_pod(pod("other", "node-b"));  // not this node's: never seen
   server_->delete_pod("uid-b");
-  ASSERT_TRUE(wait_for([&] { return watch_->stats().events == 3; }));
+  ASSERT_TRUE(wait_until([&] { return watch_->stats().events == 3; }));
   EXPECT_EQ(view(), (std::map<std::string, std::string>{{"uid-a", "a"}}));
   EXPECT_EQ(types_, (std::vector<std::string>{"ADDED", "MODIFIED", "DELETED"}));
   EXPECT_EQ(watch_->stats().lists, 1u);
@@ -138,7 +131,7 @@ void relists_on_gone(ListWatchTest* t, FakeApiServer& server, mcp::kube::ListWat
   server.compact();
   const uint64_t now = server.resource_version();
   server.drop_watches();
-  ASSERT_TRUE(wait_for([&] { return watch.stats().lists == 2; })) << "no relist after 410";
+  ASSERT_TRUE(wait_until([&] { return watch.stats().lists == 2; })) << "no relist after 410";
   EXPECT_EQ(watch.stats().gone, 1u);
   EXPECT_EQ(watch.stats().resource_version, std::to_string(now));
 }
@@ -151,7 +144,7 @@ TEST_F(ListWatchTest, RelistsWhenTheWatchIsAnswered410Gone) {
   ASSERT_TRUE(watching(3)) << "the watch after the relist";
   EXPECT_EQ(watches().back().param("resourceVersion"), std::to_string(server_->resource_version()));
   server_->put_pod(pod("b"));
-  EXPECT_TRUE(wait_for([&] { return view().count("uid-b") == 1; }));
+  EXPECT_TRUE(wait_until([&] { return view().count("uid-b") == 1; }));
 }
 
 TEST_F(ListWatchTest, RelistsOnAnErrorEventWithCode410) {
@@ -162,19 +155,19 @@ TEST_F(ListWatchTest, RelistsOnAnErrorEventWithCode410) {
   relists_on_gone(this, *server_, *watch_);
   ASSERT_TRUE(watching(3));
   server_->put_pod(pod("b"));
-  EXPECT_TRUE(wait_for([&] { return view().count("uid-b") == 1; }));
+  EXPECT_TRUE(wait_until([&] { return view().count("uid-b") == 1; }));
 }
 
 TEST_F(ListWatchTest, ResumesFromTheLastVersionAfterADroppedConnection) {
   start();
   ASSERT_TRUE(watching(1));
   const uint64_t b = server_->put_pod(pod("b"));
-  ASSERT_TRUE(wait_for([&] { return view().count("uid-b") == 1; }));
+  ASSERT_TRUE(wait_until([&] { return view().count("uid-b") == 1; }));
   server_->drop_watches();
   ASSERT_TRUE(watching(2));
   EXPECT_EQ(watches()[1].param("resourceVersion"), std::to_string(b));
   server_->put_pod(pod("c"));
-  ASSERT_TRUE(wait_for([&] { return view().count("uid-c") == 1; }));
+  ASSERT_TRUE(wait_until([&] { return view().count("uid-c") == 1; }));
   EXPECT_EQ(watch_->stats().lists, 1u) << "a drop is not a reason to list again";
   const auto lines = log();
   ASSERT_EQ(lines.size(), 2u);  // the drop, then the recovery at the next event
@@ -190,7 +183,7 @@ TEST_F(ListWatchTest, BookmarkAdvancesTheVersion) {
   for (int i = 0; i < 3; i++) server_->put_pod(pod("far-" + std::to_string(i), "node-b"));
   const uint64_t now = server_->resource_version();
   server_->bookmark();
-  ASSERT_TRUE(wait_for([&] { return watch_->stats().bookmarks == 1; }));
+  ASSERT_TRUE(wait_until([&] { return watch_->stats().bookmarks == 1; }));
   EXPECT_EQ(watch_->stats().resource_version, std::to_string(now));
   server_->compact();
   server_->drop_watches();
@@ -205,7 +198,7 @@ TEST_F(ListWatchTest, BookmarkAdvancesTheVersion) {
 TEST_F(ListWatchTest, FailureIsLoggedOncePerStateChangeAndANewTokenIsPickedUp) {
   server_->accept_token("rotated-token");
   start();
-  ASSERT_TRUE(wait_for([&] { return watch_->stats().failures >= 3; }));
+  ASSERT_TRUE(wait_until([&] { return watch_->stats().failures >= 3; }));
   EXPECT_EQ(log(), (std::vector<std::string>{"W pod watch: list failed: HTTP 401: Unauthorized"}));
   server_->write_token("rotated-token");
   ASSERT_TRUE(watch_->wait_synced(10s));
@@ -233,7 +226,7 @@ TEST_F(ListWatchTest, AServerWithAnotherCertificateIsRefused) {
   mcp::kube::ListWatch w({server_->url(), server_->token_file(), (other / "ca.crt").string()}, o,
                          {[](const std::vector<json>&) {}, [](std::string_view, const json&) {}});
   w.start();
-  ASSERT_TRUE(wait_for([&] { return w.stats().failures >= 2; }));
+  ASSERT_TRUE(wait_until([&] { return w.stats().failures >= 2; }));
   EXPECT_FALSE(w.wait_synced(0ms));
   ASSERT_EQ(log().size(), 1u);
   EXPECT_NE(log()[0].find("certificate"), std::string::npos) << log()[0];

@@ -13,14 +13,14 @@
 
 #include "../../support/config_map_dir.h"
 #include "../../support/files.h"
-#include "../../support/wait.h"
+#include "../../support/wait_until.h"
 
 namespace mcp::reload::testing {
 
 namespace fs = std::filesystem;
 
 using mcp::test::ConfigMapDir;
-using mcp::test::eventually;
+using mcp::test::wait_until;
 using mcp::test::TempDir;
 using mcp::test::write_file;
 

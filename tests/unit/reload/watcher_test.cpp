@@ -37,12 +37,12 @@ TEST(ConfigWatcher, KubeletSymlinkSwapReloads) {
   const ConfigSnapshot old = d.store.current();
 
   cm.update(config_text("second", 0.125));
-  ASSERT_TRUE(eventually([&] { return d.node() == "second"; }));
+  ASSERT_TRUE(wait_until([&] { return d.node() == "second"; }));
   EXPECT_EQ(d.store.current()->probes[0].sampling.rate, 0.125);
   EXPECT_EQ(old->node_name, "first");  // holders of the old snapshot are unaffected
 
   cm.update(config_text("third"));
-  ASSERT_TRUE(eventually([&] { return d.node() == "third"; }));
+  ASSERT_TRUE(wait_until([&] { return d.node() == "third"; }));
   EXPECT_EQ(d.reloader.stats().failures, 0u);
 }
 
@@ -52,12 +52,12 @@ TEST(ConfigWatcher, InvalidSwapIsRejectedAndCountedAndTheOldConfigStays) {
   cm.update(config_text("good"));
   Daemon d(cm.config_path());
   cm.update("node_name: bad\nservices:\n  - {service: a, strategy: weighted, target_qps: 1, weights: {v1: 60, v2: 30}}\n");
-  ASSERT_TRUE(eventually([&] { return d.reloader.stats().failures >= 1; }));
+  ASSERT_TRUE(wait_until([&] { return d.reloader.stats().failures >= 1; }));
   EXPECT_EQ(d.node(), "good");
   EXPECT_NE(d.reloader.stats().last_error.find("weights sum to 90"), std::string::npos);
   // The next good swap goes through.
   cm.update(config_text("better"));
-  ASSERT_TRUE(eventually([&] { return d.node() == "better"; }));
+  ASSERT_TRUE(wait_until([&] { return d.node() == "better"; }));
   EXPECT_EQ(d.reloader.stats().last_error, "");
 }
 
@@ -67,7 +67,7 @@ TEST(ConfigWatcher, PlainEditReloads) {
   write_file(path, config_text("before"));
   Daemon d(path);
   write_file(path, config_text("after"));
-  ASSERT_TRUE(eventually([&] { return d.node() == "after"; }));
+  ASSERT_TRUE(wait_until([&] { return d.node() == "after"; }));
 }
 
 TEST(ConfigWatcher, RenameOverReloads) {
@@ -77,7 +77,7 @@ TEST(ConfigWatcher, RenameOverReloads) {
   Daemon d(path);
   write_file(dir.path() / ".agent.yaml.tmp", config_text("after"));
   fs::rename(dir.path() / ".agent.yaml.tmp", path);
-  ASSERT_TRUE(eventually([&] { return d.node() == "after"; }));
+  ASSERT_TRUE(wait_until([&] { return d.node() == "after"; }));
 }
 
 TEST(ConfigWatcher, BurstOfWritesEndsOnTheLastContent) {
@@ -86,7 +86,7 @@ TEST(ConfigWatcher, BurstOfWritesEndsOnTheLastContent) {
   write_file(path, config_text("n0"));
   Daemon d(path);
   for (int i = 1; i <= 50; ++i) write_file(path, config_text("n" + std::to_string(i)));
-  ASSERT_TRUE(eventually([&] { return d.node() == "n50"; }));
+  ASSERT_TRUE(wait_until([&] { return d.node() == "n50"; }));
 }
 
 TEST(ConfigWatcher, SighupForcesAReload) {
@@ -101,7 +101,7 @@ TEST(ConfigWatcher, SighupForcesAReload) {
   });
   install_sighup_trigger(w);
   raise(SIGHUP);
-  ASSERT_TRUE(eventually([&] {
+  ASSERT_TRUE(wait_until([&] {
     std::lock_guard l(mu);
     return !triggers.empty();
   }));
