@@ -211,7 +211,7 @@ void validate(TraceOptions& o) {
     if (s.empty() || s.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
       throw usage_error("bad --syscall '" + s + "' (expected a name such as getppid)");
   if (o.config) merge_config(o);
-  if (o.cuda_latency && !o.cuda && !(o.config && o.config->cuda.enabled))
+  if (o.given.count("--cuda-latency") && !o.cuda && !(o.config && o.config->cuda.enabled))
     throw usage_error("--cuda-latency applies to CUDA probes: give --cuda (or cuda.enabled in --config)");
   // Slow-launch detection measures each launch's latency: it needs the return probe.
   o.cuda_latency = o.cuda_latency || o.slow_launch.count() > 0;

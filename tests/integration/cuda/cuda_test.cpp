@@ -68,7 +68,7 @@ TEST_P(CudaLaunch, FiveNamedLaunchesWithTheirGeometryAndDriverError) {
     EXPECT_EQ(e["cuda"]["shared_mem"], 0);
     EXPECT_NE(e["ret"], 0) << "no GPU: the launch must report the driver error";
     EXPECT_GT(e["duration_ns"].get<uint64_t>(), 0u);
-    EXPECT_FALSE(e["cuda"].contains("slow_mode")) << "failed launches take microseconds, far under 85 ms";
+    EXPECT_FALSE(e["cuda"].contains("slow_mode")) << "slow-launch detection is off by default";
     EXPECT_EQ(e["comm"], ("cuda_launch_" + GetParam()).substr(0, 15));  // comm holds 15 bytes
   }
   ASSERT_EQ(mallocs.size(), 1u);
