@@ -120,6 +120,7 @@ struct mcp_call_entry {
 	__u64 args[MCP_MAX_ARGS];
 	__u32 flags;
 	__u32 pad;
+	__u64 trace_id[2];      /* the decision's, for the record (uprobes; syscalls leave 0) */
 };
 
 struct {
@@ -158,6 +159,7 @@ struct mcp_cuda_entry {
 	__u64 deref[MCP_CUDA_DEREF_BYTES / 8];
 	__u64 code_file_offset;
 	__u64 code_inode;
+	__u64 trace_id[2];      /* the decision's, for the record */
 };
 
 struct {

@@ -95,8 +95,11 @@ struct mcp_call_event {
 	__u64 args[MCP_MAX_ARGS]; /* integer args in ABI order (rdi rsi rdx rcx r8 r9 / syscall args) */
 	__s64 ret;                /* return value (valid with MCP_EV_HAS_RET) */
 	__u64 duration_ns;        /* entry to return, ns (valid with MCP_EV_HAS_DURATION) */
+	__u64 trace_id[2];        /* with MCP_EV_CONSISTENT: the W3C trace id the decision used, as
+	                           * big-endian halves ([0] = bytes 0..7, [1] = bytes 8..15: its
+	                           * low 56 bits are OTel's R); N:u64 ids are {0, arg}. Else 0. */
 };
-MCP_STATIC_ASSERT(sizeof(struct mcp_call_event) == 128, "mcp_call_event layout");
+MCP_STATIC_ASSERT(sizeof(struct mcp_call_event) == 144, "mcp_call_event layout");
 
 /* Run-time configuration of one probe, in the `probe_configs` array map. */
 struct mcp_probe_config {
@@ -210,6 +213,7 @@ struct mcp_cuda_event {
 	__u64 duration_ns;          /* API call latency, ns (valid with MCP_EV_HAS_DURATION) */
 	__u64 code_file_offset;     /* vma_arg's address as an offset in its file */
 	__u64 code_inode;           /* inode of that file (0: not file-backed) */
+	__u64 trace_id[2];          /* as in mcp_call_event */
 	__u32 api;                  /* enum mcp_cuda_api */
 	__u32 stack_depth;          /* valid frames in user_stack */
 	union {
@@ -217,7 +221,7 @@ struct mcp_cuda_event {
 		char name[MCP_MAX_STACK_DEPTH * 8];    /* probes with name_arg: NUL-terminated, truncated */
 	};
 };
-MCP_STATIC_ASSERT(sizeof(struct mcp_cuda_event) == 64 + 48 + 24 + 40 + 16 + 16 + 8 + 8 * MCP_MAX_STACK_DEPTH,
+MCP_STATIC_ASSERT(sizeof(struct mcp_cuda_event) == 64 + 48 + 24 + 40 + 16 + 16 + 16 + 8 + 8 * MCP_MAX_STACK_DEPTH,
 		  "mcp_cuda_event layout");
 
 #endif /* MCP_ABI_H */
