@@ -136,8 +136,10 @@ static __always_inline int cuda_entry(struct pt_regs *ctx, __u64 *cookie)
 		/* slow mode: rate 1 for this process until the hold ends; it replaces
 		 * only the probability step, the probe's scope and quota still hold */
 		bool slow = cuda_slow_ns && is_launch(cfg->cuda_api) && in_slow_mode(id >> 32, &entry.ktime_ns);
+		/* no trace id (NULL): CUDA API arguments are not trace ids, and parsing
+		 * one does not fit this program's stack next to the return's */
 		enum mcp_decision d = mcp_sample(key.probe_id, entry.regs, &entry.ktime_ns, slow,
-						 &entry.threshold, &entry.flags, entry.trace_id);
+						 &entry.threshold, &entry.flags, NULL);
 
 		if (d == MCP_SAMPLED_OUT && cuda_slow_ns && is_launch(cfg->cuda_api)) {
 			/* a launch the sampler dropped is still timed: if it turns out slow,
@@ -333,8 +335,6 @@ static __always_inline int cuda_return(struct pt_regs *ctx, __u64 *cookie)
 	e->duration_ns = duration;
 	e->code_file_offset = entry->code_file_offset;
 	e->code_inode = entry->code_inode;
-	e->trace_id[0] = entry->trace_id[0];
-	e->trace_id[1] = entry->trace_id[1];
 	if (cfg->vma_arg && (entry->flags & MCP_ENTRY_SAMPLED_OUT)) {
 		struct vma_lookup l = { .addr = arg_at(entry->regs, cfg->vma_arg) };
 		if (bpf_find_vma(bpf_get_current_task_btf(), l.addr, locate_code, &l, 0) == 0) {

@@ -159,7 +159,6 @@ struct mcp_cuda_entry {
 	__u64 deref[MCP_CUDA_DEREF_BYTES / 8];
 	__u64 code_file_offset;
 	__u64 code_inode;
-	__u64 trace_id[2];      /* the decision's, for the record */
 };
 
 struct {

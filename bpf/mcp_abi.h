@@ -213,7 +213,6 @@ struct mcp_cuda_event {
 	__u64 duration_ns;          /* API call latency, ns (valid with MCP_EV_HAS_DURATION) */
 	__u64 code_file_offset;     /* vma_arg's address as an offset in its file */
 	__u64 code_inode;           /* inode of that file (0: not file-backed) */
-	__u64 trace_id[2];          /* as in mcp_call_event */
 	__u32 api;                  /* enum mcp_cuda_api */
 	__u32 stack_depth;          /* valid frames in user_stack */
 	union {
@@ -221,7 +220,7 @@ struct mcp_cuda_event {
 		char name[MCP_MAX_STACK_DEPTH * 8];    /* probes with name_arg: NUL-terminated, truncated */
 	};
 };
-MCP_STATIC_ASSERT(sizeof(struct mcp_cuda_event) == 64 + 48 + 24 + 40 + 16 + 16 + 16 + 8 + 8 * MCP_MAX_STACK_DEPTH,
+MCP_STATIC_ASSERT(sizeof(struct mcp_cuda_event) == 64 + 48 + 24 + 40 + 16 + 16 + 8 + 8 * MCP_MAX_STACK_DEPTH,
 		  "mcp_cuda_event layout");
 
 #endif /* MCP_ABI_H */

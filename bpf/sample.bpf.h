@@ -105,7 +105,8 @@ static const __u8 mcp_hex_plus1[256] = {
  * The W3C trace id at ptr as two big-endian halves: id[0] = bytes 0..7,
  * id[1] = bytes 8..15, so OpenTelemetry's randomness R (the last 7 bytes) is
  * id[1]'s low 56 bits. MCP_TRACE_ID_INTEGER: the argument itself is id[1].
- * Returns false if unreadable or, for hex32, any of the 32 characters is not hex.
+ * Returns false (id zeroed) if unreadable or, for hex32, any of the 32
+ * characters is not hex.
  */
 static __always_inline bool mcp_read_trace_id(const void *ptr, __u8 format, __u64 *id)
 {
@@ -115,28 +116,35 @@ static __always_inline bool mcp_read_trace_id(const void *ptr, __u8 format, __u6
 		return true;
 	}
 	if (format == MCP_TRACE_ID_BYTES16) {
-		__u64 w[2];
-		if (bpf_probe_read_user(w, sizeof(w), ptr))
-			return false;
-		id[0] = bpf_be64_to_cpu(w[0]);
-		id[1] = bpf_be64_to_cpu(w[1]);
+		if (bpf_probe_read_user(id, 16, ptr))
+			return false; /* the helper zeroes id on a fault */
+		id[0] = bpf_be64_to_cpu(id[0]);
+		id[1] = bpf_be64_to_cpu(id[1]);
 	} else {
-		__u8 h[32];
-		__u64 bad = 0, hi = 0, lo = 0;
-		if (bpf_probe_read_user(h, sizeof(h), ptr))
-			return false;
+		/* 16 characters at a time through id itself: no 32-byte buffer on
+		 * stacks already near the 512-byte limit */
+		const __u8 *h = (const __u8 *)id;
+		__u64 bad = 0, half[2];
 #pragma unroll
-		for (int i = 0; i < 16; i++) {
-			__u64 d = (__u64)mcp_hex_plus1[h[i]] - 1; /* ~0 when not hex */
-			__u64 e = (__u64)mcp_hex_plus1[h[i + 16]] - 1;
-			bad |= d | e;
-			hi = (hi << 4) | (d & 0xf);
-			lo = (lo << 4) | (e & 0xf);
+		for (int k = 0; k < 2; k++) {
+			__u64 v = 0;
+			if (bpf_probe_read_user(id, 16, (const char *)ptr + 16 * k))
+				bad = ~0ULL;
+#pragma unroll
+			for (int i = 0; i < 16; i++) {
+				__u64 d = (__u64)mcp_hex_plus1[h[i]] - 1; /* ~0 when not hex */
+				bad |= d;
+				v = (v << 4) | (d & 0xf);
+			}
+			half[k] = v;
 		}
-		if (bad > 0xf)
+		if (bad > 0xf) {
+			id[0] = 0;
+			id[1] = 0;
 			return false;
-		id[0] = hi;
-		id[1] = lo;
+		}
+		id[0] = half[0];
+		id[1] = half[1];
 	}
 	return true;
 }
@@ -145,8 +153,8 @@ static __always_inline bool mcp_read_trace_id(const void *ptr, __u8 format, __u6
  * Probability step. Returns true to keep; *threshold and *flags describe the
  * decision for the record. args may be NULL when the probe has no arguments;
  * trace_id (two words, see mcp_read_trace_id) is NULL when the caller keeps no
- * trace id, else it receives the id a MCP_EV_CONSISTENT decision used (the
- * caller zeroes it: an unread id leaves it untouched).
+ * trace id, else it receives the id a MCP_EV_CONSISTENT decision used (0 when
+ * the caller zeroed it and no id was read).
  */
 static __always_inline bool mcp_decide(const struct mcp_probe_config *cfg, const __u64 *args,
 				       __u64 *threshold, __u32 *flags, __u64 *trace_id)

@@ -31,6 +31,7 @@ std::vector<AttachedCudaProbe> attach_cuda_file(loader::BpfSession& session, con
   for (const auto& t : probe_targets_in(file)) {
     loader::ProbeConfig config = base;
     if (t.api->internal) config.threshold = UINT64_MAX;  // every handle registration is needed
+    config.trace_id_arg = -1;  // API arguments are no trace ids: a random draw (the kernel agrees)
     config.cuda_api = t.api->api;
     config.vma_arg = t.api->vma_arg;
     config.entry_deref_arg = t.api->entry_deref_arg;

@@ -178,7 +178,7 @@ bool decode_record(const void* data, size_t size, const ProbeNameLookup& names, 
       std::memcpy(out.args.data(), c.regs, sizeof(c.regs));
       out.ret = c.ret;
       out.duration_ns = c.duration_ns;
-      set_trace_id(out, c.trace_id);
+      out.trace_id_hi = out.trace_id_lo = 0;  // CUDA probes never decide on a trace id
       if (!decode_cuda(c, out.cuda)) return false;
       break;
     }
