@@ -186,7 +186,7 @@ TEST(JsonFormatter, PodIdentityPrintsOnlyWhereKnown) {
 TEST(JsonFormatter, TraceIdPrintsAs32LowercaseHexOnlyWhenKnown) {
   auto e = make_event(EventKind::kUretprobe);
   e.consistent = true;
-  e.threshold = UINT64_MAX / 4;
+  e.threshold = uint64_t{1} << 62;  // p = 0.25: T = 3 * 2^54
   json j = format_json(e);
   EXPECT_FALSE(j.contains("trace_id"));
   EXPECT_EQ(j.at("th"), "c");
