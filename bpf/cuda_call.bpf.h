@@ -204,7 +204,7 @@ static __always_inline int cuda_launch_at_entry(struct pt_regs *ctx)
 	if (!cfg)
 		return 0;
 	mcp_read_args(ctx, regs);
-	if (mcp_sample(probe_id, regs, &now, false, &threshold, &flags) != MCP_KEEP)
+	if (mcp_sample(probe_id, regs, &now, false, &threshold, &flags, NULL) != MCP_KEEP)
 		return 0;
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
