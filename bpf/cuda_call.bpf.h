@@ -31,6 +31,43 @@ static long locate_code(struct task_struct *task, struct vm_area_struct *vma, vo
 	return 0;
 }
 
+/*
+ * l->addr's file and offset in task's address space through cuda_code_places (see
+ * maps.bpf.h): a hit costs a hash lookup; a miss, or a changed address space, runs
+ * bpf_find_vma and caches its answer. Returns 0 when found.
+ */
+static __always_inline int locate_code_cached(struct task_struct *task, __u32 tgid, struct vma_lookup *l)
+{
+	struct mm_struct *mm = task->mm;
+	struct mcp_code_key key = { .tgid = tgid, .addr = l->addr };
+	struct mcp_code_place *hit, place = {};
+	__u32 seq = 0;
+	bool cacheable = false;
+
+	if (bpf_core_field_exists(mm->mm_lock_seq)) {
+		seq = BPF_CORE_READ(mm, mm_lock_seq.sequence);
+		cacheable = !(seq & 1); /* odd: a mapping change is under way */
+	}
+	if (cacheable) {
+		hit = bpf_map_lookup_elem(&cuda_code_places, &key);
+		if (hit && hit->mm == (__u64)mm && hit->mm_seq == seq) {
+			l->file_offset = hit->file_offset;
+			l->inode = hit->inode;
+			return 0;
+		}
+	}
+	if (bpf_find_vma(task, l->addr, locate_code, l, 0))
+		return -1;
+	if (cacheable) {
+		place.mm = (__u64)mm;
+		place.file_offset = l->file_offset;
+		place.inode = l->inode;
+		place.mm_seq = seq;
+		bpf_map_update_elem(&cuda_code_places, &key, &place, BPF_ANY);
+	}
+	return 0;
+}
+
 /* regs[n1 - 1] for a 1-based argument number from the probe config, 0 if out of range */
 static __always_inline __u64 arg_at(const __u64 *regs, __u8 n1)
 {
@@ -99,8 +136,10 @@ static __always_inline int cuda_entry(struct pt_regs *ctx, __u64 *cookie)
 		/* slow mode: rate 1 for this process until the hold ends; it replaces
 		 * only the probability step, the probe's scope and quota still hold */
 		bool slow = cuda_slow_ns && is_launch(cfg->cuda_api) && in_slow_mode(id >> 32, &entry.ktime_ns);
+		/* no trace id (NULL): CUDA API arguments are not trace ids, and parsing
+		 * one does not fit this program's stack next to the return's */
 		enum mcp_decision d = mcp_sample(key.probe_id, entry.regs, &entry.ktime_ns, slow,
-						 &entry.threshold, &entry.flags);
+						 &entry.threshold, &entry.flags, NULL);
 
 		if (d == MCP_SAMPLED_OUT && cuda_slow_ns && is_launch(cfg->cuda_api)) {
 			/* a launch the sampler dropped is still timed: if it turns out slow,
@@ -130,17 +169,71 @@ static __always_inline int cuda_entry(struct pt_regs *ctx, __u64 *cookie)
 	if (cfg->entry_deref_arg)
 		bpf_probe_read_user(entry.deref, sizeof(entry.deref),
 				    (void *)arg_at(entry.regs, cfg->entry_deref_arg));
-	/* bpf_find_vma takes the mmap lock: a launch timed only for slow detection
-	 * locates its kernel at return, and only if it turns out slow */
+	/* bpf_find_vma takes the mmap lock (the cache spares most launches it): a
+	 * launch timed only for slow detection locates its kernel at return, and only
+	 * if it turns out slow */
 	if (cfg->vma_arg && !(entry.flags & MCP_ENTRY_SAMPLED_OUT)) {
 		struct vma_lookup l = { .addr = arg_at(entry.regs, cfg->vma_arg) };
-		if (bpf_find_vma(bpf_get_current_task_btf(), l.addr, locate_code, &l, 0) == 0) {
+		if (locate_code_cached(bpf_get_current_task_btf(), id >> 32, &l) == 0) {
 			entry.code_file_offset = l.file_offset;
 			entry.code_inode = l.inode;
 		}
 	}
 	bpf_map_update_elem(&cuda_entries, &key, &entry, BPF_ANY);
 	return MCP_RETURN_WANTED;
+}
+
+/*
+ * A launch reported at its entry (MCP_CUDA_CFG_AT_ENTRY: no --cuda-latency, no
+ * slow-launch detection): the one program the launch runs, kept or not. The
+ * record is built here: registers, stack arguments, the entry deref and the
+ * host function's place; no ret and no duration (the flags say so).
+ */
+static __always_inline int cuda_launch_at_entry(struct pt_regs *ctx)
+{
+	struct task_struct *task = mcp_current();
+	__u64 id = mcp_pid_tgid(task), now = 0, threshold;
+	__u32 probe_id = bpf_get_attach_cookie(ctx), flags;
+	struct mcp_probe_config *cfg;
+	struct mcp_cuda_event *e;
+	__u64 regs[MCP_MAX_ARGS];
+
+	if (!mcp_wanted(id >> 32))
+		return 0;
+	cfg = bpf_map_lookup_elem(&probe_configs, &probe_id);
+	if (!cfg)
+		return 0;
+	mcp_read_args(ctx, regs);
+	if (mcp_sample(probe_id, regs, &now, false, &threshold, &flags, NULL) != MCP_KEEP)
+		return 0;
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		mcp_count(probe_id, lost);
+		return 0;
+	}
+	mcp_fill_header_of(&e->hdr, task, id, probe_id, MCP_KIND_CUDA, now, threshold, flags, sizeof(*e));
+	__builtin_memcpy(e->regs, regs, sizeof(e->regs));
+	/* the return address sits at sp; stack arguments follow it */
+	if (bpf_probe_read_user(e->stack_args, sizeof(e->stack_args), (void *)(PT_REGS_SP(ctx) + 8)))
+		__builtin_memset(e->stack_args, 0, sizeof(e->stack_args));
+	if (!cfg->entry_deref_arg ||
+	    bpf_probe_read_user(e->deref, sizeof(e->deref), (void *)arg_at(regs, cfg->entry_deref_arg)))
+		__builtin_memset(e->deref, 0, sizeof(e->deref));
+	e->ret = 0;
+	e->duration_ns = 0;
+	e->code_file_offset = 0;
+	e->code_inode = 0;
+	if (cfg->vma_arg) {
+		struct vma_lookup l = { .addr = arg_at(regs, cfg->vma_arg) };
+		if (locate_code_cached(task, id >> 32, &l) == 0) {
+			e->code_file_offset = l.file_offset;
+			e->code_inode = l.inode;
+		}
+	}
+	e->api = cfg->cuda_api;
+	e->stack_depth = 0;
+	bpf_ringbuf_submit(e, mcp_wakeup_flags(sizeof(*e)));
+	return 0;
 }
 
 /*

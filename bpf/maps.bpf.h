@@ -120,6 +120,7 @@ struct mcp_call_entry {
 	__u64 args[MCP_MAX_ARGS];
 	__u32 flags;
 	__u32 pad;
+	__u64 trace_id[2];      /* the decision's, for the record (uprobes; syscalls leave 0) */
 };
 
 struct {
@@ -186,6 +187,34 @@ struct {
 	__type(key, int);
 	__type(value, struct mcp_cuda_timed);
 } cuda_timed SEC(".maps") __weak;
+
+/*
+ * Where a launch's code address lies (file offset, inode), cached per process and
+ * address so a launch loop pays bpf_find_vma (the mmap lock, a tree walk) once per
+ * kernel, not per launch. Invalidation: an entry is valid only for the address space
+ * (mm) it was found in and while that address space is unchanged: mm_lock_seq, which
+ * every mmap write lock (mmap, munmap, mprotect, brk, exec) bumps, must be what it was.
+ */
+struct mcp_code_key {
+	__u32 tgid;
+	__u32 pad;
+	__u64 addr;
+};
+
+struct mcp_code_place {
+	__u64 mm;           /* the mm_struct it was found in */
+	__u64 file_offset;
+	__u64 inode;
+	__u32 mm_seq;       /* mm->mm_lock_seq then (even: unlocked) */
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct mcp_code_key);
+	__type(value, struct mcp_code_place);
+} cuda_code_places SEC(".maps") __weak;
 
 /* tid -> the launch probe whose call is in progress: a launch API that calls
  * another (__cudaLaunchKernel -> cudaLaunchKernel) is one launch, not two. */

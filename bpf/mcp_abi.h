@@ -95,8 +95,11 @@ struct mcp_call_event {
 	__u64 args[MCP_MAX_ARGS]; /* integer args in ABI order (rdi rsi rdx rcx r8 r9 / syscall args) */
 	__s64 ret;                /* return value (valid with MCP_EV_HAS_RET) */
 	__u64 duration_ns;        /* entry to return, ns (valid with MCP_EV_HAS_DURATION) */
+	__u64 trace_id[2];        /* with MCP_EV_CONSISTENT: the W3C trace id the decision used, as
+	                           * big-endian halves ([0] = bytes 0..7, [1] = bytes 8..15: its
+	                           * low 56 bits are OTel's R); N:u64 ids are {0, arg}. Else 0. */
 };
-MCP_STATIC_ASSERT(sizeof(struct mcp_call_event) == 128, "mcp_call_event layout");
+MCP_STATIC_ASSERT(sizeof(struct mcp_call_event) == 144, "mcp_call_event layout");
 
 /* Run-time configuration of one probe, in the `probe_configs` array map. */
 struct mcp_probe_config {
@@ -120,6 +123,10 @@ MCP_STATIC_ASSERT(sizeof(struct mcp_probe_config) == 24, "mcp_probe_config layou
  * probes share a per-thread owner so the nested call is not a second launch.
  * Without it (the common case) a launch costs no owner bookkeeping. */
 #define MCP_CUDA_CFG_FOLD_NESTED (1u << 0)
+/* A launch reported at its entry (the default without --cuda-latency or slow-launch
+ * detection): one program, no return probe, so the record has no ret and no duration
+ * (MCP_EV_HAS_RET and MCP_EV_HAS_DURATION clear). */
+#define MCP_CUDA_CFG_AT_ENTRY (1u << 1)
 
 enum mcp_trace_id_format {
 	MCP_TRACE_ID_HEX32 = 0,   /* pointer to 32 lowercase/uppercase hex characters */
@@ -202,8 +209,8 @@ struct mcp_cuda_event {
 	__u64 regs[MCP_MAX_ARGS];   /* integer argument registers at entry */
 	__u64 stack_args[3];        /* 7th..9th integer arguments (stack) */
 	__u64 deref[MCP_CUDA_DEREF_BYTES / 8]; /* entry or return deref, see mcp_probe_config */
-	__s64 ret;                  /* cudaError_t / CUresult */
-	__u64 duration_ns;          /* API call latency, ns */
+	__s64 ret;                  /* cudaError_t / CUresult (valid with MCP_EV_HAS_RET) */
+	__u64 duration_ns;          /* API call latency, ns (valid with MCP_EV_HAS_DURATION) */
 	__u64 code_file_offset;     /* vma_arg's address as an offset in its file */
 	__u64 code_inode;           /* inode of that file (0: not file-backed) */
 	__u32 api;                  /* enum mcp_cuda_api */

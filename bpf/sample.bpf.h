@@ -12,6 +12,7 @@
 #include "maps.bpf.h"
 #include "sample_math.h"
 #include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
 #include <bpf/bpf_tracing.h>
 
 /* libbpf before 1.2 stops at PARM5. */
@@ -101,60 +102,73 @@ static const __u8 mcp_hex_plus1[256] = {
 };
 
 /*
- * W3C trace-context randomness: the trace id's last 7 bytes (56 bits), as
- * OpenTelemetry's threshold sampling uses. Returns false if unreadable.
+ * The W3C trace id at ptr as two big-endian halves: id[0] = bytes 0..7,
+ * id[1] = bytes 8..15, so OpenTelemetry's randomness R (the last 7 bytes) is
+ * id[1]'s low 56 bits. MCP_TRACE_ID_INTEGER: the argument itself is id[1].
+ * Returns false (id zeroed) if unreadable or, for hex32, any of the 32
+ * characters is not hex.
  */
-static __always_inline bool mcp_trace_randomness(const void *ptr, __u8 format, __u64 *out)
+static __always_inline bool mcp_read_trace_id(const void *ptr, __u8 format, __u64 *id)
 {
-	__u64 r = 0;
-
 	if (format == MCP_TRACE_ID_INTEGER) {
-		*out = (__u64)ptr & ((1ULL << 56) - 1);
+		id[0] = 0;
+		id[1] = (__u64)ptr;
 		return true;
 	}
 	if (format == MCP_TRACE_ID_BYTES16) {
-		__u8 b[7];
-		if (bpf_probe_read_user(b, sizeof(b), (const char *)ptr + 9))
-			return false;
-#pragma unroll
-		for (int i = 0; i < 7; i++)
-			r = (r << 8) | b[i];
+		if (bpf_probe_read_user(id, 16, ptr))
+			return false; /* the helper zeroes id on a fault */
+		id[0] = bpf_be64_to_cpu(id[0]);
+		id[1] = bpf_be64_to_cpu(id[1]);
 	} else {
-		__u8 h[14];
-		__u64 bad = 0;
-		if (bpf_probe_read_user(h, sizeof(h), (const char *)ptr + 18))
-			return false;
+		/* 16 characters at a time through id itself: no 32-byte buffer on
+		 * stacks already near the 512-byte limit */
+		const __u8 *h = (const __u8 *)id;
+		__u64 bad = 0, half[2];
 #pragma unroll
-		for (int i = 0; i < 14; i++) {
-			__u64 d = (__u64)mcp_hex_plus1[h[i]] - 1; /* ~0 when not hex */
-			bad |= d;
-			r = (r << 4) | (d & 0xf);
+		for (int k = 0; k < 2; k++) {
+			__u64 v = 0;
+			if (bpf_probe_read_user(id, 16, (const char *)ptr + 16 * k))
+				bad = ~0ULL;
+#pragma unroll
+			for (int i = 0; i < 16; i++) {
+				__u64 d = (__u64)mcp_hex_plus1[h[i]] - 1; /* ~0 when not hex */
+				bad |= d;
+				v = (v << 4) | (d & 0xf);
+			}
+			half[k] = v;
 		}
-		if (bad > 0xf)
+		if (bad > 0xf) {
+			id[0] = 0;
+			id[1] = 0;
 			return false;
+		}
+		id[0] = half[0];
+		id[1] = half[1];
 	}
-	*out = r;
 	return true;
 }
 
 /*
  * Probability step. Returns true to keep; *threshold and *flags describe the
- * decision for the record. args may be NULL when the probe has no arguments.
+ * decision for the record. args may be NULL when the probe has no arguments;
+ * trace_id (two words, see mcp_read_trace_id) is NULL when the caller keeps no
+ * trace id, else it receives the id a MCP_EV_CONSISTENT decision used (0 when
+ * the caller zeroed it and no id was read).
  */
 static __always_inline bool mcp_decide(const struct mcp_probe_config *cfg, const __u64 *args,
-				       __u64 *threshold, __u32 *flags)
+				       __u64 *threshold, __u32 *flags, __u64 *trace_id)
 {
 	__u64 t = cfg->threshold;
 
 	*threshold = t;
 	*flags = 0;
-	if (cfg->trace_id_arg && args) {
+	if (cfg->trace_id_arg && args && trace_id) {
 		__u32 n = cfg->trace_id_arg - 1;
-		__u64 r;
 		if (n < MCP_MAX_ARGS &&
-		    mcp_trace_randomness((const void *)args[n], cfg->trace_id_format, &r)) {
+		    mcp_read_trace_id((const void *)args[n], cfg->trace_id_format, trace_id)) {
 			*flags = MCP_EV_CONSISTENT;
-			return mcp_otel_keep(r, t);
+			return mcp_otel_keep(trace_id[1], t);
 		}
 		/* unreadable trace id: fall back to a random draw, unflagged */
 	}
@@ -305,10 +319,11 @@ static __always_inline void mcp_fill_header(struct mcp_event_header *h, __u64 pi
 }
 
 /* Emit a call record; counts it lost when the ring buffer is full. task and
- * pid_tgid as for mcp_fill_header_of. */
+ * pid_tgid as for mcp_fill_header_of; trace_id: the decision's (NULL: none). */
 static __always_inline void mcp_emit_call(struct task_struct *task, __u64 pid_tgid, __u32 probe_id,
 					  __u16 kind, __u64 ktime, __u64 threshold, __u32 flags,
-					  const __u64 *args, __s64 ret, __u64 duration)
+					  const __u64 *args, __s64 ret, __u64 duration,
+					  const __u64 *trace_id)
 {
 	struct mcp_call_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 
@@ -322,6 +337,8 @@ static __always_inline void mcp_emit_call(struct task_struct *task, __u64 pid_tg
 		e->args[i] = args ? args[i] : 0;
 	e->ret = ret;
 	e->duration_ns = duration;
+	e->trace_id[0] = trace_id ? trace_id[0] : 0;
+	e->trace_id[1] = trace_id ? trace_id[1] : 0;
 	bpf_ringbuf_submit(e, mcp_wakeup_flags(sizeof(*e)));
 }
 
@@ -362,9 +379,11 @@ static __always_inline enum mcp_decision mcp_admit(struct mcp_counters *c, __u64
  * outcome (MCP_KEEP, MCP_QUOTA_DROP), untouched otherwise. force_in
  * (slow-launch mode) replaces the probability step by a keep at weight 1 (*threshold = ~0, MCP_EV_SLOW_MODE): it overrides
  * only "sampled out", never scope or quota. The caller emits on MCP_KEEP.
+ * trace_id: as for mcp_decide (NULL: the caller records none).
  */
 static __always_inline enum mcp_decision mcp_sample(__u32 probe_id, const __u64 *args, __u64 *now,
-						    bool force_in, __u64 *threshold, __u32 *flags)
+						    bool force_in, __u64 *threshold, __u32 *flags,
+						    __u64 *trace_id)
 {
 	__u32 key = probe_id;
 	struct mcp_probe_config *cfg = bpf_map_lookup_elem(&probe_configs, &key);
@@ -373,6 +392,10 @@ static __always_inline enum mcp_decision mcp_sample(__u32 probe_id, const __u64 
 
 	*flags = 0;
 	*threshold = 0;
+	if (trace_id) {
+		trace_id[0] = 0;
+		trace_id[1] = 0;
+	}
 	if (!cfg)
 		return MCP_NOT_OURS;
 	/* a probe scoped to a cgroup (a pod, a container) sees only the tasks below it */
@@ -388,7 +411,7 @@ static __always_inline enum mcp_decision mcp_sample(__u32 probe_id, const __u64 
 		/* every call is kept while forced, so each stands for itself: weight 1 */
 		*threshold = MCP_KEEP_ALL;
 		*flags = MCP_EV_SLOW_MODE;
-	} else if (!mcp_decide(cfg, args, threshold, flags)) {
+	} else if (!mcp_decide(cfg, args, threshold, flags, trace_id)) {
 		return MCP_SAMPLED_OUT;
 	}
 	return mcp_admit(c, cgroup_id, now);

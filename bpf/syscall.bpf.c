@@ -42,10 +42,10 @@ int mcp_sys_exit_only(struct trace_event_raw_sys_exit *ctx)
 	if (!mcp_wanted(id >> 32))
 		return 0;
 	/* Syscall arguments carry no trace id, so the decision is always a random draw. */
-	if (mcp_sample(probe_id, NULL, &now, false, &threshold, &flags) != MCP_KEEP)
+	if (mcp_sample(probe_id, NULL, &now, false, &threshold, &flags, NULL) != MCP_KEEP)
 		return 0;
 	mcp_syscall_args(task, args);
-	mcp_emit_call(task, id, probe_id, MCP_KIND_SYSCALL, now, threshold, flags | MCP_EV_HAS_RET, args, ctx->ret, 0);
+	mcp_emit_call(task, id, probe_id, MCP_KIND_SYSCALL, now, threshold, flags | MCP_EV_HAS_RET, args, ctx->ret, 0, NULL);
 	return 0;
 }
 
@@ -61,7 +61,7 @@ int mcp_sys_enter(struct trace_event_raw_sys_enter *ctx)
 	if (!mcp_wanted(task->tgid))
 		return 0;
 	/* decide first: a dropped syscall costs no argument copy and no clock read */
-	if (mcp_sample(probe_id, NULL, &now, false, &threshold, &flags) != MCP_KEEP)
+	if (mcp_sample(probe_id, NULL, &now, false, &threshold, &flags, NULL) != MCP_KEEP)
 		return 0;
 	entry = bpf_task_storage_get(&syscall_entries, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!entry) {
@@ -99,7 +99,7 @@ int mcp_sys_exit(struct trace_event_raw_sys_exit *ctx)
 	entry->probe_id = 0;
 	mcp_emit_call(task, mcp_pid_tgid(task), probe_id, MCP_KIND_SYSCALL, entry->call.ktime_ns, entry->call.threshold,
 		      entry->call.flags | MCP_EV_HAS_RET | MCP_EV_HAS_DURATION, entry->call.args,
-		      ctx->ret, bpf_ktime_get_ns() - entry->call.ktime_ns);
+		      ctx->ret, bpf_ktime_get_ns() - entry->call.ktime_ns, NULL);
 	return 0;
 }
 

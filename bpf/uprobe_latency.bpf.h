@@ -26,7 +26,8 @@ static __always_inline int latency_entry(struct pt_regs *ctx)
 	if (!mcp_wanted(id >> 32))
 		return MCP_RETURN_SKIPPED;
 	mcp_read_args(ctx, entry.args);
-	if (mcp_sample(key.probe_id, entry.args, &entry.ktime_ns, false, &entry.threshold, &entry.flags) != MCP_KEEP) {
+	if (mcp_sample(key.probe_id, entry.args, &entry.ktime_ns, false, &entry.threshold, &entry.flags,
+		       entry.trace_id) != MCP_KEEP) {
 		/* this frame's return must not pair with a call longjmp'd over at the same sp */
 		if (bpf_map_delete_elem(&call_entries, &key) == 0)
 			mcp_count(key.probe_id, orphaned);
@@ -59,7 +60,7 @@ static __always_inline int latency_return(struct pt_regs *ctx)
 	now = bpf_ktime_get_ns();
 	mcp_emit_call(task, id, key.probe_id, MCP_KIND_URETPROBE, entry->ktime_ns, entry->threshold,
 		      entry->flags | MCP_EV_HAS_RET | MCP_EV_HAS_DURATION, entry->args,
-		      (__s64)PT_REGS_RC(ctx), now - entry->ktime_ns);
+		      (__s64)PT_REGS_RC(ctx), now - entry->ktime_ns, entry->trace_id);
 	bpf_map_delete_elem(&call_entries, &key);
 	return 0;
 }

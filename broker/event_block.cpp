@@ -217,6 +217,7 @@ void block_to_samples(const EventBlock& block, const std::string& agent_id,
     }
     copy_pairs(block, e.attributes(), s->mutable_attributes());
     s->set_trace_id(e.trace_id());
+    s->set_trace_id_high(e.trace_id_high());
     s->set_event_id(e.event_id());
     s->set_agent_id(agent_id);
     s->set_th(block_string(block, e.th()));
@@ -273,6 +274,7 @@ void samples_to_block(const google::protobuf::RepeatedPtrField<mcp::v1::Sample>&
     }
     e->set_attributes(dict.pairs(s.attributes()));
     e->set_trace_id(s.trace_id());
+    e->set_trace_id_high(s.trace_id_high());
     e->set_event_id(s.event_id());
     e->set_th(dict.string(s.th()));
   }

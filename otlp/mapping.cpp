@@ -31,6 +31,8 @@ uint64_t nonzero_id(uint64_t preferred) {
   return v;
 }
 
+bool has_trace_id(const mcp::v1::CompactEvent& e) { return (e.trace_id_high() | e.trace_id()) != 0; }
+
 const std::string& str(const mcp::v1::EventBlock& b, uint32_t index) {
   static const std::string empty;
   return index < static_cast<uint32_t>(b.strings_size()) ? b.strings(static_cast<int>(index)) : empty;
@@ -179,10 +181,10 @@ void append_block(const mcp::v1::EventBlock& block, const Origin& origin, Reques
     if (e.has_duration()) {
       auto* scope = scope_for(out->traces.mutable_resource_spans(), span_scopes, key, block, e, origin);
       auto* span = scope->add_spans();
-      const bool consistent = e.th() != 0 && e.trace_id() != 0;
+      const bool consistent = e.th() != 0 && has_trace_id(e);
       std::string* trace_id = span->mutable_trace_id();
-      if (e.trace_id() != 0) {
-        put_be64(trace_id, 0);
+      if (has_trace_id(e)) {
+        put_be64(trace_id, e.trace_id_high());
         put_be64(trace_id, e.trace_id());
       } else {
         const uint64_t seed = nonzero_id(e.event_id());
@@ -207,8 +209,8 @@ void append_block(const mcp::v1::EventBlock& block, const Origin& origin, Reques
       record->set_severity_number(error ? logs::SEVERITY_NUMBER_ERROR : logs::SEVERITY_NUMBER_INFO);
       record->set_severity_text(error ? "ERROR" : "INFO");
       record->mutable_body()->set_string_value(valid_utf8(probe));
-      if (e.trace_id() != 0) {
-        put_be64(record->mutable_trace_id(), 0);
+      if (has_trace_id(e)) {
+        put_be64(record->mutable_trace_id(), e.trace_id_high());
         put_be64(record->mutable_trace_id(), e.trace_id());
       }
       add_event_attributes(block, e, record->mutable_attributes());

@@ -13,9 +13,10 @@
 // - Every record carries kAdjustedCountAttribute = 1/p (p = threshold / 2^64; 1 for keep-all),
 //   so a backend summing it over records estimates the number of calls.
 // - A span whose decision used the trace id (CompactEvent.th set) and that carries that trace id
-//   (CompactEvent.trace_id != 0, the low 64 bits of the W3C id) gets trace_id = 8 zero bytes then
-//   the id big-endian (its low 56 bits are OTel's randomness R), and trace_state
-//   "ot=th:<hex>", with T = 2^56 - (threshold >> 8) spelled by mcp::otel_th ("0": keep-all).
+//   (trace_id_high, trace_id not both 0: the W3C id's two big-endian halves) gets that id as
+//   its trace_id (its low 56 bits are OTel's randomness R) and trace_state "ot=th:<hex>",
+//   with T = 2^56 - (threshold >> 8) spelled by mcp::otel_th ("0": keep-all). A log record
+//   carries the trace id when known, and th (when set) as the attribute sampling.th.
 //   Without the trace id the span gets an id derived from event_id and no th (a made-up id
 //   says nothing about R). Span ids come from event_id, so a replayed event keeps its span id.
 // - Errors (marks_error: a syscall or function returning < 0, a CUDA call returning non-zero)

@@ -63,7 +63,7 @@ std::map<uint32_t, std::string> attach_cuda(loader::BpfSession& session, const T
   std::map<uint32_t, std::string> apis;
   if (!exe.empty()) symbolizer.add_file(exe);
   for (const auto& file : cuda::find_cuda_files(o.command.empty() ? o.pid : 0, exe, libs))
-    for (const auto& p : cuda::attach_cuda_file(session, file, target, base, symbolizer)) apis[p.id] = p.api->display;
+    for (const auto& p : cuda::attach_cuda_file(session, file, target, base, symbolizer, o.cuda_latency)) apis[p.id] = p.api->display;
   if (apis.empty()) throw runtime_error("no CUDA API functions found to probe");
   return apis;
 }

@@ -59,8 +59,11 @@ void add_trace_options(CLI::App& sub, TraceOptions& o) {
   sub.add_option("--ready-file", o.ready_file, "Write the readiness line to this file once every probe is attached");
   sub.add_flag("--cuda", o.cuda, "Trace CUDA kernel launches and API calls of the target");
   sub.add_option("--cuda-lib", o.cuda_libs, "CUDA runtime/driver library (or static binary) to probe (repeatable)");
+  sub.add_flag("--cuda-latency", o.cuda_latency,
+               "Time each launch entry to return (ret and duration_ns): a second trap per launch");
   sub.add_option("--slow-launch", o.slow_launch_text,
-                 "Launches slower than this switch their process to rate 1 with stacks (0: off)");
+                 "Launches slower than this switch their process to rate 1 with stacks (0, the default: off; "
+                 "implies --cuda-latency)");
   sub.add_option("--slow-hold", o.slow_hold_text, "How long a process stays in slow-launch mode");
   sub.add_option("command", o.command, "-- COMMAND ARGS...: run it and trace it and its descendants until they exit");
   // Everything after the first positional (or `--`) belongs to the command, dashes included.
@@ -124,6 +127,7 @@ void merge_config(TraceOptions& o) {
                           " take their settings from it");
   // Values: the flag overrides the file's, lists add.
   if (!given("--slow-launch")) o.slow_launch = c.cuda.slow_launch;
+  o.cuda_latency = o.cuda_latency || c.cuda.latency;
   std::vector<control::TenantQuotaSpec> tenants;
   for (auto& t : runtime::tenant_quotas_of(c.quotas)) {
     bool replaced = false;
@@ -207,6 +211,17 @@ void validate(TraceOptions& o) {
     if (s.empty() || s.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
       throw usage_error("bad --syscall '" + s + "' (expected a name such as getppid)");
   if (o.config) merge_config(o);
+  if (o.given.count("--cuda-latency") && !o.cuda && !(o.config && o.config->cuda.enabled))
+    throw usage_error("--cuda-latency applies to CUDA probes: give --cuda (or cuda.enabled in --config)");
+  // Slow-launch detection measures each launch's latency: it needs the return probe.
+  o.cuda_latency = o.cuda_latency || o.slow_launch.count() > 0;
+  if (o.config && o.config->cuda.enabled) {
+    // The file's CUDA probes time their launches as the merged settings say.
+    auto c = std::make_shared<config::Config>(*o.config);
+    for (auto& p : c->probes)
+      if (p.kind == config::ProbeKind::kCuda) p.latency = o.cuda_latency;
+    o.config = std::move(c);
+  }
 }
 
 }  // namespace mcp::cli

@@ -9,7 +9,8 @@
 //   --service/--tag as without a file; the file's probes keep their own settings;
 //   --tenant-quota adds a cgroup (or replaces the file's quota for the same cgroup);
 //   --default-quota, --export-sample-rate, --slow-launch, --compression, --ready-file
-//   override the file's value; --error-only turns exporter.error_only on.
+//   override the file's value; --error-only and --cuda-latency turn exporter.error_only
+//   and cuda.latency on.
 // Where two settings cannot both hold, validate() rejects the pair: --rules with a
 // compliance section, --broker with broker.addresses, --tls-*/--token-file with the file's
 // broker, --cuda/--cuda-lib with cuda.enabled, a --syscall the file declares too.
@@ -89,7 +90,8 @@ struct TraceOptions {
   // CUDA
   bool cuda = false;
   std::vector<std::string> cuda_libs;
-  std::string slow_launch_text = "85ms";
+  bool cuda_latency = false;          // launches timed entry to return (validate(): also with slow_launch)
+  std::string slow_launch_text = "0";
   std::string slow_hold_text = "10s";
   std::chrono::nanoseconds slow_launch{0};
   std::chrono::nanoseconds slow_hold{0};

@@ -71,6 +71,11 @@ struct Event {
   uint64_t duration_ns = 0;
   uint64_t threshold = UINT64_MAX;
   bool consistent = false;  // decided on the trace id (OTel consistent sampling): has a `th`
+  // The W3C trace id that decision used, as big-endian halves (hi = bytes 0..7, lo = bytes
+  // 8..15; OTel's randomness R is lo's low 56 bits). Zero when not known (a random draw, an
+  // older agent); an `N:u64` id is {0, the argument}.
+  uint64_t trace_id_hi = 0;
+  uint64_t trace_id_lo = 0;
   // Enrichment, filled by later pipeline stages; empty by default.
   std::string service;
   std::string container_id;  // the container runtime's id (k8s/pod_identity.h)
@@ -85,6 +90,7 @@ struct Event {
   CudaInfo cuda;            // meaningful when kind == kCuda
 
   std::string_view comm_view() const;
+  bool has_trace_id() const { return (trace_id_hi | trace_id_lo) != 0; }
   double weight() const { return 1.0 / threshold_to_probability(threshold); }
 };
 

@@ -87,6 +87,8 @@ struct ProbeSpec {
 struct CudaConfig {
   bool enabled = false;
   std::vector<std::string> libs;             // default: libcudart.so, libcuda.so
+  bool latency = false;                      // launches timed entry to return (ret, duration); else one
+                                             // trap at entry. Slow-launch detection implies it.
   std::chrono::nanoseconds slow_launch{0};   // launch API latency above which slow mode starts; 0 off
   Sampling sampling;
   bool operator==(const CudaConfig&) const = default;

@@ -387,7 +387,7 @@ void read_broker(Ctx& ctx, const YAML::Node& n, BrokerConfig& out) {
 }
 
 void read_cuda(Ctx& ctx, const YAML::Node& n, Config& cfg) {
-  MapReader m(ctx, n, "cuda", {"enabled", "libs", "slow_launch", "sampling", "service", "tags"});
+  MapReader m(ctx, n, "cuda", {"enabled", "libs", "latency", "slow_launch", "sampling", "service", "tags"});
   if (!m.valid()) return;
   CudaConfig& c = cfg.cuda;
   if (m.has("enabled")) if (auto b = read_bool(ctx, m.get("enabled"), "cuda.enabled")) c.enabled = *b;
@@ -406,8 +406,11 @@ void read_cuda(Ctx& ctx, const YAML::Node& n, Config& cfg) {
       }
     }
   }
+  if (m.has("latency")) if (auto b = read_bool(ctx, m.get("latency"), "cuda.latency")) c.latency = *b;
   ProbeSpec tmpl;
   tmpl.kind = ProbeKind::kCuda;
+  // Slow-launch detection measures each launch's latency: it needs the return probe.
+  tmpl.latency = c.latency || c.slow_launch.count() > 0;
   tmpl.pos = pos_of(n.Mark());
   if (m.has("sampling")) read_sampling(ctx, m.get("sampling"), c.sampling);
   tmpl.sampling = c.sampling;

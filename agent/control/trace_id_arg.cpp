@@ -60,12 +60,13 @@ std::optional<uint64_t> trace_randomness56(std::span<const uint8_t> raw, TraceId
     return r;
   }
   if (raw.size() < kHexChars) return std::nullopt;
-  for (std::size_t i = kHexChars - 2 * kRandomBytes; i < kHexChars; ++i) {
+  // Every character must be hex, as the kernel reads (and records) the whole id.
+  for (std::size_t i = 0; i < kHexChars; ++i) {
     const int v = hex_value(raw[i]);
     if (v < 0) return std::nullopt;
     r = r << 4 | static_cast<uint64_t>(v);
   }
-  return r;
+  return r & kRandomness56Mask;
 }
 
 std::optional<uint64_t> trace_randomness56_hex(std::string_view hex32) {

@@ -10,9 +10,10 @@
 // - Randomness (W3C trace-context level 2, as OpenTelemetry threshold sampling uses it): the
 //   last 7 bytes of the 16-byte trace id read as a big-endian integer, i.e. 56 bits.
 //     bytes16: r = id[9] << 48 | id[10] << 40 | ... | id[15]
-//     hex32:   r = the last 14 hex digits (characters 18..31, either case) as a hex number;
-//              the first 18 characters are not read. A non-hex character among the 14 means
-//              "no trace id": the kernel then falls back to bpf_get_prandom_u32.
+//     hex32:   r = the last 14 hex digits (characters 18..31, either case) as a hex number.
+//              All 32 characters are read (the kernel records the whole id with the event);
+//              a non-hex one among them means "no trace id": the kernel then falls back to
+//              bpf_get_prandom_u32 and the event carries no trace id.
 // - Decision: OpenTelemetry consistent probability sampling, the kernel's own code
 //   (bpf/sample_math.h, mcp_otel_keep): with A the acceptance threshold (p = A / 2^64),
 //     T = 2^56 - (A >> 8)   (OTel's rejection threshold; 0 when A == UINT64_MAX)
@@ -43,7 +44,7 @@ std::string trace_id_arg_error(std::string_view text, TraceIdArg& out);
 std::string_view to_string(TraceIdFormat format);
 
 // `raw` is what the probe reads at the argument's address: 32 characters (hex32) or 16 bytes
-// (bytes16). nullopt when too short or, for hex32, when one of the last 14 characters is not hex.
+// (bytes16). nullopt when too short or, for hex32, when one of the 32 characters is not hex.
 std::optional<uint64_t> trace_randomness56(std::span<const uint8_t> raw, TraceIdFormat format);
 std::optional<uint64_t> trace_randomness56_hex(std::string_view hex32);
 

@@ -19,9 +19,12 @@ struct AttachedCudaProbe {
 };
 
 // Probes every API present in `file`, with `base` sampling; the bookkeeping
-// probe (__cudaGetKernel) always keeps everything. Registers the file with the
-// symboliser.
+// probes (__cudaGetKernel, ...) always keep everything. Registers the file with the
+// symboliser. Without `launch_latency` (--cuda-latency, or slow-launch detection,
+// which needs it) a launch API is reported at its entry: one trap a launch, no
+// ret and no duration. Other APIs are always timed entry to return.
 std::vector<AttachedCudaProbe> attach_cuda_file(loader::BpfSession& session, const std::string& file, pid_t pid,
-                                                const loader::ProbeConfig& base, KernelSymbolizer& symbolizer);
+                                                const loader::ProbeConfig& base, KernelSymbolizer& symbolizer,
+                                                bool launch_latency);
 
 }  // namespace mcp::cuda

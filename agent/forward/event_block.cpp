@@ -147,6 +147,8 @@ void EventBlockEncoder::add(const Event& e) {
   c->set_threshold(e.threshold);
   c->set_attributes(intern_pairs(e.attributes));
   if (e.consistent) c->set_th(intern(otel_th(e.threshold)));
+  c->set_trace_id(e.trace_id_lo);
+  c->set_trace_id_high(e.trace_id_hi);
   if (e.kind == EventKind::kCuda) {
     auto* cu = c->mutable_cuda();
     cu->set_api(intern(e.cuda.api));
@@ -247,6 +249,8 @@ void EventBlockDecoder::get(size_t i, Event& out, uint64_t& event_id) const {
   out.duration_ns = e.duration_ns();
   out.threshold = e.threshold();
   out.consistent = e.th() != 0;
+  out.trace_id_hi = e.trace_id_high();
+  out.trace_id_lo = e.trace_id();
   out.service = str(e.service());
   out.container_id = str(e.container_id());
   out.pod_uid = str(e.pod_uid());
@@ -287,6 +291,8 @@ void from_sample(const mcp::v1::Sample& s, Event& out) {
   out.duration_ns = s.duration_ns();
   out.threshold = s.threshold();
   out.consistent = !s.th().empty();
+  out.trace_id_hi = s.trace_id_high();
+  out.trace_id_lo = s.trace_id();
   out.service = s.service();
   out.container_id = s.container_id();
   out.pod_uid = s.pod_uid();

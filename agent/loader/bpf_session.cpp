@@ -309,10 +309,12 @@ uint32_t BpfSession::add_uprobe(const UprobeTarget& target, bool latency, pid_t 
 uint32_t BpfSession::add_cuda_probe(const UprobeTarget& target, pid_t pid, const ProbeConfig& config, bool internal) {
   const uint32_t id = reserve_id(config);
   Programs progs;
-  if (uprobe_sessions_) progs.session = skel_->progs.mcp_cuda_session;
+  const bool at_entry = config.cuda_flags & MCP_CUDA_CFG_AT_ENTRY;
+  if (at_entry) progs.entry = skel_->progs.mcp_cuda_launch;  // one trap, no return probe
+  else if (uprobe_sessions_) progs.session = skel_->progs.mcp_cuda_session;
   else progs = {skel_->progs.mcp_cuda_entry, skel_->progs.mcp_cuda_return};
   auto links = attach_uprobes(id, target, pid, progs);
-  ProbeInfo info{id, target.name() + ":" + target.symbol, ProbeFamily::kCuda, true};
+  ProbeInfo info{id, target.name() + ":" + target.symbol, ProbeFamily::kCuda, !at_entry};
   info.internal = internal;
   info.symbol = target.symbol;
   return register_probe(std::move(info), std::move(links), progs, pid);

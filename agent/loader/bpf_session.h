@@ -68,7 +68,9 @@ class BpfSession : public KernelMaps {
   uint32_t add_syscall(const std::string& name, const ProbeConfig& config, bool latency = true);
   // CUDA API probe: entry and return programs on target, config.cuda_api set.
   // Latency uprobes and CUDA probes use one uprobe-session link where the kernel
-  // has them (see uprobe_sessions()), else an entry uprobe and a uretprobe.
+  // has them (see uprobe_sessions()), else an entry uprobe and a uretprobe. A
+  // launch with MCP_CUDA_CFG_AT_ENTRY in config.cuda_flags gets one entry uprobe
+  // that reports it (no return probe: no ret, no duration).
   uint32_t add_cuda_probe(const UprobeTarget& target, pid_t pid, const ProbeConfig& config, bool internal);
   // Detaches; the id is quarantined (not reused, its name still resolves) until
   // the consumer has read past every record the probe could have written.

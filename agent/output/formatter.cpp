@@ -163,6 +163,11 @@ class JsonFormatter final : public Formatter {
       out += otel_th(e.threshold);
       out.push_back('"');
     }
+    if (e.has_trace_id()) {
+      out += ",\"trace_id\":\"";
+      fmt::format_to(std::back_inserter(out), FMT_COMPILE("{:016x}{:016x}"), e.trace_id_hi, e.trace_id_lo);
+      out.push_back('"');
+    }
     if (!e.service.empty()) {
       out += ",\"service\":";
       append_json_string(out, e.service);

@@ -114,8 +114,14 @@ bool decode_cuda(const mcp_cuda_event& c, CudaInfo& out) {
   return true;
 }
 
-static_assert(sizeof(mcp_event_header) == 64 && sizeof(mcp_call_event) == 128,
+static_assert(sizeof(mcp_event_header) == 64 && sizeof(mcp_call_event) == 144,
               "userspace sees the same ABI as the BPF programs");
+
+// The kernel fills trace_id only for a consistent decision; anything else is not one.
+static void set_trace_id(Event& out, const __u64 (&id)[2]) {
+  out.trace_id_hi = out.consistent ? id[0] : 0;
+  out.trace_id_lo = out.consistent ? id[1] : 0;
+}
 
 bool decode_record(const void* data, size_t size, const ProbeNameLookup& names, Event& out) {
   if (size < sizeof(mcp_event_header)) return false;
@@ -160,6 +166,7 @@ bool decode_record(const void* data, size_t size, const ProbeNameLookup& names, 
       std::memcpy(out.args.data(), e.args, sizeof(e.args));
       out.ret = e.ret;
       out.duration_ns = e.duration_ns;
+      set_trace_id(out, e.trace_id);
       break;
     }
     case MCP_KIND_CUDA: {
@@ -171,6 +178,7 @@ bool decode_record(const void* data, size_t size, const ProbeNameLookup& names, 
       std::memcpy(out.args.data(), c.regs, sizeof(c.regs));
       out.ret = c.ret;
       out.duration_ns = c.duration_ns;
+      out.trace_id_hi = out.trace_id_lo = 0;  // CUDA probes never decide on a trace id
       if (!decode_cuda(c, out.cuda)) return false;
       break;
     }

@@ -157,7 +157,7 @@ void ProbeSet::try_attach(Entry& e) {
     const auto target = loader::uprobe_target_in(*file, spec.symbol);
     add(session_.add_uprobe(target, spec.latency, -1, base), meta, true);
   } else {
-    for (const auto& p : cuda::attach_cuda_file(session_, *file, -1, base, symbolizer_)) {
+    for (const auto& p : cuda::attach_cuda_file(session_, *file, -1, base, symbolizer_, spec.latency)) {
       auto m = std::make_shared<ProbeMeta>(*meta);
       m->cuda_api = p.api->display;
       add(p.id, std::move(m), !p.api->internal);

@@ -65,13 +65,18 @@ void print_return_mode(const loader::BpfSession& session) {
   if (!runs.empty()) fprintf(stderr, "mcp-agent: bpf program runs:%s\n", runs.c_str());
 }
 
-void print_kernels(std::map<std::string, std::vector<uint64_t>> kernels) {
+// Launches per kernel; the latency columns only from launches that were timed (--cuda-latency).
+void print_kernels(std::map<std::string, Runtime::KernelLaunches> kernels) {
   if (kernels.empty()) return;
   fprintf(stderr, "%-48s %10s %14s %14s\n", "CUDA KERNEL", "LAUNCHES", "P50_LAUNCH_us", "P99_LAUNCH_us");
-  for (auto& [name, d] : kernels) {
+  for (auto& [name, k] : kernels) {
+    auto& d = k.durations;
     std::sort(d.begin(), d.end());
-    auto pct = [&](double p) { return static_cast<double>(d[static_cast<size_t>(p * static_cast<double>(d.size() - 1))]) / 1000.0; };
-    fprintf(stderr, "%-48s %10zu %14.1f %14.1f\n", name.c_str(), d.size(), pct(0.5), pct(0.99));
+    auto pct = [&](double p) {
+      return d.empty() ? std::string("-")
+                       : fmt::format("{:.1f}", static_cast<double>(d[static_cast<size_t>(p * static_cast<double>(d.size() - 1))]) / 1000.0);
+    };
+    fprintf(stderr, "%-48s %10zu %14s %14s\n", name.c_str(), k.launches, pct(0.5).c_str(), pct(0.99).c_str());
   }
 }
 
@@ -153,7 +158,11 @@ void Runtime::on_event(Event& e) {
   if (e.kind == EventKind::kCuda) {
     if (meta) e.cuda.api = meta->cuda_api;
     if (!symbolizer_->process(e)) return;  // bookkeeping, not an API call to show
-    if (spec_.summary && !e.cuda.kernel.empty()) kernel_latencies_[e.cuda.kernel].push_back(e.duration_ns);
+    if (spec_.summary && !e.cuda.kernel.empty()) {
+      auto& k = kernel_launches_[e.cuda.kernel];
+      k.launches++;
+      if (e.has_duration) k.durations.push_back(e.duration_ns);
+    }
   }
   if (meta) {
     if (!meta->service.empty()) e.service = meta->service;
@@ -201,7 +210,7 @@ void Runtime::print_summary(double seconds) const {
     fprintf(stderr, "mcp-agent: warning: %llu malformed records skipped\n", (unsigned long long)consumer_->malformed());
   print_return_mode(*session_);
   if (spec_.control.quotas) print_tenants(*session_, *spec_.control.quotas);
-  print_kernels(kernel_latencies_);
+  print_kernels(kernel_launches_);
 }
 
 int Runtime::run(const RunHooks& hooks) {

@@ -97,6 +97,11 @@ struct RunHooks {
 
 class Runtime {
  public:
+  // One kernel's row of the CUDA summary: launches, and the latencies of those timed.
+  struct KernelLaunches {
+    size_t launches = 0;
+    std::vector<uint64_t> durations;
+  };
   // Installs the signal handlers and opens the BPF session; throws mcp::Error.
   explicit Runtime(RuntimeSpec spec);
   ~Runtime();
@@ -154,7 +159,7 @@ class Runtime {
   std::unique_ptr<pipeline::RingConsumer> consumer_;
   std::atomic<int> requests_{0};
   uint64_t delivered_ = 0;
-  std::map<std::string, std::vector<uint64_t>> kernel_latencies_;  // CUDA summary (spec.summary)
+  std::map<std::string, KernelLaunches> kernel_launches_;  // CUDA summary (spec.summary)
 };
 
 }  // namespace mcp::runtime

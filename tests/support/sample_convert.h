@@ -38,6 +38,8 @@ inline void to_sample(const Event& e, mcp::v1::Sample* s) {
   s->set_duration_ns(e.duration_ns);
   s->set_threshold(e.threshold);
   if (e.consistent) s->set_th(otel_th(e.threshold));
+  s->set_trace_id(e.trace_id_lo);
+  s->set_trace_id_high(e.trace_id_hi);
   for (const auto& [k, v] : e.attributes) (*s->mutable_attributes())[valid_utf8(k)] = valid_utf8(v);
   if (e.kind == EventKind::kCuda) {
     auto* c = s->mutable_cuda();

@@ -5,8 +5,10 @@
  *   sleep N US         mcp_sleep(US) N times (each sleeps US microseconds)
  *   getppid N          N getppid() syscalls
  *   rate R SECONDS [getppid]  mcp_work (or getppid) at about R calls/s for SECONDS
- *   traceid N [SEED]   mcp_handle(trace_id, i) for N trace ids: 32 hex chars, two
- *                      splitmix64 outputs of SEED (tests recompute them)
+ *   traceid N [SEED [FORMAT]]  mcp_handle(trace_id, i) for N trace ids, each two
+ *                      splitmix64 outputs hi, lo of SEED (tests recompute them); FORMAT
+ *                      hex32 (default): a pointer to "%016llx%016llx" of hi, lo; bytes16: a
+ *                      pointer to the 16 bytes hi, lo big-endian; u64: mcp_handle_u64(lo, i)
  *   realtime N FILE    mcp_work N times, writing "before after" CLOCK_REALTIME ns per call
  *   demo SECONDS       a small mixed service: requests with latency, syscalls
  *   badcomm N          two threads make N getppid() calls each at the same time; the second
@@ -56,6 +58,13 @@ NOINLINE int mcp_handle(const char *trace_id, long index)
 {
 	__asm__ volatile("" ::: "memory");
 	return trace_id[0] + (int)index;
+}
+
+/* N:u64 trace ids: the argument itself is the id. */
+NOINLINE long mcp_handle_u64(unsigned long trace_id, long index)
+{
+	__asm__ volatile("" ::: "memory");
+	return (long)(trace_id & 1) + index;
 }
 
 struct hammer {
@@ -166,11 +175,27 @@ int main(int argc, char **argv)
 		printf("calls %llu\n", (unsigned long long)done);
 	} else if (!strcmp(mode, "traceid")) {
 		uint64_t seed = argc > 3 ? strtoull(argv[3], NULL, 0) : 1;
+		const char *format = argc > 4 ? argv[4] : "hex32";
 		char id[33];
+		if (strcmp(format, "hex32") && strcmp(format, "bytes16") && strcmp(format, "u64")) {
+			fprintf(stderr, "traceid: format must be hex32, bytes16 or u64\n");
+			return 2;
+		}
 		for (long i = 0; i < n; i++) {
 			/* sequenced: argument evaluation order is unspecified */
 			unsigned long long hi = splitmix(&seed), lo = splitmix(&seed);
-			snprintf(id, sizeof(id), "%016llx%016llx", hi, lo);
+			if (!strcmp(format, "u64")) {
+				sum += mcp_handle_u64(lo, i);
+				continue;
+			}
+			if (!strcmp(format, "bytes16")) {
+				for (int b = 0; b < 8; b++) {
+					id[b] = (char)(hi >> (56 - 8 * b));
+					id[8 + b] = (char)(lo >> (56 - 8 * b));
+				}
+			} else {
+				snprintf(id, sizeof(id), "%016llx%016llx", hi, lo);
+			}
 			sum += mcp_handle(id, i);
 		}
 	} else if (!strcmp(mode, "realtime") && argc > 3) {

@@ -13,10 +13,13 @@
 #include <cmath>
 #include <fstream>
 #include <regex>
+#include <set>
 
 #include "../../support/otlp_collector.h"
+#include "common/event.h"
 #include "../../support/process.h"
 #include "../../support/run_command.h"
+#include "../../support/trace_ids.h"
 #include "../broker/broker_client.h"
 #include "../broker/broker_process.h"
 
@@ -60,6 +63,7 @@ struct Record {
   std::string name;  // span name or log body
   uint64_t start = 0, end = 0;
   std::string trace_state;
+  std::string trace_id;  // 16 bytes
 };
 std::vector<Record> spans_of(const OtlpCollector::Received& got) {
   std::vector<Record> out;
@@ -68,7 +72,7 @@ std::vector<Record> spans_of(const OtlpCollector::Received& got) {
       for (const auto& ss : rs.scope_spans())
         for (const auto& s : ss.spans())
           out.push_back({&rs.resource(), &s.attributes(), s.name(), s.start_time_unix_nano(), s.end_time_unix_nano(),
-                         s.trace_state()});
+                         s.trace_state(), s.trace_id()});
   return out;
 }
 std::vector<Record> logs_of(const OtlpCollector::Received& got) {
@@ -78,12 +82,42 @@ std::vector<Record> logs_of(const OtlpCollector::Received& got) {
       for (const auto& sl : rl.scope_logs())
         for (const auto& l : sl.log_records())
           out.push_back({&rl.resource(), &l.attributes(), l.body().string_value(), l.time_unix_nano(),
-                         l.time_unix_nano(), ""});
+                         l.time_unix_nano(), "", l.trace_id()});
   return out;
 }
 double weight(const Record& r) {
   const auto* v = find(*r.attributes, "sampling.adjusted_count");
   return v ? v->double_value() : -1;
+}
+
+// The workload's calls (`traceid N SEED FORMAT`) a trace-id decision at acceptance threshold A
+// keeps, by OTel's rule written out here: keep iff R >= 2^56 - (A >> 8), R = the id's low 56 bits.
+std::set<std::string> reference_kept_ids(size_t calls, uint64_t seed, uint64_t a) {
+  std::set<std::string> out;
+  for (const auto& id : test::workload_trace_ids(calls, seed))
+    if (id.randomness() >= test::otel_rejection_threshold(a)) out.insert(id.bytes());
+  return out;
+}
+
+// What a collector got from a trace-id decision at acceptance threshold A: spans that carry
+// exactly the application's ids the reference keeps, each with tracestate ot=th:<T> and R >= T,
+// and the adjusted count 2^64 / A.
+void expect_trace_id_spans(const std::vector<Record>& spans, const std::set<std::string>& expected, uint64_t a,
+                           const std::string& probe) {
+  std::set<std::string> ids;
+  const std::string th = "ot=th:" + test::otel_th(a);
+  for (const auto& s : spans) {
+    ASSERT_EQ(s.trace_id.size(), 16u);
+    EXPECT_TRUE(ids.insert(s.trace_id).second) << "one span per kept call";
+    EXPECT_EQ(s.name, probe);
+    EXPECT_EQ(s.trace_state, th);
+    uint64_t r = 0;
+    for (int i = 9; i < 16; ++i) r = r << 8 | static_cast<uint8_t>(s.trace_id[static_cast<size_t>(i)]);
+    EXPECT_GE(r, test::otel_rejection_threshold(a)) << "a kept id below T";
+    EXPECT_NEAR(weight(s), std::ldexp(1.0, 64) / static_cast<double>(a), 1e-6);
+  }
+  EXPECT_EQ(ids.size(), expected.size());
+  EXPECT_TRUE(ids == expected) << "the exported trace ids are not the ones the reference keeps";
 }
 
 class AgentOtlp : public ::testing::Test {
@@ -148,6 +182,50 @@ TEST_F(AgentOtlp, TraceExportsTimedUprobeCallsAsSpansWithAdjustedCounts) {
   }
   EXPECT_NEAR(sum, kCalls, 4 * std::sqrt(kCalls * (1 - kP) / kP)) << kept << " kept";
   EXPECT_EQ(collector_.log_records(), 0u);
+}
+
+// A trace-id decision (--trace-id-arg, the id a pointer to 32 hex characters, 16 raw bytes, or
+// the integer argument itself): every exported span carries the application's own trace id,
+// exactly those ids OTel's rule keeps, and tracestate ot=th: with the exact threshold the
+// kernel used; the JSON printed alongside (--also-stdout) has the same ids and th.
+TEST_F(AgentOtlp, TraceIdDecisionsExportTheApplicationsTraceIdsAndExactThreshold) {
+  constexpr size_t kCalls = 4000;
+  constexpr uint64_t kSeed = 1234;
+  // p = 0.1 is no power of two: its th has all 14 digits, so a rounded threshold shows.
+  for (const std::string format : {"hex32", "bytes16", "u64"}) {
+    SCOPED_TRACE(format);
+    OtlpCollector collector;
+    const bool u64 = format == "u64";
+    const std::string probe = kWorkload + (u64 ? ":mcp_handle_u64" : ":mcp_handle");
+    auto r = run_command({kAgent, "trace", "--uprobe", probe, "--latency", "--sample-rate", "0.1", "--trace-id-arg",
+                          "0:" + format, "--otlp-endpoint", collector.address(), "--otlp-insecure", "--otlp-interval",
+                          "50ms", "--also-stdout", "--", kWorkload, "traceid", std::to_string(kCalls),
+                          std::to_string(kSeed), format});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto ids = test::workload_trace_ids(kCalls, kSeed);
+    const auto events = test::parse_json_lines(r.out);
+    ASSERT_FALSE(events.empty()) << r.err;
+    const uint64_t a = events[0]["threshold"].get<uint64_t>();
+    for (const auto& e : events) {
+      ASSERT_EQ(e["threshold"].get<uint64_t>(), a);
+      const auto call = e["args"][1].get<size_t>();
+      ASSERT_LT(call, kCalls);
+      // N:u64: the argument is the id's low half, the high half 0.
+      const test::W3cTraceId id = u64 ? test::W3cTraceId{0, ids[call].lo} : ids[call];
+      EXPECT_EQ(e["trace_id"], id.hex()) << "call " << call;
+      EXPECT_EQ(e["th"], test::otel_th(a));
+    }
+    std::set<std::string> expected;
+    for (const auto& id : ids) {
+      const test::W3cTraceId as_sent = u64 ? test::W3cTraceId{0, id.lo} : id;
+      if (as_sent.randomness() >= test::otel_rejection_threshold(a)) expected.insert(as_sent.bytes());
+    }
+    EXPECT_EQ(events.size(), expected.size());
+    EXPECT_NEAR(static_cast<double>(expected.size()), kCalls * 0.1, 5 * std::sqrt(kCalls * 0.1 * 0.9));
+    const auto got = collector.received();
+    expect_trace_id_spans(spans_of(got), expected, a, probe);
+    EXPECT_EQ(collector.log_records(), 0u);
+  }
 }
 
 // Syscalls: with --latency each call is a span; without, a log record (body: the probe).
@@ -292,6 +370,35 @@ TEST_F(AgentOtlp, ThroughTheBrokerTimedCallsBecomeSpansWhoseAdjustedCountsSumToT
   }
   EXPECT_NEAR(sum, kCalls, 4 * std::sqrt(kCalls * (1 - kP) / kP)) << kept << " kept";
   EXPECT_EQ(collector_.log_records(), 0u);
+}
+
+// Agent → broker → OTLP with a trace-id decision: the broker's spans carry the application's
+// trace ids the kernel kept (exactly OTel's reference set) and ot=th: at the agent's threshold.
+TEST_F(AgentOtlp, ThroughTheBrokerTraceIdDecisionsKeepTheApplicationsTraceIdsAndThreshold) {
+  constexpr size_t kCalls = 4000;
+  constexpr uint64_t kSeed = 77;
+  broker_ = std::make_unique<BrokerProcess>(
+      std::vector<std::string>{"--otlp-endpoint", collector_.address(), "--otlp-insecure", "--otlp-interval", "50ms"},
+      dir_ / "broker.log");
+  const std::string probe = kWorkload + ":mcp_handle";
+  auto r = run_command({kAgent, "trace", "--uprobe", probe, "--latency", "--sample-rate", "0.01", "--trace-id-arg",
+                        "0:hex32", "--broker", broker_->address(), "--service", "checkout", "--", kWorkload, "traceid",
+                        std::to_string(kCalls), std::to_string(kSeed)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto acked = r.err.find("acked ");
+  ASSERT_NE(acked, std::string::npos) << r.err;
+  // p = 0.01: the reference value for th.
+  const uint64_t a = probability_to_threshold(0.01);
+  ASSERT_EQ(test::otel_th(a), "fd70a3d70a3d71");
+  const auto expected = reference_kept_ids(kCalls, kSeed, a);
+  ASSERT_FALSE(expected.empty());
+  EXPECT_EQ(std::stoul(r.err.substr(acked + 6)), expected.size()) << "the kernel kept other calls than OTel's rule";
+  ASSERT_TRUE(wait_until([&] { return collector_.spans() >= expected.size(); }, 20s))
+      << collector_.spans() << " of " << expected.size() << "\n" << r.err << broker_->log_text();
+  const auto got = collector_.received();
+  const auto spans = spans_of(got);
+  expect_trace_id_spans(spans, expected, a, probe);
+  for (const auto& s : spans) EXPECT_EQ(string_attr(*s.resource, "service.name"), "checkout");
 }
 
 TEST_F(AgentOtlp, ThroughTheBrokerUntimedSyscallsBecomeLogRecords) {

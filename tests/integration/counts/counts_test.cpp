@@ -17,6 +17,7 @@
 
 #include "../../support/bpf_stats.h"
 #include "../../support/run_command.h"
+#include "../../support/trace_ids.h"
 #include "common/event.h"
 
 namespace {
@@ -266,9 +267,14 @@ TEST(OtelSampling, KernelKeepsExactlyTheOtelReferenceSetWithItsTh) {
                           "traceid", std::to_string(kCalls), std::to_string(kSeed)});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     std::set<uint64_t> kept;
+    const auto ids = mcp::test::workload_trace_ids(kCalls, kSeed);
     for (const auto& e : parse_json_lines(mcp::test::slurp(events))) {
-      kept.insert(e["args"][1].get<uint64_t>());
+      const auto call = e["args"][1].get<uint64_t>();
+      kept.insert(call);
       EXPECT_EQ(e.value("th", ""), th) << e.dump();
+      // The kernel records the whole id it decided on.
+      ASSERT_LT(call, ids.size());
+      EXPECT_EQ(e.value("trace_id", ""), ids[call].hex()) << e.dump();
     }
     fs::remove(events);
     const uint64_t accept = mcp::probability_to_threshold(rate);

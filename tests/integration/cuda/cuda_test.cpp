@@ -44,12 +44,14 @@ struct EventFile {
 
 class CudaLaunch : public ::testing::TestWithParam<std::string> {};
 
+// --cuda-latency: every launch is timed entry to return, so it carries the driver's error
+// and its API latency.
 TEST_P(CudaLaunch, FiveNamedLaunchesWithTheirGeometryAndDriverError) {
   MCP_REQUIRE_BPF();
   const std::string bin = fixture(GetParam());
   MCP_REQUIRE_FIXTURE(bin);
   const EventFile out;
-  auto r = run_command({kAgent, "trace", "--cuda", "--output", out.path, "--", bin});
+  auto r = run_command({kAgent, "trace", "--cuda", "--cuda-latency", "--output", out.path, "--", bin});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::vector<nlohmann::json> launches, mallocs;
   for (const auto& line : out.events()) {
@@ -66,12 +68,40 @@ TEST_P(CudaLaunch, FiveNamedLaunchesWithTheirGeometryAndDriverError) {
     EXPECT_EQ(e["cuda"]["shared_mem"], 0);
     EXPECT_NE(e["ret"], 0) << "no GPU: the launch must report the driver error";
     EXPECT_GT(e["duration_ns"].get<uint64_t>(), 0u);
-    EXPECT_FALSE(e["cuda"].contains("slow_mode")) << "failed launches take microseconds, far under 85 ms";
+    EXPECT_FALSE(e["cuda"].contains("slow_mode")) << "slow-launch detection is off by default";
     EXPECT_EQ(e["comm"], ("cuda_launch_" + GetParam()).substr(0, 15));  // comm holds 15 bytes
   }
   ASSERT_EQ(mallocs.size(), 1u);
   EXPECT_EQ(mallocs[0]["cuda"]["bytes"], 1024);
   EXPECT_NE(r.err.find("vecAdd(float*, int)"), std::string::npos) << "per-kernel summary: " << r.err;
+}
+
+// The default: a launch is reported at its entry, named and with its geometry, but with no
+// return value and no duration (the JSON leaves both out); other APIs are still timed.
+TEST_P(CudaLaunch, ByDefaultLaunchesAreReportedAtEntryWithoutRetOrDuration) {
+  MCP_REQUIRE_BPF();
+  const std::string bin = fixture(GetParam());
+  MCP_REQUIRE_FIXTURE(bin);
+  const EventFile out;
+  auto r = run_command({kAgent, "trace", "--cuda", "--output", out.path, "--", bin});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  int launches = 0, mallocs = 0;
+  for (const auto& e : out.events()) {
+    if (e["cuda"]["api"] == "cudaMalloc") {
+      mallocs++;
+      EXPECT_TRUE(e.contains("duration_ns") && e.contains("ret")) << e.dump();
+      continue;
+    }
+    if (!e["cuda"].contains("kernel")) continue;
+    launches++;
+    EXPECT_EQ(e["cuda"]["kernel"], "vecAdd(float*, int)") << e.dump();
+    EXPECT_EQ(e["cuda"]["grid"], nlohmann::json({4, 2, 1})) << e.dump();
+    EXPECT_EQ(e["cuda"]["block"], nlohmann::json({64, 1, 1})) << e.dump();
+    EXPECT_FALSE(e.contains("duration_ns")) << e.dump();
+    EXPECT_FALSE(e.contains("ret")) << e.dump();
+  }
+  EXPECT_EQ(launches, 5) << r.err;
+  EXPECT_EQ(mallocs, 1) << r.err;
 }
 
 // Runs of the CUDA programs (entry, return, session), summed: the traps the traced calls took.
@@ -110,35 +140,50 @@ CudaRun trace_launches(const std::string& bin, int launches, const std::vector<s
 }
 
 // Issue 18: a <<<>>> launch enters __cudaLaunchKernel, which in CUDA 13 only jumps into
-// cudaLaunchKernel; probing both cost four traps a launch. Twenty more launches must cost
-// twenty more entry runs and nothing else when sampled out (no slow-launch timing), and
-// one probe must see them.
+// cudaLaunchKernel; probing both cost four traps a launch, and timing it two. By default a
+// launch is one entry program, kept or not: twenty more launches cost exactly twenty more
+// CUDA program runs, at rate 1 (all kept) and at 1e-6, on any kernel (no return probe).
 TEST_P(CudaLaunch, OneChevronLaunchRunsOneProbeProgram) {
   MCP_REQUIRE_BPF();
   const std::string bin = fixture(GetParam());
   MCP_REQUIRE_FIXTURE(bin);
   mcp::test::BpfStats stats;
   if (!stats.enabled()) GTEST_SKIP() << "BPF_ENABLE_STATS refused";
-  const std::vector<std::string> flags{"--sample-rate", "0.000001", "--slow-launch", "0"};
-  const auto few = trace_launches(bin, 1, flags), many = trace_launches(bin, 21, flags);
-  if (many.err.find("uprobe returns: session") == std::string::npos)
-    GTEST_SKIP() << "no uprobe sessions on this kernel: every call also runs its uretprobe\n" << many.err;
-  EXPECT_EQ(many.launch_seen - few.launch_seen, 20u) << many.err;
-  EXPECT_EQ(many.launch_probes_seen, 1) << "one launch probe per <<<>>>:\n" << many.err;
-  // a kept launch (p = 1e-6) would add its return run
-  EXPECT_EQ(many.runs - few.runs, 20u + (many.launch_kept - few.launch_kept)) << few.err << many.err;
+  for (const char* rate : {"1", "0.000001"}) {
+    const std::vector<std::string> flags{"--sample-rate", rate};
+    const auto few = trace_launches(bin, 1, flags), many = trace_launches(bin, 21, flags);
+    EXPECT_EQ(many.launch_seen - few.launch_seen, 20u) << many.err;
+    EXPECT_EQ(many.launch_probes_seen, 1) << "one launch probe per <<<>>>:\n" << many.err;
+    if (std::string(rate) == "1") EXPECT_EQ(many.launch_kept - few.launch_kept, 20u) << many.err;
+    EXPECT_EQ(many.runs - few.runs, 20u) << "rate " << rate << ":\n" << few.err << many.err;
+  }
 }
 
-// At rate 1 every launch is kept and timed: one entry and one return, never more.
-TEST_P(CudaLaunch, AKeptLaunchRunsOneEntryAndOneReturn) {
+// --cuda-latency: a kept launch is timed, one entry and one return, never more.
+TEST_P(CudaLaunch, ATimedLaunchRunsOneEntryAndOneReturn) {
   MCP_REQUIRE_BPF();
   const std::string bin = fixture(GetParam());
   MCP_REQUIRE_FIXTURE(bin);
   mcp::test::BpfStats stats;
   if (!stats.enabled()) GTEST_SKIP() << "BPF_ENABLE_STATS refused";
-  const auto few = trace_launches(bin, 1, {}), many = trace_launches(bin, 21, {});
+  const auto few = trace_launches(bin, 1, {"--cuda-latency"}), many = trace_launches(bin, 21, {"--cuda-latency"});
   EXPECT_EQ(many.launch_kept - few.launch_kept, 20u) << many.err;
   EXPECT_EQ(many.runs - few.runs, 40u) << few.err << many.err;
+}
+
+// --cuda-latency with uprobe sessions: a sampled-out launch takes no return trap.
+TEST_P(CudaLaunch, ASampledOutTimedLaunchRunsOneProbeProgramWithSessions) {
+  MCP_REQUIRE_BPF();
+  const std::string bin = fixture(GetParam());
+  MCP_REQUIRE_FIXTURE(bin);
+  mcp::test::BpfStats stats;
+  if (!stats.enabled()) GTEST_SKIP() << "BPF_ENABLE_STATS refused";
+  const std::vector<std::string> flags{"--cuda-latency", "--sample-rate", "0.000001"};
+  const auto few = trace_launches(bin, 1, flags), many = trace_launches(bin, 21, flags);
+  if (many.err.find("uprobe returns: session") == std::string::npos)
+    GTEST_SKIP() << "no uprobe sessions on this kernel: every call also runs its uretprobe\n" << many.err;
+  // a kept launch (p = 1e-6) would add its return run
+  EXPECT_EQ(many.runs - few.runs, 20u + (many.launch_kept - few.launch_kept)) << few.err << many.err;
 }
 
 INSTANTIATE_TEST_SUITE_P(Runtimes, CudaLaunch, ::testing::Values("shared", "static"));
@@ -184,6 +229,7 @@ TEST(CudaSlowLaunch, SlowLaunchesSwitchTheProcessToRateOneWithUserStacks) {
     if (!e["cuda"].contains("kernel")) continue;
     EXPECT_TRUE(e["cuda"].value("slow_mode", false));
     EXPECT_FALSE(e["cuda"]["user_stack"].empty());
+    EXPECT_TRUE(e.contains("duration_ns")) << "--slow-launch times every launch: " << e.dump();
     EXPECT_EQ(e["weight"], 1.0);
     slow++;
   }
@@ -300,15 +346,14 @@ TEST(CudaDriverLibrary, KernelsAreNamedLaunchedDirectlyOrThroughTheirFunction) {
   EXPECT_EQ(kernels, (std::map<std::string, int>{{"vecAdd(float*, int)", 3}, {"saxpy", 1}})) << r.err;
 }
 
-// The hot path stays one trap: a sampled-out driver launch runs its entry program only
-// (the name lookup is in userspace, from bookkeeping done once per function).
-TEST(CudaDriverCost, ASampledOutDriverLaunchRunsOneProbeProgram) {
+// The hot path stays one trap: a driver launch, kept, runs its entry program only (the
+// name lookup is in userspace, from bookkeeping done once per function).
+TEST(CudaDriverCost, ADriverLaunchRunsOneProbeProgram) {
   MCP_REQUIRE_BPF();
   mcp::test::BpfStats stats;
   if (!stats.enabled()) GTEST_SKIP() << "BPF_ENABLE_STATS refused";
   auto runs = [](int n) {
-    auto r = run_command(trace_stand_ins({"--output", "/dev/null", "--sample-rate", "0.000001", "--slow-launch", "0"},
-                                         "module", n));
+    auto r = run_command(trace_stand_ins({"--output", "/dev/null"}, "module", n));
     EXPECT_EQ(r.exit_code, 0) << r.err;
     uint64_t kept = 0;
     for (const auto& [probe, row] : mcp::test::parse_summary(r.err))
@@ -317,9 +362,8 @@ TEST(CudaDriverCost, ASampledOutDriverLaunchRunsOneProbeProgram) {
   };
   const auto [few, few_kept, few_err] = runs(1);
   const auto [many, many_kept, many_err] = runs(21);
-  if (many_err.find("uprobe returns: session") == std::string::npos)
-    GTEST_SKIP() << "no uprobe sessions on this kernel: every call also runs its uretprobe\n" << many_err;
-  EXPECT_EQ(many - few, 20u + (many_kept - few_kept)) << few_err << many_err;
+  EXPECT_EQ(many_kept - few_kept, 20u) << many_err;
+  EXPECT_EQ(many - few, 20u) << few_err << many_err;
 }
 
 // cudaGraphLaunch names its graph and the kernel nodes the graph had when instantiated;

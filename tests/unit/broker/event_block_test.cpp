@@ -53,6 +53,29 @@ TEST(EventBlock, SamplesRoundTripThroughABlock) {
     EXPECT_EQ(again[i].SerializeAsString(), samples[i].SerializeAsString()) << i;
 }
 
+// The full W3C trace id (both halves) and th survive the broker's Sample <-> block conversions,
+// so v1 subscribers and the broker's OTLP export see the application's id.
+TEST(EventBlock, TraceIdCrossesTheBrokerBothWays) {
+  auto block = compact_block(2, 1);
+  block.add_strings("fd70a3d70a3d71");
+  auto* e = block.mutable_events(0);
+  e->set_trace_id_high(0x4bf92f3577b34da6ull);
+  e->set_trace_id(0xa3ce929d0e0e4736ull);
+  e->set_th(static_cast<uint32_t>(block.strings_size() - 1));
+  google::protobuf::RepeatedPtrField<mcp::v1::Sample> samples;
+  block_to_samples(block, "a", &samples);
+  EXPECT_EQ(samples[0].trace_id_high(), 0x4bf92f3577b34da6ull);
+  EXPECT_EQ(samples[0].trace_id(), 0xa3ce929d0e0e4736ull);
+  EXPECT_EQ(samples[0].th(), "fd70a3d70a3d71");
+  EXPECT_EQ(samples[1].trace_id_high(), 0u);
+  mcp::v1::EventBlock back;
+  samples_to_block(samples, &back);
+  EXPECT_EQ(back.events(0).trace_id_high(), 0x4bf92f3577b34da6ull);
+  EXPECT_EQ(back.events(0).trace_id(), 0xa3ce929d0e0e4736ull);
+  EXPECT_EQ(back.strings(static_cast<int>(back.events(0).th())), "fd70a3d70a3d71");
+  EXPECT_EQ(back.events(1).trace_id_high(), 0u);
+}
+
 TEST(EventBlock, PodIdentityCrossesTheBrokerBothWays) {
   auto block = compact_block(2);
   block.add_strings("0a1b");                                  // 12

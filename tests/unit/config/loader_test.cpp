@@ -92,6 +92,24 @@ TEST(ConfigLoader, CudaEnabledAddsOneProbePerLibrary) {
   EXPECT_EQ(cfg.probes[1].sampling.rate, 0.5);
 }
 
+// Issue 18: launches are one trap at entry unless their latency is asked for; slow-launch
+// detection measures it, so it implies the timed probes.
+TEST(ConfigLoader, CudaLatencyTimesLaunchesAndSlowLaunchImpliesIt) {
+  const Config off = parse_config("cuda:\n  enabled: true\n", "a.yaml");
+  EXPECT_FALSE(off.cuda.latency);
+  ASSERT_EQ(off.probes.size(), 2u);
+  EXPECT_FALSE(off.probes[0].latency);
+  const Config on = parse_config("cuda:\n  enabled: true\n  latency: true\n", "a.yaml");
+  EXPECT_TRUE(on.cuda.latency);
+  ASSERT_EQ(on.probes.size(), 2u);
+  EXPECT_TRUE(on.probes[0].latency && on.probes[1].latency);
+  const Config slow = parse_config("cuda:\n  enabled: true\n  slow_launch: 5ms\n", "a.yaml");
+  EXPECT_FALSE(slow.cuda.latency);
+  ASSERT_EQ(slow.probes.size(), 2u);
+  EXPECT_TRUE(slow.probes[0].latency);
+  EXPECT_THROW(parse_config("cuda:\n  enabled: true\n  latency: sometimes\n", "a.yaml"), ConfigError);
+}
+
 TEST(ConfigLoader, WeightedTargetUsesTheServiceTargetWhenGiven) {
   const Config cfg = parse_config(R"(
 services:

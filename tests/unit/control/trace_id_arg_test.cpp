@@ -49,12 +49,13 @@ TEST(TraceRandomness, W3cExampleHexAndBytesAgree) {
   EXPECT_EQ(trace_randomness56_hex("4BF92F3577B34DA6A3CE929D0E0E4736"), 0xce929d0e0e4736ULL);
   EXPECT_EQ(trace_randomness56_hex("00000000000000000000000000000000"), 0u);
   EXPECT_EQ(trace_randomness56_hex("ffffffffffffffffffffffffffffffff"), kRandomness56Mask);
-  EXPECT_EQ(trace_randomness56_hex("zzzzzzzzzzzzzzzzzz00000000000001"), 1u);  // head not read
 }
 
 TEST(TraceRandomness, InvalidOrShortInputHasNoRandomness) {
   EXPECT_FALSE(trace_randomness56_hex("4bf92f3577b34da6a3ce929d0e0e473g").has_value());
   EXPECT_FALSE(trace_randomness56_hex("4bf92f3577b34da6a3ce929d0e0e473").has_value());
+  // The whole id is read and recorded: a bad character before the randomness is no id either.
+  EXPECT_FALSE(trace_randomness56_hex("zzzzzzzzzzzzzzzzzz00000000000001").has_value());
   const std::array<uint8_t, 15> short_raw{};
   EXPECT_FALSE(trace_randomness56(short_raw, TraceIdFormat::kBytes16).has_value());
 }

@@ -38,6 +38,8 @@ Event sample_event(uint32_t pid) {
   e.duration_ns = 1234;
   e.threshold = UINT64_MAX / 4;
   e.consistent = true;
+  e.trace_id_hi = 0x4bf92f3577b34da6ull + pid;
+  e.trace_id_lo = 0xa3ce929d0e0e4736ull;
   e.service = "checkout";
   e.container_id = "abc123";
   e.pod_uid = "5f2d8a4e-6c1b-4b0f-9a3e-1d2c3b4a5e6f";
@@ -92,6 +94,30 @@ TEST(EventBlock, RoundTripPrintsTheSameJson) {
     EXPECT_EQ(to_json(back), to_json(events[i])) << "event " << i;
     EXPECT_EQ(event_id, 0u);
   }
+}
+
+// The W3C id crosses as two fixed64 halves: trace_id (bytes 8..15, what downsampling and old
+// brokers read) and trace_id_high (bytes 0..7).
+TEST(EventBlock, TraceIdTravelsAsItsTwoHalves) {
+  Event plain = sample_event(2);
+  plain.consistent = false;
+  plain.trace_id_hi = plain.trace_id_lo = 0;
+  mcp::v1::EventBlock block;
+  ASSERT_TRUE(block.ParseFromString(encode({sample_event(1), plain})));
+  EXPECT_EQ(block.events(0).trace_id_high(), 0x4bf92f3577b34da7ull);
+  EXPECT_EQ(block.events(0).trace_id(), 0xa3ce929d0e0e4736ull);
+  EXPECT_EQ(block.events(1).trace_id_high(), 0u);
+  EXPECT_EQ(block.events(1).trace_id(), 0u);
+  EventBlockDecoder dec;
+  std::string error;
+  ASSERT_TRUE(dec.parse(block.SerializeAsString(), error)) << error;
+  Event back;
+  uint64_t id = 0;
+  dec.get(0, back, id);
+  EXPECT_EQ(back.trace_id_hi, 0x4bf92f3577b34da7ull);
+  EXPECT_EQ(back.trace_id_lo, 0xa3ce929d0e0e4736ull);
+  dec.get(1, back, id);
+  EXPECT_FALSE(back.has_trace_id());
 }
 
 TEST(EventBlock, RepeatedStringsAreSentOncePerBlock) {

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <random>
 
+#include "../../support/trace_ids.h"
 #include "common/event.h"
 #include "otlp/mapping.h"
 #include "otlp/sample_metrics.h"
@@ -25,14 +26,7 @@ const common::AnyValue* find(const Attributes& attrs, const std::string& key) {
 
 // The spec's rejection threshold for acceptance threshold A, in 14 hex digits, trailing zeros
 // trimmed: T = 2^56 - (A >> 8); keep-all is "0".
-std::string reference_th(uint64_t a) {
-  const uint64_t t = a == UINT64_MAX ? 0 : (uint64_t{1} << 56) - (a >> 8);
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%014llx", static_cast<unsigned long long>(t));
-  std::string s(buf);
-  while (s.size() > 1 && s.back() == '0') s.pop_back();
-  return s;
-}
+std::string reference_th(uint64_t a) { return test::otel_th(a); }
 
 // strings: 0 "", 1 service, 2 probe, 3 comm, 4 container, 5..: extra
 mcp::v1::EventBlock base_block(const std::string& service = "checkout") {
@@ -149,6 +143,7 @@ TEST(OtlpMapping, TraceIdDecisionCarriesTraceIdAndExactThreshold) {
   const uint64_t trace_id = 0x0123456789abcdefull;
   auto* e = add_event(b, true);
   e->set_threshold(a);
+  e->set_trace_id_high(0x4bf92f3577b34da6ull);
   e->set_trace_id(trace_id);
   e->set_th(6);
   auto* keep_all = add_event(b, true);
@@ -159,7 +154,8 @@ TEST(OtlpMapping, TraceIdDecisionCarriesTraceIdAndExactThreshold) {
   const auto& spans = out.traces.resource_spans(0).scope_spans(0);
   const auto& span = spans.spans(0);
   EXPECT_EQ(span.trace_state(), "ot=th:fd70a3d70a3d71");
-  const std::string expected_id("\0\0\0\0\0\0\0\0\x01\x23\x45\x67\x89\xab\xcd\xef", 16);
+  // The application's whole W3C id: trace_id_high, then trace_id, big-endian.
+  const std::string expected_id("\x4b\xf9\x2f\x35\x77\xb3\x4d\xa6\x01\x23\x45\x67\x89\xab\xcd\xef", 16);
   EXPECT_EQ(span.trace_id(), expected_id);
   // OTel's randomness R = the last 7 bytes: the same bits the kernel decided on.
   uint64_t r = 0;
@@ -168,7 +164,27 @@ TEST(OtlpMapping, TraceIdDecisionCarriesTraceIdAndExactThreshold) {
   EXPECT_DOUBLE_EQ(find(span.attributes(), "sampling.adjusted_count")->double_value(),
                    std::ldexp(1.0, 64) / static_cast<double>(a));
   EXPECT_EQ(spans.spans(1).trace_state(), "ot=th:0");
+  EXPECT_EQ(spans.spans(1).trace_id(), std::string(15, '\0') + std::string(1, '\x2a'));  // an N:u64 id
   EXPECT_EQ(find(spans.spans(1).attributes(), "sampling.adjusted_count")->double_value(), 1.0);
+}
+
+// A trace id whose low half is zero is still a trace id (only all 16 bytes zero is "none").
+TEST(OtlpMapping, TraceIdWithAZeroLowHalfIsStillCarried) {
+  auto b = base_block();
+  b.add_strings("0");
+  auto* e = add_event(b, true);
+  e->set_trace_id_high(0x0102030405060708ull);
+  e->set_th(6);
+  auto* log = add_event(b, false);
+  log->set_trace_id_high(0x0102030405060708ull);
+  log->set_th(6);
+  Requests out;
+  append_block(b, Origin{}, &out);
+  const auto& span = out.traces.resource_spans(0).scope_spans(0).spans(0);
+  EXPECT_EQ(span.trace_id(), std::string("\x01\x02\x03\x04\x05\x06\x07\x08", 8) + std::string(8, '\0'));
+  EXPECT_EQ(span.trace_state(), "ot=th:0");
+  const auto& record = out.logs.resource_logs(0).scope_logs(0).log_records(0);
+  EXPECT_EQ(record.trace_id(), span.trace_id());
 }
 
 TEST(OtlpMapping, ConsistentDecisionWithoutTheTraceIdHasNoThreshold) {

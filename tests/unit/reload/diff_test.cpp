@@ -91,6 +91,15 @@ compliance: {rules: 'rule "r" when pid == 1 then drop = true end'}
   EXPECT_TRUE(d.rules_changed);
 }
 
+// cuda.latency changes which programs a launch runs: the CUDA probes re-attach.
+TEST(ConfigDiff, CudaLatencyReattachesTheCudaProbes) {
+  const ConfigDiff d = diff(parse("cuda: {enabled: true, libs: [libcudart.so]}\n"),
+                            parse("cuda: {enabled: true, libs: [libcudart.so], latency: true}\n"));
+  EXPECT_EQ(keys(d.added), (std::vector<std::string>{"cuda:libcudart.so"}));
+  EXPECT_EQ(keys(d.removed), (std::vector<std::string>{"cuda:libcudart.so"}));
+  EXPECT_TRUE(d.cuda_settings_changed);
+}
+
 TEST(ConfigDiff, FromEmptyEverythingIsAdded) {
   const ConfigDiff d = diff(config::Config{}, parse(kBefore));
   EXPECT_EQ(d.added.size(), 6u);

@@ -186,4 +186,34 @@ TEST(DecodeRecord, ReusedEventLosesPreviousEnrichment) {
 }
 
 }  // namespace
+// The kernel writes the trace id of a decision made on it (MCP_EV_CONSISTENT); a record of a
+// random draw carries none, whatever its trace_id words hold.
+TEST(DecodeRecord, TraceIdOnlyWithAConsistentDecision) {
+  auto rec = make_call(MCP_KIND_URETPROBE);
+  rec.hdr.flags = MCP_EV_HAS_RET | MCP_EV_HAS_DURATION | MCP_EV_CONSISTENT;
+  rec.trace_id[0] = 0x4bf92f3577b34da6ull;
+  rec.trace_id[1] = 0xa3ce929d0e0e4736ull;
+  Lookup names;
+  Event ev;
+  ASSERT_TRUE(decode_record(&rec, sizeof(rec), names.fn(), ev));
+  EXPECT_TRUE(ev.consistent);
+  EXPECT_TRUE(ev.has_trace_id());
+  EXPECT_EQ(ev.trace_id_hi, 0x4bf92f3577b34da6ull);
+  EXPECT_EQ(ev.trace_id_lo, 0xa3ce929d0e0e4736ull);
+  rec.hdr.flags &= ~MCP_EV_CONSISTENT;
+  ASSERT_TRUE(decode_record(&rec, sizeof(rec), names.fn(), ev));
+  EXPECT_FALSE(ev.has_trace_id());
+  EXPECT_EQ(ev.trace_id_hi, 0u);
+  EXPECT_EQ(ev.trace_id_lo, 0u);
+}
+
+// A record of the size before trace ids (128 bytes) is too short now: rejected, not misread.
+TEST(DecodeRecord, RecordWithoutTheTraceIdWordsIsRejected) {
+  auto rec = make_call(MCP_KIND_UPROBE);
+  rec.hdr.size = 128;
+  Lookup names;
+  Event ev;
+  EXPECT_FALSE(decode_record(&rec, 128, names.fn(), ev));
+}
+
 }  // namespace mcp::pipeline

@@ -182,6 +182,23 @@ TEST(JsonFormatter, PodIdentityPrintsOnlyWhereKnown) {
   EXPECT_EQ(j.at("pod_labels"), (json{{"app", "web"}, {"tier", "front"}}));
 }
 
+// trace_id: the W3C id as 32 lowercase hex digits (leading zeros kept), only when known.
+TEST(JsonFormatter, TraceIdPrintsAs32LowercaseHexOnlyWhenKnown) {
+  auto e = make_event(EventKind::kUretprobe);
+  e.consistent = true;
+  e.threshold = uint64_t{1} << 62;  // p = 0.25: T = 3 * 2^54
+  json j = format_json(e);
+  EXPECT_FALSE(j.contains("trace_id"));
+  EXPECT_EQ(j.at("th"), "c");
+  e.trace_id_hi = 0x4BF92F3577B34DA6ull;
+  e.trace_id_lo = 0x00000000000000ABull;
+  j = format_json(e);
+  EXPECT_EQ(j.at("trace_id"), "4bf92f3577b34da600000000000000ab");
+  e.trace_id_hi = 0;  // an N:u64 id: the argument is the low half
+  e.trace_id_lo = 42;
+  EXPECT_EQ(format_json(e).at("trace_id"), "0000000000000000000000000000002a");
+}
+
 // The compact wire sorts tag sets by key, so trace prints them in key order too: the same
 // event gives the same bytes from `trace` and from `subscribe`.
 TEST(JsonFormatter, TagsAndAttributesPrintInKeyOrder) {

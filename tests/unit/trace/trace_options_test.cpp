@@ -242,6 +242,19 @@ TEST(TraceOptions, SyscallNamesMustBeLowercaseIdentifiers) {
   expect_usage_error({"-s", "getppid", "-s", ""}, "--syscall");
 }
 
+// Issue 18: a launch is one trap at entry by default; --cuda-latency times it, and
+// slow-launch detection (off by default) needs the latency, so it implies the flag.
+TEST(TraceOptions, CudaLatencyIsOptInAndSlowLaunchImpliesIt) {
+  const auto plain = parse_and_validate({"--cuda", "--pid", std::to_string(getpid())});
+  EXPECT_FALSE(plain.cuda_latency);
+  EXPECT_EQ(plain.slow_launch, 0ns);
+  EXPECT_TRUE(parse_and_validate({"--cuda", "--cuda-latency", "--pid", std::to_string(getpid())}).cuda_latency);
+  const auto slow = parse_and_validate({"--cuda", "--slow-launch", "5ms", "--pid", std::to_string(getpid())});
+  EXPECT_TRUE(slow.cuda_latency);
+  EXPECT_EQ(slow.slow_launch, 5ms);
+  expect_usage_error({"-s", "getppid", "--cuda-latency"}, "--cuda-latency applies to CUDA probes");
+}
+
 // --config FILE: agent.yaml's sections, and the flags added to or overriding them.
 class TraceConfigFile : public ::testing::Test {
  protected:
@@ -297,7 +310,24 @@ TEST_F(TraceConfigFile, DefaultFlagValuesDoNotOverrideTheFile) {
   write("syscalls: [getppid]\nexporter: {sample_rate: 0.25}\ncuda: {slow_launch: 5ms}\n");
   const auto o = parse_and_validate({"--config", path_});
   EXPECT_DOUBLE_EQ(o.export_filter.sample_rate, 0.25);
-  EXPECT_EQ(o.slow_launch, 5ms);  // not trace's default 85ms
+  EXPECT_EQ(o.slow_launch, 5ms);
+}
+
+// The file's CUDA probes follow the merged settings: cuda.latency, or a --slow-launch flag.
+TEST_F(TraceConfigFile, FileCudaProbesAreTimedWhenLatencyOrSlowLaunchIsAsked) {
+  auto cuda_latency = [](const TraceOptions& o) {
+    int timed = 0;
+    for (const auto& p : o.config->probes) timed += p.kind == config::ProbeKind::kCuda && p.latency;
+    return timed;
+  };
+  write("cuda: {enabled: true}\n");
+  EXPECT_EQ(cuda_latency(parse_and_validate({"--config", path_})), 0);
+  EXPECT_EQ(cuda_latency(parse_and_validate({"--config", path_, "--slow-launch", "5ms"})), 2);
+  EXPECT_EQ(cuda_latency(parse_and_validate({"--config", path_, "--cuda-latency"})), 2);
+  write("cuda: {enabled: true, latency: true}\n");
+  const auto o = parse_and_validate({"--config", path_});
+  EXPECT_TRUE(o.cuda_latency);
+  EXPECT_EQ(cuda_latency(o), 2);
 }
 
 TEST_F(TraceConfigFile, SettingsThatCannotBothHoldAreOneUsageLine) {
