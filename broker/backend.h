@@ -36,7 +36,8 @@ struct PreparedBatch {
 
 class Backend {
  public:
-  // Pushes a stored or changed policy to this broker's agents; returns how many were told.
+  // Pushes a stored or changed policy, or a removal (removal_of), to this broker's agents;
+  // returns how many were told.
   using PolicyListener = std::function<uint32_t(const mcp::v1::Policy&)>;
   using StoreDone = std::function<void(bool duplicate, const std::string& error)>;
 
@@ -64,8 +65,8 @@ class Backend {
   // Validates, stamps and stores; mcp::Error usage for a bad policy. *pushed: agents told.
   virtual mcp::v1::Policy apply_policy(const mcp::v1::Policy& policy, uint32_t* pushed) = 0;
   virtual std::vector<mcp::v1::Policy> policies() const = 0;
-  // Removes the policy of (service, probe) (from every broker, with JetStream); false when
-  // there was none. Agents are not told: they keep the rate last pushed (README).
+  // Removes the policy of (service, probe) (from every broker, with JetStream) and pushes the
+  // removal to the agents (of every broker); false when there was none.
   virtual bool remove_policy(const std::string& service, const std::string& probe) = 0;
 
   // Ends every subscription stream (the broker is stopping).

@@ -8,7 +8,8 @@
 // Subscribe: filter by service and tags, downsample by rate (see downsample.h); a subscriber
 // resuming with resume_after = its last packet offset gets what it missed, then live packets,
 // so a consumer that reconnects across a broker restart sees no gap or repeat.
-// Policies are pushed to every connected agent on connect and on apply.
+// Policies are pushed to every connected agent on connect and on apply, and their removal
+// (policy_store.h removal_of) when they are removed.
 // Access (access.h): Publish needs the publish role, Subscribe the subscribe role, ApplyPolicy
 // the policy role, Stats and ListPolicies any valid token; with TLS and a CA, clients must also
 // present a certificate signed by it (mTLS). A broker on a non-loopback address with neither

@@ -188,8 +188,12 @@ class EmbeddedBackend final : public Backend {
   }
 
   bool remove_policy(const std::string& service, const std::string& probe) override {
-    std::lock_guard lock(mu_);
-    return policies_.remove(service, probe);
+    {
+      std::lock_guard lock(mu_);
+      if (!policies_.remove(service, probe)) return false;
+    }
+    push_(removal_of(service, probe));
+    return true;
   }
 
   void stop() override {

@@ -265,7 +265,7 @@ class NatsBackend::Impl {
     const natsStatus s = kvStore_Delete(kv_, policy_key(service, probe).c_str());
     if (s != NATS_OK) throw runtime_error("nats backend: deleting the policy: " + describe(s));
     std::lock_guard lock(mu_);
-    policies_.erase({service, probe});  // the watcher's delete finds nothing more to do
+    policies_.erase({service, probe});  // listed without it at once; the watcher tells the agents
     return true;
   }
 
@@ -518,15 +518,16 @@ class NatsBackend::Impl {
       } else {
         spdlog::warn("nats: unreadable or invalid policy {} ignored", kvEntry_Key(entry));
       }
-    } else {
-      std::lock_guard lock(mu_);
-      // Deleted keys: the key encodes (service, probe); find it by its encoding.
-      for (auto it = policies_.begin(); it != policies_.end(); ++it) {
-        if (policy_key(it->first.first, it->first.second) == kvEntry_Key(entry)) {
-          policies_.erase(it);
-          break;
-        }
+    } else if (const auto key = parse_policy_key(kvEntry_Key(entry))) {
+      // Deleted (by any broker): gone here too, and this broker's agents are told, whether or
+      // not remove_policy() here erased it first.
+      {
+        std::lock_guard lock(mu_);
+        policies_.erase(*key);
       }
+      if (on_policy_) pushed = on_policy_(removal_of(key->first, key->second));
+    } else {
+      spdlog::warn("nats: deleted key {} is not a policy key; ignored", kvEntry_Key(entry));
     }
     std::lock_guard lock(mu_);
     seen_revision_ = std::max(seen_revision_, revision);

@@ -39,8 +39,8 @@ struct PublishOutcome {
 
 class NatsBackend {
  public:
-  // Called on the watcher thread for every policy in the bucket (initial ones included);
-  // returns how many agents it was pushed to.
+  // Called on the watcher thread for every policy in the bucket (initial ones included) and,
+  // with removal_of(), for every deleted one; returns how many agents it was pushed to.
   using PolicyListener = std::function<uint32_t(const mcp::v1::Policy&)>;
 
   // Connects, creates or updates the stream and the bucket, and loads the current policies.

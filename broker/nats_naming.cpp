@@ -16,6 +16,19 @@ std::string hex(std::string_view s) {
   return out;
 }
 
+// hex()'s inverse (lowercase only); nullopt for anything hex() cannot have made.
+std::optional<std::string> unhex(std::string_view s) {
+  if (s.size() % 2) return std::nullopt;
+  auto digit = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; };
+  std::string out;
+  for (size_t i = 0; i < s.size(); i += 2) {
+    const int hi = digit(s[i]), lo = digit(s[i + 1]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    out.push_back(static_cast<char>(hi << 4 | lo));
+  }
+  return out;
+}
+
 std::string_view trim(std::string_view s) {
   const auto b = s.find_first_not_of(" \t");
   if (b == std::string_view::npos) return {};
@@ -56,6 +69,21 @@ std::string policy_key(std::string_view service, std::string_view probe) {
   const std::string s = service.empty() ? "_" : hex(service);
   const std::string p = probe.empty() ? "_" : hex(probe);
   return "p." + s + "." + p;
+}
+
+std::optional<std::pair<std::string, std::string>> parse_policy_key(std::string_view key) {
+  if (key.substr(0, 2) != "p.") return std::nullopt;
+  key.remove_prefix(2);
+  const auto dot = key.find('.');
+  if (dot == std::string_view::npos) return std::nullopt;
+  const auto field = [](std::string_view token) -> std::optional<std::string> {
+    if (token == "_") return std::string();
+    if (token.empty()) return std::nullopt;
+    return unhex(token);
+  };
+  auto service = field(key.substr(0, dot)), probe = field(key.substr(dot + 1));
+  if (!service || !probe) return std::nullopt;
+  return std::pair{std::move(*service), std::move(*probe)};
 }
 
 std::vector<std::string> parse_nats_urls(std::string_view text) {

@@ -11,6 +11,7 @@
 // keys do not allow; hex keeps the key reversible and collision-free.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -25,6 +26,8 @@ std::string subject_for(std::string_view service);     // "mcp.samples.<token>"
 std::string subject_filter(std::string_view service);  // empty: "mcp.samples.>"
 std::string message_id(std::string_view agent_id, uint64_t sequence, uint32_t part);
 std::string policy_key(std::string_view service, std::string_view probe);
+// policy_key's inverse: (service, probe), or nullopt for a key policy_key cannot have made.
+std::optional<std::pair<std::string, std::string>> parse_policy_key(std::string_view key);
 
 // "nats://a:1,b:2,nats://c:3" -> {"nats://a:1", "nats://b:2", "nats://c:3"}; throws mcp::Error
 // (usage) when empty or when an entry has no port or another scheme.

@@ -209,6 +209,15 @@ void PolicyController::upsert(const json& object) {
     update_status(e);
     return;
   }
+  if (!spec->policy.trace_id_prefix().empty()) {
+    // Applied to every trace id it would do what the object does not ask for.
+    e.reason = "TraceIdPrefixNotEnforced";
+    e.message = "spec.traceIdPrefix is not enforced: agents decide in the kernel on the trace id's low 56 bits "
+                "only and cannot restrict a rate to a prefix; the policy is not applied" + kept;
+    spdlog::warn("SamplingPolicy {}/{}: {}", e.ns, e.name, e.message);
+    update_status(e);
+    return;
+  }
   const Key key{spec->policy.service(), spec->policy.probe()};
   if (const auto o = owners_.find(key); o != owners_.end() && o->second != uid) {
     const Entry& other = entries_[o->second];
@@ -367,7 +376,7 @@ void PolicyController::tick() {
         e.above = above;
         spdlog::info("SamplingPolicy {}/{}: service '{}' at {:.1f}/s, qpsThreshold {}: {}", e.ns, e.name,
                      e.good->policy.service(), e.observed_qps, n, above ? "applying" : "removing");
-        if (e.reason != "Invalid" && e.reason != "Conflict") {
+        if (e.reason != "Invalid" && e.reason != "Conflict" && e.reason != "TraceIdPrefixNotEnforced") {
           settle(e);
           update_status(e);
         }

@@ -7,8 +7,11 @@
 //   restarts forgets objects deleted meanwhile. DELETED removes the policy.
 //   A generation is handled once: the MODIFIED that a status write causes changes nothing.
 //   An object the broker cannot apply (a bad field, strategy weighted, a (service, probe)
-//   another object holds) gets Applied=False with the reason; the policy of its last good
-//   generation, if any, and every other object's policy stay in force.
+//   another object holds, a traceIdPrefix, which agents cannot enforce) gets Applied=False
+//   with the reason; the policy of its last good generation, if any, and every other object's
+//   policy stay in force. DELETED, a relist without the object, and a qpsThreshold no longer
+//   met remove the policy, and the broker pushes the removal to its agents (they go back to
+//   their own rates). serviceLabels travel with the policy; agents match them to probe tags.
 //   qpsThreshold N: the policy is in the broker only while its service's rate at the broker is
 //   above N: the adjusted counts (sum of weights, an estimate of the calls whatever sampling is
 //   in force) of the service's stored events over the last qps_window, divided by the window

@@ -33,6 +33,13 @@ void validate_policy(const mcp::v1::Policy& policy) {
   if (policy.source().size() > 1024) throw usage_error("source must be at most 1024 bytes");
 }
 
+mcp::v1::Policy removal_of(const std::string& service, const std::string& probe) {
+  mcp::v1::Policy p;
+  p.set_service(service);
+  p.set_probe(probe);
+  return p;
+}
+
 PolicyStore::PolicyStore(std::filesystem::path file) : file_(std::move(file)) {
   if (file_.empty() || !std::filesystem::exists(file_)) return;
   const std::filesystem::path quarantine = file_.string() + ".quarantine";

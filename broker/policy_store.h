@@ -23,6 +23,10 @@ inline constexpr double kMinSamplingRate = 1e-6;
 inline constexpr double kMinTargetQps = 0.01;
 inline constexpr double kMaxTargetQps = 1e7;
 void validate_policy(const mcp::v1::Policy& policy);
+// What the broker pushes to agents when the policy of (service, probe) is removed: the key with
+// neither sampling_rate nor target_qps, which no stored policy has (validate_policy), so an
+// agent tells it from a policy; an agent from before removals changes nothing on it.
+mcp::v1::Policy removal_of(const std::string& service, const std::string& probe);
 
 class PolicyStore {
  public:

@@ -343,8 +343,11 @@ class Forwarder::Impl {
           connected_ = true;
         } else if (msg.has_policies() && options_.on_policy) {
           for (const auto& p : msg.policies().policies()) {
-            options_.on_policy(PolicyUpdate{p.service(), p.probe(), p.sampling_rate(),
-                                            p.target_qps()});
+            PolicyUpdate u{p.service(), p.probe(), p.sampling_rate(), p.target_qps()};
+            for (const auto& [key, value] : p.service_labels()) u.service_labels[key] = value;
+            u.trace_id_prefix = p.trace_id_prefix();
+            u.removed = p.sampling_rate() == 0 && p.target_qps() == 0;
+            options_.on_policy(u);
           }
         }
         scv_.notify_all();

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,12 +39,17 @@ struct TlsFiles {
   bool enabled() const { return !ca.empty() || !cert.empty() || !key.empty(); }
 };
 
-// A sampling policy pushed by the broker: apply to the kernel maps of matching probes.
+// A sampling policy pushed by the broker: apply to the kernel maps of matching probes, or,
+// `removed`, undo it. The broker says a policy is gone by pushing its key (service, probe) with
+// neither rate nor target, which a stored policy never has (proto PolicyPush).
 struct PolicyUpdate {
   std::string service;         // empty: every service
   std::string probe;           // empty: every probe
   double sampling_rate = 0;    // 0: unset
   double target_qps = 0;       // 0: unset
+  std::map<std::string, std::string> service_labels;  // the probe's tags hold every pair
+  std::string trace_id_prefix;  // not enforced by agents: they ignore such a policy (README)
+  bool removed = false;
 };
 
 // gRPC message compression to the broker. None by default: the compact events carry few

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "common/event.h"
 #include <time.h>
 
@@ -106,6 +108,7 @@ void ControlLoop::apply_quotas(bool rebalance) {
 
 void ControlLoop::set_fixed_rate(uint32_t probe_id, double rate) {
   std::lock_guard lock(rates_mu_);
+  own_.erase(probe_id);
   if (rates_) rates_->remove_probe(probe_id);
   steered_.erase(probe_id);
   session_.set_threshold(probe_id, probability_to_threshold(rate));
@@ -114,12 +117,14 @@ void ControlLoop::set_fixed_rate(uint32_t probe_id, double rate) {
 void ControlLoop::set_target(uint32_t probe_id, double target_qps) {
   std::lock_guard lock(rates_mu_);
   if (!rates_) return;
+  own_.erase(probe_id);
   steered_.insert(probe_id);
   rates_->set_target(probe_id, target_qps);
 }
 
 void ControlLoop::forget(uint32_t probe_id) {
   std::lock_guard lock(rates_mu_);
+  own_.erase(probe_id);
   if (rates_) rates_->remove_probe(probe_id);
   steered_.erase(probe_id);
 }
@@ -139,21 +144,86 @@ void ControlLoop::set_quotas(std::optional<control::TenantQuotaTable> quotas) {
   }
 }
 
-int ControlLoop::apply_policy(const std::string& probe, double sampling_rate, double target_qps) {
-  std::lock_guard lock(rates_mu_);
-  int changed = 0;
-  for (const auto& p : session_.probes()) {
-    if (p.internal || !(probe.empty() || probe == p.name || probe == p.symbol)) continue;
-    if (sampling_rate > 0) {
-      if (rates_) rates_->remove_probe(p.id);
-      steered_.erase(p.id);
-      session_.set_threshold(p.id, probability_to_threshold(sampling_rate));
-      changed++;
-    } else if (target_qps > 0 && rates_) {
-      steered_.insert(p.id);
-      rates_->set_target(p.id, target_qps);
-      changed++;
+bool ControlLoop::effective(const ProbePolicy& p) const {
+  return p.sampling_rate > 0 || (p.target_qps > 0 && rates_);
+}
+
+bool ControlLoop::matches(const ProbePolicy& p, const loader::ProbeInfo& probe) const {
+  if (probe.internal) return false;
+  if (p.matches) return p.matches(probe);
+  return p.probe.empty() || p.probe == probe.name || p.probe == probe.symbol;
+}
+
+void ControlLoop::put(const ProbePolicy& p, uint32_t id) {
+  if (!own_.count(id)) {
+    OwnSetting own;
+    own.steered = steered_.count(id) > 0;
+    if (own.steered && rates_) {
+      const auto st = rates_->stats(id);
+      own.target_qps = st ? st->target_qps : settings_.target_qps.value_or(0.0);
     }
+    own.threshold = session_.threshold(id);
+    own_[id] = own;
+  }
+  if (p.sampling_rate > 0) {
+    if (rates_) rates_->remove_probe(id);
+    steered_.erase(id);
+    session_.set_threshold(id, probability_to_threshold(p.sampling_rate));
+  } else {
+    steered_.insert(id);
+    rates_->set_target(id, p.target_qps);
+  }
+}
+
+int ControlLoop::apply_policy(ProbePolicy policy) {
+  std::lock_guard lock(rates_mu_);
+  std::erase_if(policies_, [&](const ProbePolicy& p) { return p.service == policy.service && p.probe == policy.probe; });
+  policies_.push_back(std::move(policy));
+  const ProbePolicy& p = policies_.back();
+  if (!effective(p)) return 0;
+  int changed = 0;
+  for (const auto& probe : session_.probes()) {
+    if (!matches(p, probe)) continue;
+    put(p, probe.id);
+    changed++;
+  }
+  return changed;
+}
+
+int ControlLoop::remove_policy(const std::string& service, const std::string& probe_key) {
+  std::lock_guard lock(rates_mu_);
+  const auto it = std::find_if(policies_.begin(), policies_.end(),
+                               [&](const ProbePolicy& p) { return p.service == service && p.probe == probe_key; });
+  if (it == policies_.end()) return 0;
+  const auto later = [&](const loader::ProbeInfo& probe) {  // a policy pushed after it wins anyway
+    return std::any_of(std::next(it), policies_.end(), [&](const ProbePolicy& p) { return effective(p) && matches(p, probe); });
+  };
+  std::vector<loader::ProbeInfo> affected;
+  for (const auto& probe : session_.probes())
+    // Only probes it set: the config may have taken one back since (own_ cleared).
+    if (effective(*it) && own_.count(probe.id) && matches(*it, probe) && !later(probe)) affected.push_back(probe);
+  policies_.erase(it);
+  int changed = 0;
+  for (const auto& probe : affected) {
+    const ProbePolicy* next = nullptr;
+    for (auto p = policies_.rbegin(); p != policies_.rend() && !next; ++p)
+      if (effective(*p) && matches(*p, probe)) next = &*p;
+    if (next) {
+      put(*next, probe.id);
+      changed++;
+      continue;
+    }
+    const auto own = own_.find(probe.id);
+    if (own->second.steered && rates_) {
+      steered_.insert(probe.id);
+      rates_->add_probe(probe.id, own->second.target_qps);
+    } else {
+      if (rates_) rates_->remove_probe(probe.id);
+      steered_.erase(probe.id);
+      session_.set_threshold(probe.id, own->second.threshold);
+    }
+    own_.erase(own);
+    changed++;
   }
   return changed;
 }

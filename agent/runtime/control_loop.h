@@ -6,6 +6,8 @@
 #pragma once
 #include <atomic>
 #include <chrono>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -29,6 +31,16 @@ struct ControlSettings {
   std::chrono::milliseconds tick{100};
 };
 
+// A broker policy as the loop keeps it. (service, probe) is its key, as at the broker: a push
+// with the same key replaces it, remove_policy() undoes it. `matches` picks the probes it
+// applies to (null: those whose name or symbol is `probe`, every probe when `probe` is empty).
+struct ProbePolicy {
+  std::string service, probe;
+  double sampling_rate = 0;  // > 0: a fixed rate
+  double target_qps = 0;     // > 0 (and no rate): the controller steers to it
+  std::function<bool(const loader::ProbeInfo&)> matches;
+};
+
 class ControlLoop {
  public:
   ControlLoop(loader::KernelMaps& session, ControlSettings settings);
@@ -38,13 +50,21 @@ class ControlLoop {
   // Starts the thread; with a global target, probes attached since construction join first.
   void start();
   void stop();
-  // A policy pushed by the broker: `probe` empty matches every probe, else the
-  // probe's name or symbol. A sampling rate fixes the probe's rate (the
-  // controller lets go of it); a target QPS hands it to the controller.
-  // Thread-safe; returns how many probes it changed.
-  int apply_policy(const std::string& probe, double sampling_rate, double target_qps);
+  // A policy pushed by the broker. A sampling rate fixes a matching probe's rate (the
+  // controller lets go of it); a target QPS hands it to the controller. Where policies
+  // overlap, the latest pushed wins. Thread-safe; returns how many probes it changed.
+  int apply_policy(ProbePolicy policy);
+  int apply_policy(const std::string& probe, double sampling_rate, double target_qps) {
+    return apply_policy(ProbePolicy{"", probe, sampling_rate, target_qps, nullptr});
+  }
+  // The broker removed the policy of (service, probe): each probe it applied to goes back to
+  // the latest remaining policy that matches it, else to the setting it had before any policy
+  // (a fixed threshold, or the controller with its own target). Thread-safe; returns how many
+  // probes it changed (0 for a key it does not hold).
+  int remove_policy(const std::string& service, const std::string& probe);
   // Per probe, for the daemon's configuration: a fixed rate, or a target QPS
-  // the controller steers to. forget() drops a detached probe's state.
+  // the controller steers to; either becomes what a policy removal returns the probe to.
+  // forget() drops a detached probe's state.
   void set_fixed_rate(uint32_t probe_id, double rate);
   void set_target(uint32_t probe_id, double target_qps);
   void forget(uint32_t probe_id);
@@ -60,12 +80,25 @@ class ControlLoop {
   // With a global target QPS, every attached probe not yet steered joins the controller.
   void adopt_probes();
   void apply_quotas(bool rebalance);
+  // Under rates_mu_: whether `p` can change a probe, and doing it.
+  bool effective(const ProbePolicy& p) const;
+  bool matches(const ProbePolicy& p, const loader::ProbeInfo& probe) const;
+  void put(const ProbePolicy& p, uint32_t probe_id);
 
   loader::KernelMaps& session_;
   ControlSettings settings_;
   std::mutex rates_mu_;  // the controller is shared with apply_policy()
   std::unique_ptr<control::RateController> rates_;
   std::set<uint32_t> steered_;  // probes the controller owns; the others keep a fixed rate
+  // What a probe a policy changed had before (its own setting), restored when no policy
+  // matching it is left; a config change (set_fixed_rate, set_target, forget) clears it.
+  struct OwnSetting {
+    bool steered = false;
+    double target_qps = 0;
+    uint64_t threshold = UINT64_MAX;
+  };
+  std::map<uint32_t, OwnSetting> own_;
+  std::vector<ProbePolicy> policies_;  // in force, oldest push first
   std::vector<control::QuotaBalancer> balancers_;
   std::atomic<bool> stop_{false};
   std::thread thread_;

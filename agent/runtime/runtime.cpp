@@ -12,6 +12,7 @@
 #include "mcp_abi.h"
 #include "pipeline/ring_consumer.h"
 #include "runtime/interval_counts.h"
+#include "runtime/policy_match.h"
 #include "runtime/readiness.h"
 #include "runtime/sinks.h"
 
@@ -127,8 +128,19 @@ void Runtime::start() {
   if (spec_.broker) {
     ForwarderOptions fo = *spec_.broker;
     fo.on_policy = [this](const PolicyUpdate& p) {
-      if (spec_.policy_service && !p.service.empty() && p.service != *spec_.policy_service) return;
-      const int n = control_->apply_policy(p.probe, p.sampling_rate, p.target_qps);
+      if (p.removed) {
+        const int n = control_->remove_policy(p.service, p.probe);
+        spdlog::info("broker policy for service '{}' probe '{}' removed -> {} probe(s) back", p.service, p.probe, n);
+        return;
+      }
+      if (!p.trace_id_prefix.empty())
+        spdlog::warn("broker policy for service '{}' probe '{}' has trace_id_prefix {}, which agents do not enforce: "
+                     "not applied", p.service, p.probe, p.trace_id_prefix);
+      ProbePolicy rule{p.service, p.probe, p.sampling_rate, p.target_qps, [this, p](const loader::ProbeInfo& probe) {
+                         const auto meta = labels_ ? labels_->meta(probe.id) : nullptr;
+                         return policy_applies(p, probe, meta.get(), spec_.policy_service);
+                       }};
+      const int n = control_->apply_policy(std::move(rule));
       spdlog::info("broker policy for service '{}' probe '{}': rate {} target {} -> {} probe(s)", p.service, p.probe,
                    p.sampling_rate, p.target_qps, n);
     };

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "../../support/cgroup.h"
+#include "../../support/fake_apiserver.h"
 #include "../../support/process.h"
 #include "../../support/run_command.h"
 #include "../../support/wait_until.h"
@@ -206,6 +207,71 @@ TEST_F(AgentBrokerE2E, PolicyAppliedAtTheBrokerChangesTheAgentsKernelThreshold) 
   EXPECT_EQ(events.front()["weight"], 1.0);
   EXPECT_EQ(events.back()["weight"], 4.0);
   EXPECT_EQ(events.back()["threshold"], uint64_t{1} << 62);
+}
+
+// A SamplingPolicy, through the broker's controller, on a real agent's kernel thresholds: it
+// applies only where its serviceLabels are among the agent's tags, and once its object is
+// deleted the agent's probe goes back to its own rate (before, a removed policy stayed in
+// force on agents until they restarted).
+TEST_F(AgentBrokerE2E, SamplingPolicyMatchesTheAgentsLabelsAndItsDeletionReachesTheAgent) {
+  if (!test::FakeApiServer::available()) GTEST_SKIP() << "no openssl CLI for the fake API server's certificate";
+  test::FakeApiServer api(dir_ / "api");
+  BrokerProcess broker({"--k8s-policies", "--k8s-api-server", api.url(), "--k8s-token-file", api.token_file(),
+                        "--k8s-ca-file", api.ca_file()},
+                       dir_ / "policy-broker.log");
+  test::Process agent({kAgent, "trace", "--uprobe", kWorkload + ":mcp_work", "--broker", broker.address(), "--service",
+                       "checkout", "--tag", "zone=a", "--also-stdout", "--", kWorkload, "rate", "2000", "120"},
+                      dir_, "policy-agent");
+  // The weights of the events the agent printed so far, in order (complete lines only).
+  std::vector<double> weights;
+  size_t read = 0;
+  const auto update = [&] {
+    const std::string out = agent.out();
+    const size_t end = out.rfind('\n');
+    if (end == std::string::npos || end < read) return;
+    for (size_t at = out.find("\"weight\":", read); at != std::string::npos && at < end;
+         at = out.find("\"weight\":", at + 1))
+      weights.push_back(std::strtod(out.c_str() + at + 9, nullptr));
+    read = end + 1;
+  };
+  const auto last_index_of = [&](double w) {
+    for (size_t i = weights.size(); i-- > 0;)
+      if (weights[i] == w) return static_cast<ptrdiff_t>(i);
+    return ptrdiff_t{-1};
+  };
+  const auto status_agents = [&](const std::string& name) {
+    const nlohmann::json o = api.policy("default", name);
+    return o.is_object() && o.contains("status") ? o["status"].value("appliedAgents", 0) : 0;
+  };
+  ASSERT_TRUE(test::wait_until([&] { update(); return weights.size() > 100; }, 20s)) << agent.err();
+  ASSERT_TRUE(test::wait_until([&] { return test::broker_stats(broker.address()).agents_connected() == 1; }, 20s));
+
+  // Labels the agent does not carry: pushed to it, applied to none of its probes.
+  api.put_policy(test::FakeApiServer::make_policy(
+      "default", "zone-b", {{"service", "checkout"}, {"samplingRate", 0.25}, {"serviceLabels", {{"zone", "b"}}}}));
+  ASSERT_TRUE(test::wait_until([&] { return status_agents("zone-b") == 1; }, 20s)) << api.policy("default", "zone-b");
+  update();
+  const size_t after_push = weights.size();
+  ASSERT_TRUE(test::wait_until([&] { update(); return weights.size() > after_push + 2000; }, 20s));
+
+  // Its own labels: applied (the uprobe is named by its symbol).
+  api.put_policy(test::FakeApiServer::make_policy(
+      "default", "zone-a",
+      {{"service", "checkout"}, {"probe", "mcp_work"}, {"samplingRate", 0.5}, {"serviceLabels", {{"zone", "a"}}}}));
+  ASSERT_TRUE(test::wait_until([&] { update(); return last_index_of(2.0) >= 0; }, 20s)) << agent.err();
+
+  // Deleted: the probe's own rate (every call kept) again, not the policy's, and not zone-b's.
+  api.delete_policy("default", "zone-a");
+  ASSERT_TRUE(test::wait_until([&] { update(); return last_index_of(1.0) > last_index_of(2.0); }, 20s))
+      << "still at the deleted policy's rate: " << agent.err();
+  update();
+  const size_t after_delete = weights.size();
+  ASSERT_TRUE(test::wait_until([&] { update(); return weights.size() > after_delete + 1000; }, 20s));
+  EXPECT_LT(last_index_of(2.0), static_cast<ptrdiff_t>(after_delete));
+  EXPECT_EQ(last_index_of(4.0), -1) << "zone-b's rate was applied to an agent tagged zone=a";
+
+  agent.signal(SIGINT);
+  EXPECT_TRUE(agent.wait(30s).has_value()) << agent.err();
 }
 
 // The agent ships its per-probe kernel counters with the batches: the broker's Stats give the

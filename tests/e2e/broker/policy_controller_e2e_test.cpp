@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <functional>
+#include <map>
 #include <fstream>
 #include <optional>
 #include <mutex>
@@ -91,7 +92,12 @@ class PolicyControllerE2E : public ::testing::Test {
   }
   bool pushed(const std::string& service, double rate) {
     for (const auto& p : pushes())
-      if (p.service == service && p.sampling_rate == rate) return true;
+      if (p.service == service && p.sampling_rate == rate && !p.removed) return true;
+    return false;
+  }
+  bool removed(const std::string& service, const std::string& probe = "") {
+    for (const auto& p : pushes())
+      if (p.service == service && p.probe == probe && p.removed) return true;
     return false;
   }
   // The last status the controller wrote for NS/NAME, as the server stores it.
@@ -143,15 +149,16 @@ TEST_F(PolicyControllerE2E, ObjectsAddedModifiedAndDeletedBecomeTheBrokersPolici
   connect_agent();  // a later agent gets the broker's policies on connect
   ASSERT_TRUE(wait_until([&] { return pushed("checkout", 0.5); }, 10s));
 
-  // Added through the watch, with the article's conditions carried into the policy.
+  // Added through the watch, with serviceLabels carried into the policy and to the agent.
   api_->put_policy(FakeApiServer::make_policy(
       "shop", "cart", {{"service", "cart"}, {"probe", "syscall"}, {"samplingRate", 0.1},
-                       {"serviceLabels", {{"version", "v2"}}}, {"traceIdPrefix", "00AB"}}));
+                       {"serviceLabels", {{"version", "v2"}}}}));
   ASSERT_TRUE(wait_until([&] { return policy_of(broker_->address(), "cart", "syscall").has_value(); }, 10s)) << log();
   const auto cart = *policy_of(broker_->address(), "cart", "syscall");
   EXPECT_EQ(cart.service_labels().at("version"), "v2");
-  EXPECT_EQ(cart.trace_id_prefix(), "00ab");
   ASSERT_TRUE(wait_until([&] { return pushed("cart", 0.1); }, 10s)) << "the connected agent was not told";
+  for (const auto& u : pushes())
+    if (u.service == "cart") EXPECT_EQ(u.service_labels, (std::map<std::string, std::string>{{"version", "v2"}}));
   EXPECT_TRUE(wait_until([&] { const json st = status_of("cart", "shop");
                               return st.is_object() && st.value("appliedAgents", 0) == 1; }, 10s))
       << api_->policy("shop", "cart").dump();
@@ -173,10 +180,12 @@ TEST_F(PolicyControllerE2E, ObjectsAddedModifiedAndDeletedBecomeTheBrokersPolici
   ASSERT_TRUE(wait_until([&] { return status_is("marker2", 1, "Applied"); }, 10s));
   EXPECT_EQ(api_->status_writes().size(), writes + 2) << "status writes echo their own MODIFIED events";
 
-  // Deleted: the policy goes.
+  // Deleted: the policy goes, and the connected agent is told so.
   api_->delete_policy("default", "checkout");
   ASSERT_TRUE(wait_until([&] { return !policy_of(broker_->address(), "checkout").has_value(); }, 10s));
   EXPECT_TRUE(policy_of(broker_->address(), "cart", "syscall").has_value());
+  ASSERT_TRUE(wait_until([&] { return removed("checkout"); }, 10s)) << "the agent was not told of the removal";
+  EXPECT_FALSE(removed("cart"));
   for (const auto& w : api_->status_writes()) {
     EXPECT_EQ(w.method, "PATCH");
     EXPECT_EQ(w.status, 200) << w.body;
@@ -203,6 +212,15 @@ TEST_F(PolicyControllerE2E, AnInvalidObjectGetsAStatusErrorAndLeavesPoliciesInFo
   EXPECT_NE(status_of("checkout")["message"].get<std::string>().find("earlier generation stays in force"),
             std::string::npos);
   EXPECT_EQ(policy_of(broker_->address(), "checkout")->sampling_rate(), 0.5);
+
+  // A trace-id prefix agents cannot enforce: not applied to every trace id instead, and the
+  // status says so.
+  api_->put_policy(FakeApiServer::make_policy("default", "debug", {{"service", "debug"}, {"samplingRate", 1},
+                                                                    {"traceIdPrefix", "00AB"}}));
+  ASSERT_TRUE(wait_until([&] { return status_is("debug", 1, "TraceIdPrefixNotEnforced"); }, 10s)) << status_of("debug");
+  EXPECT_NE(status_of("debug")["message"].get<std::string>().find("traceIdPrefix is not enforced"), std::string::npos);
+  EXPECT_EQ(status_of("debug")["active"], false);
+  EXPECT_FALSE(policy_of(broker_->address(), "debug").has_value());
 
   // A second object for a (service, probe) another holds: refused, the holder's policy stays.
   api_->put_policy(FakeApiServer::make_policy("other", "checkout-too", {{"service", "checkout"}, {"samplingRate", 0.9}}));

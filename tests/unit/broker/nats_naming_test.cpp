@@ -35,6 +35,17 @@ TEST(PolicyKey, UsesOnlyKeyValueCharactersAndKeepsFieldsApart) {
   EXPECT_EQ(policy_key("", ""), "p._._");
 }
 
+// A deleted key names the policy removed: the watcher of every broker decodes it to push the
+// removal to its agents.
+TEST(PolicyKey, ParsesBackToServiceAndProbeAndRejectsForeignKeys) {
+  using Key = std::pair<std::string, std::string>;
+  for (const Key& k : {Key{"checkout", "/usr/bin/worker:handle_request"}, Key{"", "x"}, Key{"x", ""}, Key{"", ""},
+                       Key{"a.b_c", std::string("\0\xff", 2)}})
+    EXPECT_EQ(parse_policy_key(policy_key(k.first, k.second)), std::optional<Key>(k)) << k.first;
+  for (const char* bad : {"", "p.", "p._", "q._._", "p.6.6162", "p.6g.61", "p.AB.61", "p.._"})
+    EXPECT_EQ(parse_policy_key(bad), std::nullopt) << bad;
+}
+
 TEST(ParseNatsUrls, AcceptsListsWithOrWithoutSchemeAndRejectsOthers) {
   EXPECT_EQ(parse_nats_urls("nats://a:1, b:2 ,nats://c:3"),
             (std::vector<std::string>{"nats://a:1", "nats://b:2", "nats://c:3"}));

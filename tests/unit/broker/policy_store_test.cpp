@@ -77,6 +77,18 @@ TEST(PolicyStore, RejectsATraceIdPrefixThatIsNotShortLowercaseHex) {
   EXPECT_NO_THROW(validate_policy(p));
 }
 
+// Agents tell a removal from a policy by its missing rate and target: no stored policy may
+// look like one.
+TEST(PolicyStore, ARemovalIsNeverAValidPolicy) {
+  const mcp::v1::Policy r = removal_of("checkout", "syscall:read");
+  EXPECT_EQ(r.service(), "checkout");
+  EXPECT_EQ(r.probe(), "syscall:read");
+  EXPECT_EQ(r.sampling_rate(), 0);
+  EXPECT_EQ(r.target_qps(), 0);
+  EXPECT_THROW(validate_policy(r), Error);
+  EXPECT_THROW(PolicyStore().apply(r), Error);
+}
+
 TEST(PolicyStore, RejectsARateOutsideZeroToOne) {
   PolicyStore store;
   mcp::v1::Policy p;

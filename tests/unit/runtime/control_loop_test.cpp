@@ -138,5 +138,88 @@ TEST(ControlLoop, TenantCgroupsGoToTheKernelMostSpecificFirst) {
   EXPECT_TRUE(maps.tenant_cgroups.empty());
 }
 
+// Removing a policy gives each probe back what it had: the latest remaining policy that
+// matches it, else its own fixed threshold.
+TEST(ControlLoop, RemovedPolicyReturnsProbesToTheEarlierPolicyThenToTheirOwnRate) {
+  FakeKernelMaps maps;
+  const uint32_t a = maps.add("/bin/x:handle", false, "handle");
+  const uint32_t b = maps.add("syscall:read");
+  maps.set_threshold(b, probability_to_threshold(0.5));
+  ControlSettings s;
+  s.accept_policies = true;
+  ControlLoop loop(maps, s);
+  ASSERT_EQ(loop.apply_policy(ProbePolicy{"svc", "", 0.25, 0, nullptr}), 2);
+  ASSERT_EQ(loop.apply_policy(ProbePolicy{"svc", "handle", 0.1, 0, nullptr}), 1);
+  EXPECT_EQ(maps.threshold(a), probability_to_threshold(0.1));
+  EXPECT_EQ(loop.remove_policy("other", "handle"), 0) << "not a key it holds";
+  EXPECT_EQ(loop.remove_policy("svc", "handle"), 1);
+  EXPECT_EQ(maps.threshold(a), probability_to_threshold(0.25)) << "the earlier policy matching it";
+  EXPECT_EQ(maps.threshold(b), probability_to_threshold(0.25));
+  EXPECT_EQ(loop.remove_policy("svc", ""), 2);
+  EXPECT_EQ(maps.threshold(a), UINT64_MAX);
+  EXPECT_EQ(maps.threshold(b), probability_to_threshold(0.5));
+  EXPECT_EQ(loop.remove_policy("svc", ""), 0) << "removed twice";
+}
+
+// A removal under a later, overlapping policy changes nothing; a pushed policy replaces the
+// earlier one of its key; a probe the config took back stays the config's.
+TEST(ControlLoop, RemovalLeavesProbesALaterPolicyOrTheConfigHolds) {
+  FakeKernelMaps maps;
+  const uint32_t a = maps.add("/bin/x:handle", false, "handle");
+  const uint32_t b = maps.add("syscall:read");
+  ControlSettings s;
+  s.accept_policies = true;
+  ControlLoop loop(maps, s);
+  loop.apply_policy(ProbePolicy{"svc", "handle", 0.1, 0, nullptr});
+  loop.apply_policy(ProbePolicy{"svc", "", 0.25, 0, nullptr});
+  loop.apply_policy(ProbePolicy{"svc", "", 0.2, 0, nullptr});  // same key: replaces 0.25
+  EXPECT_EQ(loop.remove_policy("svc", "handle"), 0);
+  EXPECT_EQ(maps.threshold(a), probability_to_threshold(0.2));
+  loop.set_fixed_rate(b, 0.75);
+  EXPECT_EQ(loop.remove_policy("svc", ""), 1);
+  EXPECT_EQ(maps.threshold(a), UINT64_MAX);
+  EXPECT_EQ(maps.threshold(b), probability_to_threshold(0.75));
+}
+
+// A probe the controller steered to its own target goes back to that target, not to the
+// threshold it happened to have when the policy came.
+TEST(ControlLoop, RemovedPolicyHandsASteeredProbeBackToItsOwnTarget) {
+  FakeKernelMaps maps;
+  const uint32_t id = maps.add("syscall:getppid");
+  ControlSettings s;
+  s.target_qps = 100;
+  ControlLoop loop(maps, s);
+  uint64_t now = kTickNs;
+  const auto run = [&](int ticks) {
+    for (int i = 0; i < ticks; i++, now += kTickNs) {
+      maps.advance(100);  // 1000 calls/s
+      loop.tick(now);
+    }
+  };
+  run(100);
+  ASSERT_EQ(loop.apply_policy(ProbePolicy{"", "", 1.0, 0, nullptr}), 1);
+  run(50);
+  EXPECT_EQ(maps.threshold(id), UINT64_MAX) << "a fixed policy rate is not steered";
+  ASSERT_EQ(loop.remove_policy("", ""), 1);
+  run(300);
+  const double p = threshold_to_probability(maps.threshold(id));
+  EXPECT_GT(p, 0.07);
+  EXPECT_LT(p, 0.14);
+}
+
+// `matches` decides which probes a policy takes (the runtime matches services and labels).
+TEST(ControlLoop, PolicyMatcherPicksTheProbes) {
+  FakeKernelMaps maps;
+  const uint32_t a = maps.add("/bin/x:handle", false, "handle");
+  const uint32_t b = maps.add("syscall:read");
+  ControlSettings s;
+  s.accept_policies = true;
+  ControlLoop loop(maps, s);
+  EXPECT_EQ(loop.apply_policy(ProbePolicy{"svc", "", 0.5, 0, [&](const loader::ProbeInfo& p) { return p.id == b; }}),
+            1);
+  EXPECT_EQ(maps.threshold(a), UINT64_MAX);
+  EXPECT_EQ(maps.threshold(b), probability_to_threshold(0.5));
+}
+
 }  // namespace
 }  // namespace mcp::runtime
