@@ -79,6 +79,18 @@ struct {
 } selector_cgroups SEC(".maps") __weak;
 
 /*
+ * Scope by a set of cgroups (container-aware probes: the containers their pod or
+ * namespace names, kept current by the agent as containers come and go): present
+ * = in scope. Exact match on the task's own cgroup, one lookup whatever the set's size.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MCP_MAX_SCOPE_CGROUPS);
+	__type(key, struct mcp_scope_key);
+	__type(value, __u8);
+} scope_cgroups SEC(".maps") __weak;
+
+/*
  * Configured tenants as subtrees, most specific (deepest) first: slot i of tenant_cgroups
  * holds the cgroup, tenant_ids[i] its id (what the quota bucket hashes); the first 0 id
  * ends the list. A task's tenant is the first of them it is under, else its own cgroup.

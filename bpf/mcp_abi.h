@@ -19,6 +19,7 @@
 #define MCP_MAX_ARGS 6          /* integer argument registers captured (SysV ABI) */
 #define MCP_TENANT_BUCKETS 64   /* cgroup ids hashed (FNV-1a 64) into this many quota buckets */
 #define MCP_MAX_TENANTS 64      /* configured tenant cgroups (subtrees) the kernel matches */
+#define MCP_MAX_SCOPE_CGROUPS 8192 /* (probe, cgroup) pairs of probes scoped to a set of cgroups */
 #define MCP_COMM_LEN 16
 #define MCP_MAX_STACK_DEPTH 32  /* user stack frames captured for slow CUDA launches */
 
@@ -114,9 +115,23 @@ struct mcp_probe_config {
 	__u8 cuda_flags;       /* MCP_CUDA_CFG_* */
 	__u8 name_arg;         /* N+1: copy the NUL-terminated string at argument N into name at return */
 	__u64 cgroup_id;       /* only tasks in this cgroup or below it (v2 id; the cgroup itself is
-	                        * slot probe_id of selector_cgroups); 0 = any */
+	                        * slot probe_id of selector_cgroups); 0 = any;
+	                        * MCP_CGROUP_SCOPE_SET: only tasks whose own cgroup is in
+	                        * scope_cgroups under this probe id */
 };
 MCP_STATIC_ASSERT(sizeof(struct mcp_probe_config) == 24, "mcp_probe_config layout");
+
+/* mcp_probe_config.cgroup_id of a probe scoped to a set of cgroups (the containers a
+ * container-aware probe matches); no cgroup has this id. */
+#define MCP_CGROUP_SCOPE_SET (~0ULL)
+
+/* Key of scope_cgroups: a task whose own cgroup is cgroup_id is in scope of probe_id. */
+struct mcp_scope_key {
+	__u32 probe_id;
+	__u32 pad;       /* zero */
+	__u64 cgroup_id; /* cgroup v2 id (the task's own cgroup, not an ancestor) */
+};
+MCP_STATIC_ASSERT(sizeof(struct mcp_scope_key) == 16, "mcp_scope_key layout");
 
 /* A launch API of a file where one probed launch API calls another (a
  * __cudaLaunchKernel that is more than a jump to cudaLaunchKernel): these

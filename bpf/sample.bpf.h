@@ -398,9 +398,16 @@ static __always_inline enum mcp_decision mcp_sample(__u32 probe_id, const __u64 
 	}
 	if (!cfg)
 		return MCP_NOT_OURS;
-	/* a probe scoped to a cgroup (a pod, a container) sees only the tasks below it */
-	if (cfg->cgroup_id && bpf_current_task_under_cgroup(&selector_cgroups, probe_id) != 1)
+	/* a probe scoped to a cgroup (a pod, a container) sees only the tasks below it; one
+	 * scoped to a set of cgroups (its containers) only the tasks in them */
+	if (cfg->cgroup_id == MCP_CGROUP_SCOPE_SET) {
+		struct mcp_scope_key scope = { .probe_id = probe_id, .cgroup_id = bpf_get_current_cgroup_id() };
+
+		if (!bpf_map_lookup_elem(&scope_cgroups, &scope))
+			return MCP_NOT_OURS;
+	} else if (cfg->cgroup_id && bpf_current_task_under_cgroup(&selector_cgroups, probe_id) != 1) {
 		return MCP_NOT_OURS;
+	}
 	if (quotas_enabled)
 		cgroup_id = mcp_tenant_id();
 	c = mcp_counters_of(probe_id);

@@ -195,6 +195,7 @@ int run_trace(TraceOptions& o) {
   }
 
   rt.start();
+  if (file_probes) file_probes->set_pod_names(rt.pod_names());  // container-aware probes, as in `run`
   session.track_process_tree();
   if (child) child->start();  // an exec failure is reported before readiness
   runtime::RunHooks hooks;

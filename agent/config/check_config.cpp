@@ -20,6 +20,7 @@ int run_check_config(const std::string& file, std::ostream& out, std::ostream& e
     int warnings = 0;
     for (const auto& p : cfg.probes) {
       if (p.kind == ProbeKind::kSyscall) continue;
+      if (p.container) continue;  // a path inside containers: nothing to look at on the host
       const auto found = loader::find_binary(p.target, 0);
       if (!found) {
         err << Diagnostic{file, p.pos.line, p.pos.column,

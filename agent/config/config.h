@@ -55,6 +55,21 @@ struct Selector {
   bool operator==(const Selector&) const = default;
 };
 
+// `container:` on a probe: its `binary` is a path inside containers (processes in a
+// kubelet-layout pod cgroup), resolved through each one's /proc/PID/root; the probe sees
+// only the processes of the containers it names. Both empty (`container: {}`): every
+// container on the node. Naming a pod or a namespace needs the pod watch (kubernetes:).
+struct ContainerScope {
+  std::string ns;   // `namespace: NS`, or the NS of `pod: NS/NAME`; empty: any namespace
+  std::string pod;  // the NAME of `pod: NS/NAME`; empty: any pod (of ns)
+  bool any() const { return ns.empty() && pod.empty(); }
+  // "pod shop/web-1", "namespace shop", "any container"
+  std::string describe() const {
+    return !pod.empty() ? "pod " + ns + "/" + pod : !ns.empty() ? "namespace " + ns : "any container";
+  }
+  bool operator==(const ContainerScope&) const = default;
+};
+
 enum class ProbeKind : uint8_t { kUprobe, kSyscall, kCuda };
 
 struct ProbeSpec {
@@ -63,6 +78,7 @@ struct ProbeSpec {
   bool target_is_library = false;  // uprobe declared with `library:` (resolved per process)
   std::string symbol;          // uprobe only
   Selector selector;
+  std::optional<ContainerScope> container;  // uprobe by binary only: a path inside these containers
   std::string service;
   std::vector<std::pair<std::string, std::string>> tags;  // in file order
   std::optional<TraceIdArg> trace_id;
@@ -70,7 +86,7 @@ struct ProbeSpec {
   Sampling sampling;
   Position pos;                // of the entry in the file
 
-  // Identity of the attachment: kind, target, symbol and selector. Two specs with equal keys
+  // Identity of the attachment: kind, target, symbol, selector and container scope. Two specs with equal keys
   // attach the same thing; see reload/diff.h for what else may change without a re-attach.
   std::string key() const;
   // Fields that need a re-attach when they change (everything but sampling and metadata).
@@ -79,7 +95,7 @@ struct ProbeSpec {
   }
   bool operator==(const ProbeSpec& o) const {
     return kind == o.kind && target == o.target && target_is_library == o.target_is_library &&
-           symbol == o.symbol && selector == o.selector && service == o.service && tags == o.tags &&
+           symbol == o.symbol && selector == o.selector && container == o.container && service == o.service && tags == o.tags &&
            trace_id == o.trace_id && latency == o.latency && sampling == o.sampling;
   }
 };

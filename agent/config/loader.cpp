@@ -22,6 +22,7 @@
 
 #include "common/duration.h"
 #include "common/text_file.h"
+#include "k8s/pod_ref.h"
 #include "otlp/exporter_options.h"
 
 namespace mcp::config {
@@ -259,6 +260,29 @@ void read_selector(Ctx& ctx, const YAML::Node& n, Selector& out) {
     ctx.error(n, "selector needs 'container_id' or 'cgroup_path'");
 }
 
+void read_container(Ctx& ctx, const YAML::Node& n, ContainerScope& out) {
+  if (n.IsNull()) {
+    ctx.error(n, "container must be a mapping: {} for any container, {pod: NAMESPACE/NAME} or {namespace: NAME}");
+    return;
+  }
+  MapReader m(ctx, n, "container", {"pod", "namespace"});
+  if (!m.valid()) return;
+  if (m.has("pod") && m.has("namespace")) {
+    ctx.error(m.key_node("namespace"), "container takes either 'pod' (NAMESPACE/NAME) or 'namespace', not both");
+    return;
+  }
+  // Names checked as the API server checks them (k8s/pod_ref.h, shared with tenants and selectors).
+  for (const char* kind : {"pod", "namespace"}) {
+    if (!m.has(kind)) continue;
+    const std::string what = std::string("container.") + kind;
+    if (auto s = read_string(ctx, m.get(kind), what)) {
+      std::string why;
+      if (auto ref = k8s::parse_pod_ref(kind, *s, &why)) out = {ref->ns, ref->name};
+      else ctx.error(m.get(kind), what + ": " + why);
+    }
+  }
+}
+
 void read_tags(Ctx& ctx, const YAML::Node& n, std::vector<std::pair<std::string, std::string>>& out) {
   if (!n.IsMap()) {
     ctx.error(n, "tags must be a mapping of name: value, found " + std::string(kind_name(n)));
@@ -286,7 +310,8 @@ void read_probe_common(Ctx& ctx, const MapReader& m, ProbeSpec& p) {
 
 void read_uprobe(Ctx& ctx, const YAML::Node& n, std::vector<ProbeSpec>& out) {
   MapReader m(ctx, n, "probe",
-              {"binary", "library", "symbol", "selector", "service", "tags", "trace_id", "latency", "sampling"});
+              {"binary", "library", "symbol", "selector", "container", "service", "tags", "trace_id", "latency",
+               "sampling"});
   if (!m.valid()) return;
   ProbeSpec p;
   p.kind = ProbeKind::kUprobe;
@@ -315,6 +340,13 @@ void read_uprobe(Ctx& ctx, const YAML::Node& n, std::vector<ProbeSpec>& out) {
   }
   if (m.has("latency"))
     if (auto b = read_bool(ctx, m.get("latency"), "latency")) p.latency = *b;
+  if (m.has("container")) {
+    if (m.has("library"))
+      ctx.error(m.key_node("container"), "container probes need 'binary' (a path inside the containers), not 'library'");
+    else if (m.has("selector"))
+      ctx.error(m.key_node("container"), "container and selector cannot be combined: container already scopes the probe");
+    else read_container(ctx, m.get("container"), p.container.emplace());
+  }
   read_probe_common(ctx, m, p);
   if (ctx.diagnostics().size() == before) out.push_back(std::move(p));
 }
@@ -776,6 +808,11 @@ std::string ProbeSpec::key() const {
   }
   if (!selector.container_id.empty()) k += "@container=" + selector.container_id;
   if (!selector.cgroup_path.empty()) k += "@cgroup=" + selector.cgroup_path;
+  if (container) {
+    if (!container->pod.empty()) k += "@in-pod=" + container->ns + "/" + container->pod;
+    else if (!container->ns.empty()) k += "@in-namespace=" + container->ns;
+    else k += "@in-containers";
+  }
   return k;
 }
 

@@ -181,6 +181,9 @@ int run_daemon(const RunFlags& flags) {
   // Built after the drop: its exporter's threads hold no more than the rest.
   if (initial->otlp) rt.add_sink(std::make_shared<otlp::OtlpSink>(*initial->otlp, otlp::Origin{agent_id, host_name()}));
   rt.start();
+  // Container-aware probes follow containers from now on, named through the pod watch that
+  // start() began (and waited for): those already running are attached before readiness.
+  probes.set_pod_names(rt.pod_names());
   Forwarder* forwarder = rt.forwarder();
 
   std::atomic<int64_t> last_poll{std::chrono::steady_clock::now().time_since_epoch().count()};

@@ -211,8 +211,8 @@ BpfSession::~BpfSession() {
   if (consumer_pos_) munmap(const_cast<uint64_t*>(consumer_pos_), page);
   if (producer_pos_) munmap(const_cast<uint64_t*>(producer_pos_), page);
   for (auto& [id, p] : probes_)
-    for (auto& links : p->targets)
-      for (auto& l : links) l.destroy();
+    for (auto& target : p->targets)
+      for (auto& l : target.links) l.destroy();
   for (auto* l : process_links_) bpf_link__destroy(l);
   if (skel_) mcp_bpf__destroy(skel_);
 }
@@ -257,11 +257,11 @@ void BpfSession::Link::destroy() {
 uint32_t BpfSession::register_probe(ProbeInfo info, std::vector<Link> links, const Programs& progs, pid_t pid) {
   auto p = std::make_unique<Probe>();
   p->info = std::move(info);
-  p->targets.push_back(std::move(links));
   p->progs = progs;
   p->pid = pid;
   const uint32_t id = p->info.id;
   std::unique_lock lock(mu_);
+  if (!links.empty()) p->targets.push_back({next_target_key_++, std::move(links)});
   names_.insert(p->info.name);
   probes_[id] = std::move(p);
   quarantine_.erase(id);
@@ -294,16 +294,29 @@ std::vector<BpfSession::Link> BpfSession::attach_uprobes(uint32_t id, const Upro
   return links;
 }
 
-uint32_t BpfSession::add_uprobe(const UprobeTarget& target, bool latency, pid_t pid, const ProbeConfig& config) {
-  const uint32_t id = reserve_id(config);
+BpfSession::Programs BpfSession::uprobe_programs(bool latency) const {
   Programs progs;
   if (!latency) progs.entry = skel_->progs.mcp_uprobe_entry;
   else if (uprobe_sessions_) progs.session = skel_->progs.mcp_uprobe_session;
   else progs = {skel_->progs.mcp_uprobe_latency_entry, skel_->progs.mcp_uretprobe};
+  return progs;
+}
+
+uint32_t BpfSession::add_uprobe(const UprobeTarget& target, bool latency, pid_t pid, const ProbeConfig& config) {
+  const uint32_t id = reserve_id(config);
+  const Programs progs = uprobe_programs(latency);
   auto links = attach_uprobes(id, target, pid, progs);
   ProbeInfo info{id, target.name() + ":" + target.symbol, ProbeFamily::kUprobe, latency};
   info.symbol = target.symbol;
   return register_probe(std::move(info), std::move(links), progs, pid);
+}
+
+uint32_t BpfSession::add_uprobe_without_file(const std::string& shown, const std::string& symbol, bool latency,
+                                             const ProbeConfig& config) {
+  const uint32_t id = reserve_id(config);
+  ProbeInfo info{id, shown + ":" + symbol, ProbeFamily::kUprobe, latency};
+  info.symbol = symbol;
+  return register_probe(std::move(info), {}, uprobe_programs(latency));
 }
 
 uint32_t BpfSession::add_cuda_probe(const UprobeTarget& target, pid_t pid, const ProbeConfig& config, bool internal) {
@@ -368,8 +381,14 @@ void BpfSession::remove_probe(uint32_t id) {
     p = std::move(it->second);
     probes_.erase(it);
   }
-  for (auto& links : p->targets)
-    for (auto& l : links) l.destroy();
+  for (auto& target : p->targets)
+    for (auto& l : target.links) l.destroy();
+  // Its scope goes with it: a later probe given this id starts with none.
+  const int scope_fd = bpf_map__fd(skel_->maps.scope_cgroups);
+  for (uint64_t cgroup : p->scope) {
+    mcp_scope_key key{id, 0, cgroup};
+    bpf_map_delete_elem(scope_fd, &key);
+  }
   // After detaching, nothing new can be written for this id: quarantine it up to
   // the current producer position, and drop its stale pending entries.
   sweep_pending(id);
@@ -383,7 +402,7 @@ void BpfSession::detach_all() {
   {
     std::unique_lock lock(mu_);
     for (auto& [id, p] : probes_) {
-      for (auto& target : p->targets) links.insert(links.end(), target.begin(), target.end());
+      for (auto& target : p->targets) links.insert(links.end(), target.links.begin(), target.links.end());
       p->targets.clear();
     }
   }
@@ -461,7 +480,9 @@ bool BpfSession::tree_alive() const {
 }
 
 
-void BpfSession::follow_uprobe(uint32_t id, const UprobeTarget& target) {
+void BpfSession::follow_uprobe(uint32_t id, const UprobeTarget& target) { attach_file(id, target); }
+
+uint64_t BpfSession::attach_file(uint32_t id, const UprobeTarget& target) {
   Programs progs;
   pid_t pid;
   {
@@ -474,11 +495,61 @@ void BpfSession::follow_uprobe(uint32_t id, const UprobeTarget& target) {
   }
   auto links = attach_uprobes(id, target, pid, progs);
   std::unique_lock lock(mu_);
-  probes_.at(id)->targets.push_back(std::move(links));
+  auto it = probes_.find(id);
+  if (it == probes_.end()) {  // removed meanwhile (add/remove run on one thread: never)
+    for (auto& l : links) l.destroy();
+    throw runtime_error("probe " + std::to_string(id) + " was removed");
+  }
+  const uint64_t key = next_target_key_++;
+  it->second->targets.push_back({key, std::move(links)});
+  return key;
+}
+
+void BpfSession::detach_file(uint32_t id, uint64_t key) {
+  std::vector<Link> links;
+  {
+    std::unique_lock lock(mu_);
+    auto it = probes_.find(id);
+    if (it == probes_.end()) return;
+    auto& targets = it->second->targets;
+    auto t = std::find_if(targets.begin(), targets.end(), [&](const Target& x) { return x.key == key; });
+    if (t == targets.end()) return;
+    links = std::move(t->links);
+    targets.erase(t);
+  }
+  for (auto& l : links) l.destroy();
+}
+
+void BpfSession::set_scope_cgroups(uint32_t id, const std::set<uint64_t>& cgroup_ids) {
+  const int fd = bpf_map__fd(skel_->maps.scope_cgroups);
+  std::unique_lock lock(mu_);
+  auto it = probes_.find(id);
+  if (it == probes_.end()) return;
+  std::set<uint64_t>& scope = it->second->scope;
+  // Out first: a full map then has room for what comes in.
+  for (auto c = scope.begin(); c != scope.end();) {
+    if (cgroup_ids.count(*c)) {
+      ++c;
+      continue;
+    }
+    mcp_scope_key key{id, 0, *c};
+    bpf_map_delete_elem(fd, &key);
+    c = scope.erase(c);
+  }
+  const uint8_t one = 1;
+  for (uint64_t c : cgroup_ids) {
+    if (scope.count(c)) continue;
+    mcp_scope_key key{id, 0, c};
+    if (bpf_map_update_elem(fd, &key, &one, BPF_ANY))
+      throw runtime_error("cannot add cgroup " + std::to_string(c) + " to the scope of probe " + std::to_string(id) +
+                          " (at most " + std::to_string(MCP_MAX_SCOPE_CGROUPS) + " probe and cgroup pairs): " +
+                          errno_text(errno));
+    scope.insert(c);
+  }
 }
 
 void BpfSession::drop_earlier_targets(uint32_t id) {
-  std::vector<std::vector<Link>> old;
+  std::vector<Target> old;
   {
     std::unique_lock lock(mu_);
     auto it = probes_.find(id);
@@ -487,8 +558,8 @@ void BpfSession::drop_earlier_targets(uint32_t id) {
     old.assign(std::make_move_iterator(targets.begin()), std::make_move_iterator(targets.end() - 1));
     targets.erase(targets.begin(), targets.end() - 1);
   }
-  for (auto& links : old)
-    for (auto& l : links) l.destroy();
+  for (auto& target : old)
+    for (auto& l : target.links) l.destroy();
 }
 
 namespace {
@@ -527,14 +598,15 @@ void BpfSession::set_tenant_cgroups(const std::vector<uint64_t>& cgroup_ids) {
 }
 
 void BpfSession::configure(uint32_t id, const ProbeConfig& config) {
-  set_cgroup_slot(bpf_map__fd(skel_->maps.selector_cgroups), id, config.cgroup_id, "selector_cgroups");
+  set_cgroup_slot(bpf_map__fd(skel_->maps.selector_cgroups), id, config.cgroup_set ? 0 : config.cgroup_id,
+                  "selector_cgroups");
   mcp_probe_config value{};
   value.threshold = config.threshold;
   value.trace_id_arg = config.trace_id_arg >= 0 ? static_cast<uint8_t>(config.trace_id_arg + 1) : 0;
   value.trace_id_format = config.trace_id_integer   ? MCP_TRACE_ID_INTEGER
                           : config.trace_id_bytes16 ? MCP_TRACE_ID_BYTES16
                                                     : MCP_TRACE_ID_HEX32;
-  value.cgroup_id = config.cgroup_id;
+  value.cgroup_id = config.cgroup_set ? MCP_CGROUP_SCOPE_SET : config.cgroup_id;
   value.cuda_api = config.cuda_api;
   value.vma_arg = config.vma_arg;
   value.entry_deref_arg = config.entry_deref_arg;

@@ -49,6 +49,7 @@ struct ProbeConfig {
   uint8_t cuda_flags = 0;     // MCP_CUDA_CFG_*
   uint8_t name_arg = 0;       // 1-based: copy this argument's string at return (mcp_probe_config)
   uint64_t cgroup_id = 0;     // only tasks in this cgroup or below it (0: any)
+  bool cgroup_set = false;    // only tasks in the cgroups of set_scope_cgroups() (cgroup_id unused)
   bool trace_id_integer = false;  // the trace-id argument is the id itself
 };
 
@@ -86,6 +87,21 @@ class BpfSession : public KernelMaps {
   void follow_uprobe(uint32_t id, const UprobeTarget& target);
   // Detaches every target of probe `id` but the newest one.
   void drop_earlier_targets(uint32_t id);
+
+  // A uprobe with no file attached yet: its id, counters and configuration exist, and
+  // files come and go with attach_file()/detach_file() (a container-aware probe: one file
+  // per distinct binary its containers run). `shown` is the path as the probe names it.
+  uint32_t add_uprobe_without_file(const std::string& shown, const std::string& symbol, bool latency,
+                                   const ProbeConfig& config);
+  // Attaches probe `id`'s programs to one more file; returns the key detach_file() takes.
+  // Throws and changes nothing on failure.
+  uint64_t attach_file(uint32_t id, const UprobeTarget& target);
+  // Detaches the file attach_file() returned `key` for (no-op once the probe is removed).
+  void detach_file(uint32_t id, uint64_t key);
+  // For a probe configured with cgroup_set: exactly the tasks whose own cgroup is one of
+  // these are in scope from now on. The set is removed with the probe. Throws when the
+  // kernel's scope map (MCP_MAX_SCOPE_CGROUPS pairs) is full; the cgroups added so far stay.
+  void set_scope_cgroups(uint32_t id, const std::set<uint64_t>& cgroup_ids);
 
   void configure(uint32_t id, const ProbeConfig& config);
   void set_threshold(uint32_t id, uint64_t threshold) override;
@@ -148,17 +164,25 @@ class BpfSession : public KernelMaps {
     bpf_program* ret = nullptr;
     bpf_program* session = nullptr;  // used instead of entry+ret when set
   };
+  // The links of one attached file.
+  struct Target {
+    uint64_t key = 0;  // attach_file()'s answer
+    std::vector<Link> links;
+  };
   struct Probe {
     ProbeInfo info;
-    std::vector<std::vector<Link>> targets;  // links per attached file, oldest first
-    Programs progs;                           // uprobe/CUDA: to follow a replaced file
+    std::vector<Target> targets;  // per attached file, oldest first
+    Programs progs;               // uprobe/CUDA: to follow a replaced file
     pid_t pid = -1;
+    std::set<uint64_t> scope;     // cgroup_set probes: the cgroups in scope_cgroups
   };
   BpfSession() = default;
   uint32_t allocate_id();
   std::vector<Link> attach_uprobes(uint32_t id, const UprobeTarget& target, pid_t pid, const Programs& progs);
   // Picks a free id and readies its counters and configuration for attaching.
   uint32_t reserve_id(const ProbeConfig& config);
+  Programs uprobe_programs(bool latency) const;
+  // links empty: a probe without a file yet (add_uprobe_without_file).
   uint32_t register_probe(ProbeInfo info, std::vector<Link> links, const Programs& progs, pid_t pid = -1);
   ProbeCounters read_counters(int map_fd, uint32_t key) const;
   // Deletes the pending latency entries of `id` (all ids: 0); counts them orphaned.
@@ -177,6 +201,7 @@ class BpfSession : public KernelMaps {
   std::map<uint32_t, std::string> retired_names_;
   std::array<uint64_t, MCP_MAX_PROBES> swept_orphans_{};  // counted by sweep_pending
   std::vector<bpf_link*> process_links_;
+  uint64_t next_target_key_ = 1;  // under mu_
   bool follow_children_ = true;
   pid_t target_tgid_ = 0;
   // Interned probe names: never freed, so events may outlive their probe.

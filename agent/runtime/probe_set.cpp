@@ -51,7 +51,10 @@ namespace {
 
 std::string display_name(const config::ProbeSpec& spec) {
   switch (spec.kind) {
-    case config::ProbeKind::kUprobe: return spec.target + ":" + spec.symbol;
+    case config::ProbeKind::kUprobe:
+      if (spec.container)
+        return spec.target + ":" + spec.symbol + " in " + (spec.container->any() ? "containers" : spec.container->describe());
+      return spec.target + ":" + spec.symbol;
     case config::ProbeKind::kSyscall: return "syscall:" + spec.target;
     case config::ProbeKind::kCuda: return "cuda:" + spec.target;
   }
@@ -110,6 +113,7 @@ loader::ProbeConfig ProbeSet::base_config(const config::ProbeSpec& spec) const {
     c.trace_id_integer = spec.trace_id->format == control::TraceIdFormat::kU64;
   }
   c.cgroup_id = selector_cgroup_id(spec.selector);
+  c.cgroup_set = spec.container.has_value();  // its containers' cgroups (ContainerProbe)
   return c;
 }
 
@@ -119,7 +123,8 @@ void ProbeSet::set_state(Entry& e, ProbeState s, std::string detail) {
   e.detail = std::move(detail);
   switch (s) {
     case ProbeState::kWaiting:
-      spdlog::warn("probe {} waiting: {}; it attaches when the file appears", e.name, e.detail);
+      if (e.containers) spdlog::warn("probe {} waiting: {}", e.name, e.detail);
+      else spdlog::warn("probe {} waiting: {}; it attaches when the file appears", e.name, e.detail);
       break;
     case ProbeState::kAttached:
       spdlog::info("probe {} attached{}", e.name, e.watch_path.empty() ? "" : " to " + e.watch_path);
@@ -142,6 +147,11 @@ void ProbeSet::try_attach(Entry& e) {
   if (spec.kind == config::ProbeKind::kSyscall) {
     add(session_.add_syscall(spec.target, base), meta, true);
     set_state(e, ProbeState::kAttached, "");
+    return;
+  }
+  if (spec.container) {  // files come and go with containers (update_containers)
+    add(session_.add_uprobe_without_file(spec.target, spec.symbol, spec.latency, base), meta, true);
+    e.containers = std::make_unique<ContainerProbe>(session_, e.handles.back().id(), e.name, spec);
     return;
   }
   const auto file = loader::find_binary(spec.target, 0);
@@ -193,10 +203,14 @@ void ProbeSet::apply(const reload::ConfigDiff& d) {
   // Commit: nothing below attaches, so nothing below can fail half-way.
   for (const auto& spec : d.removed)
     if (!staged.count(spec.key())) entries_.erase(spec.key());
+  std::vector<Entry*> fresh;
   for (auto& [key, e] : staged) {
     tune(e);
-    entries_.insert_or_assign(key, std::move(e));  // a replaced entry detaches here
+    // A replaced entry detaches here.
+    auto& placed = entries_.insert_or_assign(key, std::move(e)).first->second;
+    if (placed.containers) fresh.push_back(&placed);
   }
+  if (!fresh.empty() && follow_containers_) update_containers(fresh);
   for (const auto* updates : {&d.sampling_changed, &d.metadata_changed}) {
     for (const auto& u : *updates) {
       auto it = entries_.find(u.after.key());
@@ -237,11 +251,34 @@ void ProbeSet::follow(Entry& e, const loader::FileId& now) {
                e.name, e.watch_path);
 }
 
+void ProbeSet::set_pod_names(const k8s::PodNames* pods) {
+  std::lock_guard lock(mu_);
+  pods_ = pods;
+  follow_containers_ = true;
+  update_containers();
+}
+
+void ProbeSet::update_containers(const std::vector<Entry*>& fresh) {
+  std::vector<Entry*> todo = fresh;
+  if (todo.empty())
+    for (auto& [key, e] : entries_)
+      if (e.containers) todo.push_back(&e);
+  if (todo.empty()) return;
+  const auto processes = k8s::container_processes();
+  for (Entry* e : todo) {
+    e->containers->update(processes, pods_);
+    if (e->containers->files()) set_state(*e, ProbeState::kAttached, "");
+    else if (!e->containers->failure().empty()) set_state(*e, ProbeState::kFailed, e->containers->failure());
+    else set_state(*e, ProbeState::kWaiting, e->containers->waiting());
+  }
+}
+
 void ProbeSet::refresh() {
   std::lock_guard lock(mu_);
+  if (follow_containers_) update_containers();
   bool any_earlier = false;
   for (auto& [key, e] : entries_) {
-    if (e.spec.kind == config::ProbeKind::kSyscall) continue;
+    if (e.spec.kind == config::ProbeKind::kSyscall || e.containers) continue;
     if (e.state == ProbeState::kAttached) {
       if (auto now = loader::file_id(e.watch_path); now && !now->same_inode(e.file_id)) follow(e, *now);
       any_earlier = any_earlier || !e.earlier.empty();

@@ -12,6 +12,10 @@
 //             too and counts the switch; the old file stays attached until no process maps it.
 //   failed    the file appeared but cannot be a target (not ELF, no such symbol), or
 //             attaching failed; logged once, retried when the file changes again.
+// A probe with `container:` names a path inside containers (runtime/container_probe.h): it is
+// waiting until a matching container has the file, attached while one file or more is, and
+// follows the node's containers on every refresh() (a /proc scan), from the first call of
+// set_pod_names() on (the front ends call it once the runtime, and so the pod watch, started).
 // Reloads are transactions (apply()): every new attachment is staged next to the running
 // ones; only when all succeeded are the replaced ones detached. Attachments are RAII
 // handles, so a failure detaches what the transaction attached and nothing else.
@@ -28,12 +32,14 @@
 #include <vector>
 
 #include "config/config.h"
+#include "k8s/pod_names.h"
 #include "cuda/kernel_symbolizer.h"
 #include "loader/attachment.h"
 #include "loader/bpf_session.h"
 #include "loader/target_resolver.h"
 #include "mcp_abi.h"
 #include "reload/diff.h"
+#include "runtime/container_probe.h"
 #include "runtime/control_loop.h"
 #include "runtime/probe_labels.h"
 
@@ -60,6 +66,9 @@ class ProbeSet final : public ProbeLabels {
   // re-tuned. Throws mcp::Error naming the probe when one cannot be attached; then every
   // previous probe is still attached exactly as before.
   void apply(const reload::ConfigDiff& d);
+  // Container-aware probes start following containers: now, and on every refresh().
+  // `pods`: the pod watch (null: none configured), which must outlive the ProbeSet.
+  void set_pod_names(const k8s::PodNames* pods);
   // Applies weighted service strategies: per-version targets for the probes they cover.
   void apply_services(const config::Config& cfg);
 
@@ -115,12 +124,16 @@ class ProbeSet final : public ProbeLabels {
     std::vector<uint32_t> tuned;            // the ids under rate control
     uint64_t reattaches = 0;
     uint64_t cache_stamp = 0;               // library names: linker cache seen at the last try
+    std::unique_ptr<ContainerProbe> containers;  // `container:` probes: files and scope (after handles:
+                                                 // its files go first)
   };
 
   Entry make_entry(const config::ProbeSpec& spec);
   // Attaches `e` if its file is there; throws when the file cannot be a target.
   void try_attach(Entry& e);
   void follow(Entry& e, const loader::FileId& now);
+  // One /proc scan for every container-aware probe (only `fresh` ones when given).
+  void update_containers(const std::vector<Entry*>& fresh = {});
   void tune(const Entry& e);
   void set_state(Entry& e, ProbeState s, std::string detail);
   loader::ProbeConfig base_config(const config::ProbeSpec& spec) const;
@@ -128,6 +141,8 @@ class ProbeSet final : public ProbeLabels {
   loader::BpfSession& session_;
   ControlLoop& control_;
   cuda::KernelSymbolizer& symbolizer_;
+  const k8s::PodNames* pods_ = nullptr;
+  bool follow_containers_ = false;  // set_pod_names() was called
   mutable std::mutex mu_;
   std::map<std::string, Entry> entries_;  // ProbeSpec::key() -> probe
   std::array<std::atomic<std::shared_ptr<const ProbeMeta>>, MCP_MAX_PROBES> meta_{};

@@ -156,6 +156,7 @@ void Runtime::start() {
     names->names.start();
     if (names->names.unavailable().empty() && !names->names.wait_synced(spec_.pod_names_sync))
       spdlog::warn("pod watch: no pod list after {} ms; events get pod names once it comes", spec_.pod_names_sync.count());
+    pod_names_ = &names->names;
     enrichers_.push_back(std::move(names));
   }
   consumer_ = std::make_unique<pipeline::RingConsumer>(

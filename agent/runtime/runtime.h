@@ -127,6 +127,8 @@ class Runtime {
   void start();
   // The broker sink's forwarder (metrics read its stats); null without one. After start().
   Forwarder* forwarder() const { return forwarder_; }
+  // The pod watch (spec.pod_names), for container-aware probes; null without one. After start().
+  const k8s::PodNames* pod_names() const { return pod_names_; }
   // Run thread only (e.g. from hooks.each_poll): the export filter for the next events.
   void set_export_filter(ExportFilterSpec spec) { spec_.export_filter = std::move(spec); }
 
@@ -156,6 +158,7 @@ class Runtime {
   std::unique_ptr<IntervalCounts> counts_;
   std::vector<std::shared_ptr<EventSink>> sinks_;
   Forwarder* forwarder_ = nullptr;  // owned by sinks_
+  const k8s::PodNames* pod_names_ = nullptr;  // owned by enrichers_
   std::unique_ptr<pipeline::RingConsumer> consumer_;
   std::atomic<int> requests_{0};
   uint64_t delivered_ = 0;

@@ -18,6 +18,7 @@
 
 #include "../../support/cgroup.h"
 #include "../../support/config_map_dir.h"
+#include "../../support/container.h"
 #include "../../support/fake_apiserver.h"
 #include "../../support/grafana_dashboard.h"
 #include "../../support/process.h"
@@ -59,6 +60,8 @@ class Daemon {
   }
   int port() const { return port_; }
   std::string log() const { return p_.err(); }
+  // Waits until the agent's stderr matches `re` (false: it did not within the limit).
+  bool wait_log(const std::regex& re, std::chrono::milliseconds limit = 10s) { return p_.wait_for_err(re, limit); }
   std::vector<nlohmann::json> events() const { return parse_json_lines(p_.out()); }
   int terminate() {
     p_.signal(SIGTERM);
@@ -507,6 +510,188 @@ TEST_F(DaemonTest, MetricsPassPromtoolCoverTheNamesTableAndFeedPrometheusAndTheD
     return false;
   }, 30s)) << kept_vs_seen->promql << "\n" << prom.query(kept_vs_seen->promql).dump();
   EXPECT_EQ(d.terminate(), 0) << d.log();
+}
+
+}  // namespace
+
+namespace {
+
+// Issue 12, container-aware probes: "containers" are processes in their own mount namespace
+// (tests/support/container.h) with a directory bind-mounted over /usr/local/bin, each in a
+// kubelet-layout cgroup, so /usr/local/bin/app is a different file in each.
+class ContainerProbeTest : public DaemonTest {
+ protected:
+  void SetUp() override {
+    DaemonTest::SetUp();
+    if (IsSkipped()) return;
+    if (!fs::is_directory(kBin)) GTEST_SKIP() << kBin << " does not exist to bind-mount over";
+    try {
+      tree_ = std::make_unique<mcp::test::CgroupTree>("mcp-ctr-" + std::to_string(getpid()));
+    } catch (const std::exception& e) {
+      GTEST_SKIP() << "no cgroup2 mount: " << e.what();
+    }
+  }
+  // A directory holding `app`, a copy of the workload of its own (its own inode).
+  fs::path image(const std::string& name) {
+    const fs::path d = dir_ / name;
+    fs::create_directories(d);
+    fs::copy_file(kWorkload, d / "app");
+    return d;
+  }
+  static uint64_t ino(const fs::path& p) {
+    struct stat st {};
+    return stat(p.c_str(), &st) == 0 ? st.st_ino : 0;
+  }
+  // A container of the pod with this uid (the systemd driver's layout), `id` its 64-hex id.
+  fs::path container_cgroup(const std::string& uid, char id) {
+    std::string escaped = uid;
+    std::replace(escaped.begin(), escaped.end(), '-', '_');
+    return tree_->add("kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + escaped +
+                      ".slice/cri-containerd-" + std::string(64, id) + ".scope");
+  }
+  std::unique_ptr<mcp::test::FakeContainer> start(const fs::path& cgroup, const fs::path& image, int calls) {
+    return std::make_unique<mcp::test::FakeContainer>(
+        cgroup, std::vector<mcp::test::FakeContainer::Bind>{{image, kBin}},
+        std::vector<std::string>{kBin + "/app", "calls", std::to_string(calls)});
+  }
+  uint64_t cgroup_id(const fs::path& p) const { return mcp::control::resolve_cgroup_id(p.string(), tree_->mount()); }
+  // Uprobe events by service, then by cgroup id.
+  static std::map<std::string, std::map<uint64_t, int>> by_service(const std::vector<nlohmann::json>& events) {
+    std::map<std::string, std::map<uint64_t, int>> out;
+    for (const auto& e : events)
+      if (e["kind"] == "uprobe") out[e.value("service", "")][e["cgroup_id"].get<uint64_t>()]++;
+    return out;
+  }
+  std::string api_config(const mcp::test::FakeApiServer& api) const {
+    return "version: 1\nnode_name: node-test\nmetrics:\n  listen: 127.0.0.1:0\n"
+           "kubernetes:\n  api_server: " + api.url() + "\n  token_file: " + api.token_file() +
+           "\n  ca_file: " + api.ca_file() + "\n";
+  }
+  static std::string probe(const std::string& service, const std::string& container) {
+    return "  - binary: " + kBin + "/app\n    symbol: mcp_work\n    service: " + service +
+           "\n    container: " + container + "\n";
+  }
+
+  static inline const std::string kBin = "/usr/local/bin";
+  std::unique_ptr<mcp::test::CgroupTree> tree_;
+};
+
+// Pod uids and container ids of these tests only: ctest may run other pod tests at the same time.
+const std::string kUidA = "4e7b5bed-5bd4-44a5-b66a-3349a6ffd75a";
+const std::string kUidB = "5f8c6cfe-6ce5-55b6-c77b-445ab7001e6b";
+const std::string kUidC = "6a9d7d0f-7df6-66c7-d88c-556bc8112f7c";
+const std::string kUidD = "7b0e8e1a-8e07-77d8-e99d-667cd9223a8d";
+const std::string kUidE = "8c1f9f2b-9f18-88e9-faae-778dea334b9e";
+
+// Pods A and B run different files at /usr/local/bin/app; pod C runs A's very file (one
+// inode). The probe naming pod A sees exactly A's calls, the one naming pod B exactly B's,
+// and C's calls, on a file the probe of A is attached to, reach neither.
+TEST_F(ContainerProbeTest, ProbeOnAPodSeesOnlyItsContainersEvenWhereAnotherRunsTheSameFile) {
+  if (!mcp::test::FakeApiServer::available()) GTEST_SKIP() << "no openssl CLI to make the fake API server's certificate";
+  using mcp::test::FakeApiServer;
+  FakeApiServer api(dir_ / "apiserver");
+  api.put_pod(FakeApiServer::make_pod("shop", "web-a", kUidA, "node-test", {}, {{"app", std::string(64, '1')}}));
+  api.put_pod(FakeApiServer::make_pod("shop", "web-b", kUidB, "node-test", {}, {{"app", std::string(64, '2')}}));
+  api.put_pod(FakeApiServer::make_pod("other", "web-c", kUidC, "node-test", {}, {{"app", std::string(64, '3')}}));
+  const fs::path image_a = image("a"), image_b = image("b");
+  const fs::path cg_a = container_cgroup(kUidA, '1'), cg_b = container_cgroup(kUidB, '2'), cg_c = container_cgroup(kUidC, '3');
+  auto a = start(cg_a, image_a, 30);
+  auto b = start(cg_b, image_b, 20);
+  auto c = start(cg_c, image_a, 40);
+  cm_->update(api_config(api) + "probes:\n" + probe("a", "{pod: shop/web-a}") + probe("b", "{pod: shop/web-b}"));
+  Daemon d(cm_->config_path(), dir_);
+  ASSERT_GT(d.port(), 0) << d.log();
+  // Attached before the agent said ready: once per file, each where its pod runs it.
+  const std::string log = d.log();
+  EXPECT_NE(log.find("probe /usr/local/bin/app:mcp_work in pod shop/web-a: attached to /usr/local/bin/app in container "
+                     "111111111111 of pod shop/web-a (device "),
+            std::string::npos) << log;
+  EXPECT_NE(log.find("inode " + std::to_string(ino(image_a / "app")) + ")"), std::string::npos) << log;
+  EXPECT_NE(log.find("inode " + std::to_string(ino(image_b / "app")) + ")"), std::string::npos) << log;
+  EXPECT_EQ(count(log, ": attached to /usr/local/bin/app in container"), 2u) << "one file per probe: " << log;
+  // C first: by the time A's and B's calls are all delivered, any of C's would be too.
+  ASSERT_EQ(c->run(), 0);
+  ASSERT_EQ(b->run(), 0);
+  ASSERT_EQ(a->run(), 0);
+  ASSERT_TRUE(wait_until([&] {
+    const auto s = by_service(d.events());
+    return s.count("a") && s.at("a").count(cgroup_id(cg_a)) && s.at("a").at(cgroup_id(cg_a)) == 30 &&
+           s.count("b") && s.at("b").count(cgroup_id(cg_b)) && s.at("b").at(cgroup_id(cg_b)) == 20;
+  })) << d.log();
+  EXPECT_EQ(d.terminate(), 0) << d.log();
+  const auto s = by_service(d.events());
+  EXPECT_EQ(s.at("a"), (std::map<uint64_t, int>{{cgroup_id(cg_a), 30}})) << "nothing from pod C's container";
+  EXPECT_EQ(s.at("b"), (std::map<uint64_t, int>{{cgroup_id(cg_b), 20}}));
+  EXPECT_EQ(s.size(), 2u);
+  for (const auto& e : d.events())
+    if (e["kind"] == "uprobe") EXPECT_EQ(e["probe"], "/usr/local/bin/app:mcp_work") << e.dump();
+}
+
+// A pod scheduled after the agent is ready: named through the watch, its container found by the
+// periodic /proc scan and attached (the test waits for that line, then lets the container
+// run); once its container has exited, the file is detached.
+TEST_F(ContainerProbeTest, ContainerStartedAfterReadinessIsPickedUpAndDetachedWhenItsLastProcessGoes) {
+  if (!mcp::test::FakeApiServer::available()) GTEST_SKIP() << "no openssl CLI to make the fake API server's certificate";
+  using mcp::test::FakeApiServer;
+  FakeApiServer api(dir_ / "apiserver");
+  cm_->update(api_config(api) + "probes:\n" + probe("a", "{namespace: shop}"));
+  Daemon d(cm_->config_path(), dir_);
+  ASSERT_GT(d.port(), 0) << d.log();
+  EXPECT_NE(d.log().find("probe /usr/local/bin/app:mcp_work in namespace shop waiting: no container in namespace shop "
+                         "has /usr/local/bin/app (yet)"),
+            std::string::npos) << d.log();
+  api.put_pod(FakeApiServer::make_pod("shop", "web-d", kUidD, "node-test", {}, {{"app", std::string(64, '4')}}));
+  const fs::path image_a = image("a"), cg_a = container_cgroup(kUidD, '4');
+  auto a = start(cg_a, image_a, 25);
+  const std::string file = "inode " + std::to_string(ino(image_a / "app")) + "\\)";
+  ASSERT_TRUE(d.wait_log(std::regex("attached to /usr/local/bin/app in container 4{12} of pod shop/web-d \\(device [0-9]+:[0-9]+, " + file)))
+      << d.log();
+  ASSERT_EQ(a->run(), 0);
+  ASSERT_TRUE(wait_until([&] { return count_uprobe_events(d.events()) >= 25; })) << d.log();
+  ASSERT_TRUE(d.wait_log(std::regex("detached from /usr/local/bin/app of container 4{12} of pod shop/web-d \\(device [0-9]+:[0-9]+, " +
+                                    file + ": no matching container has it or runs it any more")))
+      << d.log();
+  EXPECT_EQ(d.terminate(), 0) << d.log();
+  EXPECT_EQ(by_service(d.events())["a"], (std::map<uint64_t, int>{{cgroup_id(cg_a), 25}}));
+}
+
+// Outside a cluster: `container: {}` (any container) works, a probe naming a pod says once
+// why it cannot, a path no container has waits (said once), and the agent runs on. The
+// any-container probe sees the container's calls and not a host process running the same file.
+TEST_F(ContainerProbeTest, WithoutApiAccessOnlyAnyContainerWorksAndAnAbsentPathIsReportedOnce) {
+  unsetenv("KUBERNETES_SERVICE_HOST");
+  const fs::path image_a = image("a");
+  const fs::path cg = tree_->add("kubepods/besteffort/pod" + kUidE + "/" + std::string(64, '5'));  // cgroupfs driver
+  auto x = start(cg, image_a, 15);
+  cm_->update("version: 1\nmetrics:\n  listen: 127.0.0.1:0\nprobes:\n" + probe("any", "{}") +
+              probe("named", "{pod: shop/web-a}") +
+              "  - binary: /opt/mcp-absent/app\n    symbol: mcp_work\n    container: {}\n");
+  Daemon d(cm_->config_path(), dir_);
+  ASSERT_GT(d.port(), 0) << d.log();
+  EXPECT_NE(d.log().find("probe /usr/local/bin/app:mcp_work in containers: attached to /usr/local/bin/app in container 5"),
+            std::string::npos) << d.log();
+  // The host runs the very file the container runs: not a container, not in scope.
+  ASSERT_EQ(std::system(((image_a / "app").string() + " calls 10 >/dev/null").c_str()), 0);
+  ASSERT_EQ(x->run(), 0);
+  ASSERT_TRUE(wait_until([&] { return by_service(d.events())["any"][cgroup_id(cg)] == 15; })) << d.log();
+  // Refreshes went on meanwhile (this detach is one): a waiting probe said again would show.
+  ASSERT_TRUE(d.wait_log(std::regex("probe /usr/local/bin/app:mcp_work in containers: detached from /usr/local/bin/app of "
+                                    "container 5{12} of pod " + kUidE)))
+      << d.log();
+  EXPECT_EQ(d.terminate(), 0) << d.log();
+  const auto s = by_service(d.events());
+  EXPECT_EQ(s.count("named"), 0u);
+  // Other tests' containers may be in scope too (any container), never a host process.
+  for (const auto& e : d.events())
+    if (e["kind"] == "uprobe") EXPECT_NE(e.value("container_id", ""), "") << e.dump();
+  const std::string log = d.log();
+  EXPECT_EQ(count(log, "probe /usr/local/bin/app:mcp_work in pod shop/web-a waiting: pod names unavailable (not in a "
+                       "cluster"),
+            1u) << log;
+  EXPECT_NE(log.find("container: {pod|namespace} needs the pod watch; only container: {} works without it"),
+            std::string::npos) << log;
+  EXPECT_EQ(count(log, "probe /opt/mcp-absent/app:mcp_work in containers waiting: no container has /opt/mcp-absent/app (yet)"),
+            1u) << log;
 }
 
 }  // namespace

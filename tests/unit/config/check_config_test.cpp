@@ -37,7 +37,7 @@ TEST(CheckConfig, PackagedDefaultIsValidWithNothingToWaitFor) {
 TEST(CheckConfig, AnnotatedExampleIsValidAndItsAbsentBinariesAreWarnings) {
   std::ostringstream out, err;
   EXPECT_EQ(run_check_config(MCP_EXAMPLE_CONFIG, out, err), 0) << err.str();
-  EXPECT_NE(out.str().find(": ok (5 probes, 1 service strategies, 2 compliance rules"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find(": ok (6 probes, 1 service strategies, 2 compliance rules"), std::string::npos) << out.str();
   std::istringstream lines(err.str());
   for (std::string line; std::getline(lines, line);)
     EXPECT_NE(line.find(": warning: "), std::string::npos) << line;
@@ -52,6 +52,17 @@ TEST(CheckConfig, AbsentBinaryIsAWarningAndExitZero) {
   EXPECT_EQ(run_check_config(f.path.string(), out, err), 0);
   EXPECT_EQ(err.str(), f.path.string() + ":2:5: warning: /nonexistent/app not found on this host; the probe will wait for it\n");
   EXPECT_NE(out.str().find("1 waiting"), std::string::npos) << out.str();
+}
+
+// A container probe's binary is a path inside containers: the host's file system says nothing
+// about it (here the host path is not even ELF), so there is nothing to warn about.
+TEST(CheckConfig, ContainerProbePathIsNotLookedUpOnTheHost) {
+  Tmp f("probes:\n  - binary: /etc/hostname\n    symbol: main\n    container: {namespace: shop}\n"
+        "  - binary: /nonexistent/app\n    symbol: main\n    container: {}\n");
+  std::ostringstream out, err;
+  EXPECT_EQ(run_check_config(f.path.string(), out, err), 0) << err.str();
+  EXPECT_EQ(err.str(), "");
+  EXPECT_NE(out.str().find(": ok (2 probes, 0 service strategies, 0 compliance rules)"), std::string::npos) << out.str();
 }
 
 TEST(CheckConfig, FileThatIsNotElfIsAnError) {

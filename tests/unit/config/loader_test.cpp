@@ -18,8 +18,8 @@ TEST(ConfigLoader, ShippedExampleIsValidAndMeansWhatItsCommentsSay) {
   ASSERT_TRUE(cfg.broker.tls.has_value());
   EXPECT_EQ(cfg.broker.tls->cert, "/etc/mcp-agent/tls/tls.crt");
   EXPECT_EQ(cfg.metrics_listen, "127.0.0.1:9464");
-  // 3 uprobes + 2 syscalls; CUDA is disabled so it adds none.
-  ASSERT_EQ(cfg.probes.size(), 5u);
+  // 4 uprobes + 2 syscalls; CUDA is disabled so it adds none.
+  ASSERT_EQ(cfg.probes.size(), 6u);
   const ProbeSpec& p = cfg.probes[0];
   EXPECT_EQ(p.kind, ProbeKind::kUprobe);
   EXPECT_EQ(p.key(), "uprobe:/usr/local/bin/checkout:handle_order");
@@ -33,9 +33,11 @@ TEST(ConfigLoader, ShippedExampleIsValidAndMeansWhatItsCommentsSay) {
   EXPECT_EQ(cfg.probes[1].key(), "uprobe:/usr/local/bin/checkout-v2:handle_order@container=3f9a1c");
   EXPECT_EQ(cfg.probes[2].key(), "uprobe:lib:libssl.so.3:SSL_write");
   EXPECT_EQ(cfg.probes[2].sampling.rate, 0.01);
-  EXPECT_EQ(cfg.probes[3].key(), "syscall:openat");
-  EXPECT_EQ(cfg.probes[4].key(), "syscall:connect");
-  EXPECT_EQ(cfg.probes[4].sampling.rate, 0.1);
+  EXPECT_EQ(cfg.probes[3].key(), "uprobe:/app/server:handle_request@in-namespace=shop");
+  EXPECT_EQ(cfg.probes[3].container, (ContainerScope{"shop", ""}));
+  EXPECT_EQ(cfg.probes[4].key(), "syscall:openat");
+  EXPECT_EQ(cfg.probes[5].key(), "syscall:connect");
+  EXPECT_EQ(cfg.probes[5].sampling.rate, 0.1);
   EXPECT_FALSE(cfg.cuda.enabled);
   EXPECT_EQ(cfg.cuda.slow_launch, std::chrono::milliseconds(5));
   ASSERT_TRUE(cfg.quotas.default_quota.has_value());
@@ -71,6 +73,28 @@ TEST(ConfigLoader, KubernetesSectionOverridesTheInClusterDefaults) {
     EXPECT_EQ(e.diagnostics()[0].str(), "a.yaml:2:15: kubernetes.api_server must be an https:// URL, found 'http://10.0.0.1'");
     EXPECT_NE(e.diagnostics()[1].str().find("unknown key 'pod_label'"), std::string::npos) << e.diagnostics()[1].str();
   }
+}
+
+// `container:` beside `binary`: a pod (NAMESPACE/NAME), a namespace, or {} for any container.
+// Each is its own attachment (key), so the same path in two pods is two probes.
+TEST(ConfigLoader, ContainerScopesAreSeparateProbesOfTheSamePath) {
+  const Config cfg = parse_config(
+      "probes:\n"
+      "  - {binary: /usr/local/bin/app, symbol: f, container: {pod: shop/web-a}}\n"
+      "  - {binary: /usr/local/bin/app, symbol: f, container: {pod: shop/web-b.v2}}\n"
+      "  - {binary: /usr/local/bin/app, symbol: f, container: {namespace: shop}}\n"
+      "  - {binary: /usr/local/bin/app, symbol: f, container: {}}\n"
+      "  - {binary: /usr/local/bin/app, symbol: f}\n",
+      "a.yaml");
+  ASSERT_EQ(cfg.probes.size(), 5u);
+  EXPECT_EQ(cfg.probes[0].container, (ContainerScope{"shop", "web-a"}));
+  EXPECT_EQ(cfg.probes[0].container->describe(), "pod shop/web-a");
+  EXPECT_EQ(cfg.probes[1].key(), "uprobe:/usr/local/bin/app:f@in-pod=shop/web-b.v2");
+  EXPECT_EQ(cfg.probes[2].container->describe(), "namespace shop");
+  EXPECT_TRUE(cfg.probes[3].container->any());
+  EXPECT_EQ(cfg.probes[3].key(), "uprobe:/usr/local/bin/app:f@in-containers");
+  EXPECT_FALSE(cfg.probes[4].container.has_value());
+  EXPECT_EQ(cfg.probes[4].key(), "uprobe:/usr/local/bin/app:f");
 }
 
 TEST(ConfigLoader, MinimalFileGetsDefaults) {

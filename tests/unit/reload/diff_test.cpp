@@ -66,6 +66,15 @@ TEST(ConfigDiff, SelectorIsPartOfTheIdentity) {
   EXPECT_EQ(keys(d.removed), (std::vector<std::string>{"uprobe:/bin/a:f"}));
 }
 
+// Moving a container probe to another pod (or to any container) re-attaches it.
+TEST(ConfigDiff, ContainerScopeIsPartOfTheIdentity) {
+  const ConfigDiff d = diff(parse("probes:\n  - {binary: /app, symbol: f, container: {pod: shop/web-a}}\n"),
+                            parse("probes:\n  - {binary: /app, symbol: f, container: {pod: shop/web-b}}\n"
+                                  "  - {binary: /app, symbol: g, container: {}}\n"));
+  EXPECT_EQ(keys(d.added), (std::vector<std::string>{"uprobe:/app:f@in-pod=shop/web-b", "uprobe:/app:g@in-containers"}));
+  EXPECT_EQ(keys(d.removed), (std::vector<std::string>{"uprobe:/app:f@in-pod=shop/web-a"}));
+}
+
 TEST(ConfigDiff, FlagsNonProbeSections) {
   const ConfigDiff d = diff(parse("node_name: a\nexporter: {error_only: false}\n"),
                             parse(R"(node_name: b
