@@ -51,8 +51,8 @@ ApiResponse ApiClient::stream_lines(const std::string& target, int read_timeout_
   return run(target, read_timeout_s, &on_line);
 }
 
-ApiResponse ApiClient::run(const std::string& target, int read_timeout_s,
-                           const std::function<bool(std::string_view)>* on_line) {
+template <typename Send>
+ApiResponse ApiClient::exchange(int read_timeout_s, const Send& send) {
   ApiResponse out;
   {
     std::lock_guard lk(mu_);
@@ -65,32 +65,11 @@ ApiResponse ApiClient::run(const std::string& target, int read_timeout_s,
   httplib::Headers headers{{"Accept", "application/json"}};
   if (const std::string t = token(); !t.empty()) headers.emplace("Authorization", "Bearer " + t);
   http_->set_read_timeout(read_timeout_s, 0);
-  std::string pending;  // a streamed line not complete yet
   bool cancelled = false;
-  auto on_response = [&](const httplib::Response& r) {
-    out.status = r.status;
-    return !stopped_;
-  };
-  auto on_data = [&](const char* data, size_t n) {
-    if (stopped_) return false;
-    if (!on_line || out.status != 200) {
-      if (out.body.size() < kMaxErrorBody || !on_line) out.body.append(data, n);
-      return true;
-    }
-    pending.append(data, n);
-    size_t start = 0;
-    for (size_t nl; (nl = pending.find('\n', start)) != std::string::npos; start = nl + 1) {
-      if (nl == start) continue;
-      if (!(*on_line)(std::string_view(pending).substr(start, nl - start))) {
-        cancelled = true;
-        return false;
-      }
-    }
-    pending.erase(0, start);
-    return true;
-  };
-  auto res = http_->Get(target, headers, on_response, on_data);
-  if (!res) {
+  auto res = send(headers, out, cancelled);
+  if (res) {
+    out.status = res->status;
+  } else {
     out.error = stopped_ ? "stopped" : cancelled ? "cancelled" : httplib::to_string(res.error());
     if (res.error() == httplib::Error::SSLServerVerification)
       out.error += " (the server's certificate is not signed by " + config_.ca_file + ")";
@@ -103,6 +82,36 @@ ApiResponse ApiClient::run(const std::string& target, int read_timeout_s,
   return out;
 }
 
+ApiResponse ApiClient::run(const std::string& target, int read_timeout_s,
+                           const std::function<bool(std::string_view)>* on_line) {
+  return exchange(read_timeout_s, [&](const httplib::Headers& headers, ApiResponse& out, bool& cancelled) {
+    std::string pending;  // a streamed line not complete yet
+    auto on_response = [&](const httplib::Response& r) {
+      out.status = r.status;
+      return !stopped_;
+    };
+    auto on_data = [&](const char* data, size_t n) {
+      if (stopped_) return false;
+      if (!on_line || out.status != 200) {
+        if (out.body.size() < kMaxErrorBody || !on_line) out.body.append(data, n);
+        return true;
+      }
+      pending.append(data, n);
+      size_t start = 0;
+      for (size_t nl; (nl = pending.find('\n', start)) != std::string::npos; start = nl + 1) {
+        if (nl == start) continue;
+        if (!(*on_line)(std::string_view(pending).substr(start, nl - start))) {
+          cancelled = true;
+          return false;
+        }
+      }
+      pending.erase(0, start);
+      return true;
+    };
+    return http_->Get(target, headers, on_response, on_data);
+  });
+}
+
 ApiResponse ApiClient::put(const std::string& target, const std::string& body) {
   return write(true, target, body, "application/json");
 }
@@ -113,33 +122,11 @@ ApiResponse ApiClient::patch(const std::string& target, const std::string& body,
 
 ApiResponse ApiClient::write(bool put, const std::string& target, const std::string& body,
                              const std::string& content_type) {
-  ApiResponse out;
-  {
-    std::lock_guard lk(mu_);
-    if (stopped_) {
-      out.error = "stopped";
-      return out;
-    }
-    in_flight_ = true;
-  }
-  httplib::Headers headers{{"Accept", "application/json"}};
-  if (const std::string t = token(); !t.empty()) headers.emplace("Authorization", "Bearer " + t);
-  http_->set_read_timeout(30, 0);
-  auto res = put ? http_->Put(target, headers, body, content_type) : http_->Patch(target, headers, body, content_type);
-  if (res) {
-    out.status = res->status;
-    out.body = res->body;
-  } else {
-    out.error = stopped_ ? "stopped" : httplib::to_string(res.error());
-    if (res.error() == httplib::Error::SSLServerVerification)
-      out.error += " (the server's certificate is not signed by " + config_.ca_file + ")";
-  }
-  {
-    std::lock_guard lk(mu_);
-    in_flight_ = false;
-  }
-  done_.notify_all();
-  return out;
+  return exchange(30, [&](const httplib::Headers& headers, ApiResponse& out, bool&) {
+    auto res = put ? http_->Put(target, headers, body, content_type) : http_->Patch(target, headers, body, content_type);
+    if (res) out.body = res->body;
+    return res;
+  });
 }
 
 void ApiClient::stop() {

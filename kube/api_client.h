@@ -54,6 +54,10 @@ class ApiClient {
 
  private:
   std::string token();  // the token file's content, re-read when the file changed
+  // One request, refused once stopped and abortable by stop() while in flight: send(headers,
+  // out, cancelled) issues it and returns httplib's result. Defined in the .cpp, its only user.
+  template <typename Send>
+  ApiResponse exchange(int read_timeout_s, const Send& send);
   ApiResponse run(const std::string& target, int read_timeout_s,
                   const std::function<bool(std::string_view)>* on_line);
   ApiResponse write(bool put, const std::string& target, const std::string& body,
