@@ -451,8 +451,9 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
   // is ordered after what it received, whatever the nodes' wall clocks say.
   uint64_t hlc_now() { return hlc_.now(unix_ns()); }
 
-  // Parses and checks Batch.events once (parse_event_block), sets every event id, merges the
-  // batch's newest HLC. Swaps the batch's contents out.
+  // Parses and checks Batch.events once (parse_event_block), sets every event id (in the parsed
+  // block and, by with_event_ids, in its bytes: not re-encoded), merges the batch's newest HLC.
+  // Swaps the batch's contents out.
   Status prepare(const std::string& agent_id, mcp::v1::Batch* batch, PreparedBatch* out) {
     const uint64_t seq = batch->sequence();
     auto packet = std::make_shared<mcp::v1::SamplePacket>();
@@ -465,12 +466,16 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
       auto block = make_arena_block(batch->events().size());
       if (const Verdict v = parse_event_block(batch->events(), options_.limits, block.get()); !v.ok())
         return to_status(v);
+      std::vector<uint64_t> ids(static_cast<size_t>(block->events_size()));  // 0: the agent's own
       for (auto& e : *block->mutable_events()) {
-        if (e.event_id() == 0) e.set_event_id(event_id_for(agent_id, seq, index));
+        if (e.event_id() == 0) e.set_event_id(ids[index] = event_id_for(agent_id, seq, index));
         ++index;
         newest = std::max<uint64_t>(newest, e.hlc());
       }
-      block->SerializeToString(packet->mutable_events());  // encoded once, shared from here on
+      // The bytes as received plus the ids (shared from here on); encoded afresh only if the
+      // copy is refused, which a block that parsed should never be.
+      if (!with_event_ids(batch->events(), ids, packet->mutable_events()))
+        block->SerializeToString(packet->mutable_events());
       out->block = std::move(block);
     } else {
       packet->mutable_samples()->Swap(batch->mutable_samples());

@@ -165,6 +165,48 @@ Verdict check_event_block(const EventBlock& block) {
   return {};
 }
 
+bool with_event_ids(std::string_view bytes, const std::vector<uint64_t>& ids, std::string* out) {
+  using google::protobuf::io::CodedOutputStream;
+  constexpr int kEventId = 24;  // CompactEvent.event_id
+  constexpr uint32_t kEventIdTag = (kEventId << 3) | WireFormatLite::WIRETYPE_VARINT;
+  constexpr uint32_t kEventsTag = (kBlockEvents << 3) | WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
+  out->clear();
+  out->reserve(bytes.size() + ids.size() * 16);
+  const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
+  CodedInputStream in(data, static_cast<int>(bytes.size()));
+  size_t event = 0;
+  uint8_t head[16];  // tag, length, up to 5 + 5 bytes
+  uint8_t tail[16];  // event_id tag and value, up to 2 + 10 bytes
+  for (;;) {
+    const int start = in.CurrentPosition();
+    const uint32_t tag = in.ReadTag();
+    if (tag == 0) break;  // the end, or a malformed tag (ConsumedEntireMessage below)
+    if (tag != kEventsTag) {
+      if (!WireFormatLite::SkipField(&in, tag)) return false;
+      out->append(bytes.substr(static_cast<size_t>(start), static_cast<size_t>(in.CurrentPosition() - start)));
+      continue;
+    }
+    uint32_t size = 0;
+    if (!in.ReadVarint32(&size)) return false;
+    const int body = in.CurrentPosition();
+    if (!in.Skip(static_cast<int>(size)) || event >= ids.size()) return false;
+    const uint64_t id = ids[event++];
+    if (id == 0) {
+      out->append(bytes.substr(static_cast<size_t>(start), static_cast<size_t>(body - start) + size));
+      continue;
+    }
+    uint8_t* t = CodedOutputStream::WriteVarint32ToArray(kEventIdTag, tail);
+    t = CodedOutputStream::WriteVarint64ToArray(id, t);
+    const auto extra = static_cast<uint32_t>(t - tail);
+    uint8_t* h = CodedOutputStream::WriteVarint32ToArray(kEventsTag, head);
+    h = CodedOutputStream::WriteVarint32ToArray(size + extra, h);
+    out->append(reinterpret_cast<const char*>(head), static_cast<size_t>(h - head));
+    out->append(bytes.substr(static_cast<size_t>(body), size));
+    out->append(reinterpret_cast<const char*>(tail), extra);
+  }
+  return in.ConsumedEntireMessage() && event == ids.size();
+}
+
 const std::string& block_string(const EventBlock& block, uint32_t index) {
   return index == 0 ? empty_string() : block.strings(static_cast<int>(index));
 }

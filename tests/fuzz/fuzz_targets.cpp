@@ -91,6 +91,17 @@ int publish_one_input(const uint8_t* data, size_t size) {
     if (!parse_event_block(msg.batch().events(), limits, &block).ok()) return 0;
     if (block.events_size() > static_cast<int>(limits.max_batch_samples))
       __builtin_trap();  // the scan let through more events than the bound
+    // The broker stores these bytes with its event ids added (no re-encode): every accepted
+    // block must take them and still parse as the block with the ids set.
+    std::vector<uint64_t> ids(static_cast<size_t>(block.events_size()));
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = i % 2 ? 0 : i + 1;
+    std::string with_ids;
+    mcp::v1::EventBlock reparsed;
+    if (!with_event_ids(msg.batch().events(), ids, &with_ids) ||
+        !reparsed.ParseFromString(with_ids) || reparsed.events_size() != block.events_size())
+      __builtin_trap();
+    for (int i = 0; i < block.events_size(); ++i)
+      if (reparsed.events(i).event_id() != (ids[i] ? ids[i] : block.events(i).event_id())) __builtin_trap();
     google::protobuf::RepeatedPtrField<mcp::v1::Sample> samples;
     block_to_samples(block, "fuzz-agent", &samples);
     mcp::v1::EventBlock again;

@@ -161,6 +161,53 @@ TEST(EventBlock, EmptyDictionariesMeanUnsetAndStillCheck) {
   EXPECT_TRUE(samples[0].tags().empty());
 }
 
+// The broker adds event ids to the bytes it received instead of re-encoding the block: what it
+// stores must parse as the block with those ids set, whatever the field order on the wire, an
+// explicit event_id 0 included (the appended id wins), and an agent's own id kept.
+TEST(EventBlock, EventIdsAreAddedToTheBytesAsReceived) {
+  auto block = compact_block(4, 10);
+  block.mutable_events(2)->set_event_id(777);  // the agent's own: kept
+  // Events first, then the dictionaries, with an explicit `event_id: 0` on event 1.
+  mcp::v1::EventBlock events_only;
+  *events_only.mutable_events() = block.events();
+  mcp::v1::EventBlock dicts_only = block;
+  dicts_only.clear_events();
+  std::string wire;
+  for (int i = 0; i < events_only.events_size(); ++i) {
+    std::string e = events_only.events(i).SerializeAsString();
+    ASSERT_LT(e.size(), 120u);
+    if (i == 1) e += std::string("\xc0\x01\x00", 3);  // field 24, varint 0
+    wire += '\x1a';
+    wire += static_cast<char>(e.size());  // events of this block are under 128 bytes
+    wire += e;
+  }
+  wire += dicts_only.SerializeAsString();
+  mcp::v1::EventBlock parsed;
+  ASSERT_TRUE(parse_event_block(wire, {}, &parsed).ok());
+  ASSERT_EQ(parsed.events(1).event_id(), 0u);
+
+  const std::vector<uint64_t> ids = {1, 300, 0, uint64_t{1} << 63};
+  std::string out;
+  ASSERT_TRUE(with_event_ids(wire, ids, &out));
+  mcp::v1::EventBlock expected = block;
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] != 0) expected.mutable_events(static_cast<int>(i))->set_event_id(ids[i]);
+  mcp::v1::EventBlock got;
+  ASSERT_TRUE(parse_event_block(out, {}, &got).ok());
+  EXPECT_EQ(got.SerializeAsString(), expected.SerializeAsString());
+  EXPECT_EQ(got.events(2).event_id(), 777u);
+  EXPECT_EQ(got.events(1).event_id(), 300u);
+
+  // No ids to add: the very same bytes.
+  ASSERT_TRUE(with_event_ids(wire, std::vector<uint64_t>(4, 0), &out));
+  EXPECT_EQ(out, wire);
+  // Not the events expected, or not a well-formed block: refused, the caller re-encodes.
+  EXPECT_FALSE(with_event_ids(wire, std::vector<uint64_t>(3, 1), &out));
+  EXPECT_FALSE(with_event_ids(wire, std::vector<uint64_t>(5, 1), &out));
+  EXPECT_FALSE(with_event_ids(wire.substr(0, wire.size() - 1), ids, &out));
+  EXPECT_FALSE(with_event_ids(std::string("\x1a\xff\xff\xff\xff\x0f", 6), {1}, &out));
+}
+
 TEST(EventBlock, FilterMatchesServiceAndTagsPerDictionaryEntryLikeTheV1Filter) {
   const auto block = compact_block(60);
   mcp::v1::SamplePacket v1;
