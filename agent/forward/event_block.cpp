@@ -76,6 +76,14 @@ void EventBlockEncoder::reset() {
   block_.add_strings();    // 0: ""
   block_.add_pair_sets();  // 0: no pairs
   strings_.emplace(std::string(), 0);
+  for (Memo* m : {&probe_, &comm_, &service_, &container_id_, &pod_uid_}) m->index = 0;
+}
+
+uint32_t EventBlockEncoder::intern(Memo& memo, std::string_view raw) {
+  if (memo.index != 0 && raw == memo.raw) return memo.index;
+  memo.index = intern(raw);
+  memo.raw.assign(raw);
+  return memo.index;
 }
 
 uint32_t EventBlockEncoder::intern(std::string_view raw) {
@@ -124,20 +132,20 @@ void EventBlockEncoder::add(const Event& e) {
   c->set_ktime_ns(e.ktime_ns);
   c->set_hlc(e.hlc);
   c->set_kind(to_wire(e.kind));
-  c->set_probe(intern(e.probe));
+  c->set_probe(intern(probe_, e.probe));
   c->set_probe_id(e.probe_id);
   c->set_pid(e.pid);
   c->set_tid(e.tid);
   c->set_cpu(e.cpu);
   c->set_cgroup_id(e.cgroup_id);
-  c->set_comm(intern(e.comm_view()));
-  c->set_container_id(intern(e.container_id));
-  c->set_pod_uid(intern(e.pod_uid));
+  c->set_comm(intern(comm_, e.comm_view()));
+  c->set_container_id(intern(container_id_, e.container_id));
+  c->set_pod_uid(intern(pod_uid_, e.pod_uid));
   c->set_pod_name(intern(e.pod));
   c->set_pod_namespace(intern(e.pod_namespace));
   c->set_container_name(intern(e.container));
   c->set_pod_labels(intern_pairs(e.pod_labels));
-  c->set_service(intern(e.service));
+  c->set_service(intern(service_, e.service));
   c->set_tags(intern_pairs(e.tags));
   for (uint8_t i = 0; i < e.nargs && i < e.args.size(); ++i) c->add_args(e.args[i]);
   c->set_has_ret(e.has_ret);

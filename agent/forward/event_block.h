@@ -37,6 +37,13 @@ class EventBlockEncoder {
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
   uint32_t intern(std::string_view raw);
+  // The last string a field interned, compared before the hash map: runs of events from one
+  // probe and process repeat them, and a short compare is cheaper than hash plus lookup.
+  struct Memo {
+    std::string raw;
+    uint32_t index = 0;  // 0: nothing remembered (or the empty string)
+  };
+  uint32_t intern(Memo& memo, std::string_view raw);
   uint32_t intern_pairs(const std::vector<std::pair<std::string, std::string>>& pairs);
   void reset();
 
@@ -47,6 +54,7 @@ class EventBlockEncoder {
     std::string_view key;  // repaired key string
     uint32_t k, v;         // string indices
   };
+  Memo probe_, comm_, service_, container_id_, pod_uid_;
   std::vector<Pair> scratch_;
   std::string scratch_key_;
 };

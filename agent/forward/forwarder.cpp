@@ -60,11 +60,9 @@ class Forwarder::Impl {
                                options_.spool_max_bytes}) {
     if (options_.brokers.empty()) throw usage_error("forwarder: no broker address");
     if (options_.batch_count == 0) throw usage_error("forwarder: batch count must be > 0");
-    if (options_.queue_capacity == 0) throw usage_error("forwarder: queue capacity must be > 0");
     if (options_.agent_id.empty()) options_.agent_id = unique_agent_id();
     options_.agent_id = valid_utf8(options_.agent_id);
     token_ = read_token_file(options_.token_file);
-    batcher_ = std::thread([this] { batch_loop(); });
     sender_ = std::thread([this] { send_loop(); });
   }
 
@@ -74,49 +72,45 @@ class Forwarder::Impl {
       stop_ = true;
       if (context_) context_->TryCancel();
     }
-    { std::lock_guard lock(qmu_); }  // the batcher is either waiting or will see stop_
-    qcv_.notify_all();
     scv_.notify_all();
-    batcher_.join();
+    fcv_.notify_all();
     sender_.join();
   }
 
-  // Encodes the event straight into the open block (no per-event message or queue node);
-  // a full block is closed into the queue of blocks waiting for the batcher.
+  // Encodes the event straight into the open block (no per-event message or queue node); a
+  // full block is written to the spool here, on the caller's thread, and the sender woken.
   void consume(const Event& event) {
     flush_failed_.store(false, std::memory_order_relaxed);
+    bool shipped = false, started = false;
     {
       std::lock_guard lock(qmu_);
       open_.add(event);
       const size_t n = open_.size();
       if (n == 1) oldest_ = std::chrono::steady_clock::now();
-      const bool full = n >= block_limit();
-      if (full) close_open_block();
-      // Wake the batcher when a batch starts (it sleeps on an empty queue and must
-      // start the age clock) and when one is full; in between it times out by itself.
-      if (n != 1 && !full) return;
+      if (n >= options_.batch_count) shipped = ship_locked();
+      else started = n == 1 && !driven_;
     }
-    qcv_.notify_one();
+    if (shipped) wake_sender();
+    else if (started) rearm_sender();  // only callers without poll_done(): the sender times the block
   }
 
-  size_t block_limit() const { return std::min(options_.batch_count, options_.queue_capacity); }
-
-  // Under qmu_. Over queue_capacity the oldest closed block is dropped and counted.
-  void close_open_block() {
-    auto& b = closed_.emplace_back();
-    b.events = static_cast<uint32_t>(open_.size());
-    open_.finish(b.bytes);
-    closed_events_ += b.events;
-    while (closed_events_ > options_.queue_capacity && !closed_.empty()) {
-      closed_events_ -= closed_.front().events;
-      queue_dropped_ += closed_.front().events;
-      closed_.pop_front();
+  // The caller's burst is over (the runtime calls this after each ring poll): while the broker
+  // has acknowledged everything, the open block goes now; otherwise at batch_age, at
+  // batch_count, or on the ack that leaves nothing in flight (the reader ships it then).
+  void poll_done() {
+    bool shipped = false;
+    {
+      std::lock_guard lock(qmu_);
+      driven_ = true;
+      if (open_.size() == 0) return;
+      if (wire_idle_.load() || std::chrono::steady_clock::now() >= oldest_ + options_.batch_age)
+        shipped = ship_locked();
     }
+    if (shipped) wake_sender();
   }
-
-  size_t queued_events() const { return closed_events_ + open_.size(); }
 
   void consume_counts(const std::vector<ProbeIntervalCounts>& counts) {
+    bool shipped = false;
     {
       std::lock_guard lock(qmu_);
       for (const auto& c : counts) {
@@ -131,8 +125,10 @@ class Forwarder::Impl {
         p.set_delivered(c.delivered);
         p.set_estimate(c.estimate);
       }
+      // About one a second: ship the counters at once, with the open block.
+      shipped = ship_locked();
     }
-    qcv_.notify_one();
+    if (shipped) wake_sender();
   }
 
   bool flush_for(std::chrono::milliseconds timeout) {
@@ -146,16 +142,14 @@ class Forwarder::Impl {
   bool wait_flushed(std::chrono::milliseconds timeout) {
     if (timeout.count() < 0) timeout = options_.flush_timeout;
     const auto deadline = std::chrono::steady_clock::now() + timeout;
+    bool shipped = false;
     {
-      std::unique_lock lock(qmu_);
-      flushing_ = true;
-      qcv_.notify_one();
-      qcv_.wait_until(lock, deadline, [&] { return queued_events() == 0 && counts_.empty() && !batching_; });
-      flushing_ = false;
-      if (queued_events() != 0 || !counts_.empty() || batching_) return false;
+      std::lock_guard lock(qmu_);
+      shipped = ship_locked();
     }
+    if (shipped) wake_sender();
     std::unique_lock lock(mu_);
-    return scv_.wait_until(lock, deadline, [&] { return log_.last_offset() == 0; });
+    return fcv_.wait_until(lock, deadline, [&] { return log_.last_offset() == 0; });
   }
 
   ForwarderStats stats() const {
@@ -163,8 +157,8 @@ class Forwarder::Impl {
     const SegmentLogStats log = log_.stats();
     {
       std::lock_guard lock(qmu_);
-      s.queued = queued_events();
-      s.dropped_oldest = queue_dropped_;
+      s.queued = open_.size();
+      s.dropped_oldest = append_dropped_;
     }
     s.dropped_oldest += log.dropped_items;
     s.spooled_bytes = log.bytes;
@@ -185,65 +179,69 @@ class Forwarder::Impl {
   }
 
  private:
-  // Closes batches by count or age and writes them ahead into the spool.
-  void batch_loop() {
-    ClosedBlock taken;
-    std::vector<mcp::v1::ProbeCounts> counts;
-    mcp::v1::Batch batch;
-    std::string record;
-    for (;;) {
-      {
-        std::unique_lock lock(qmu_);
-        for (;;) {
-          if (!closed_.empty() || (open_.size() > 0 && (stop_ || flushing_))) break;
-          if (!counts_.empty()) break;  // about one a second: ship the counters at once
-          if (stop_ && open_.size() == 0) return;
-          if (open_.size() == 0) {
-            qcv_.wait(lock);
-            continue;
-          }
-          const auto due = oldest_ + (wire_idle_.load() ? options_.batch_linger : options_.batch_age);
-          if (std::chrono::steady_clock::now() >= due) break;
-          qcv_.wait_until(lock, due);
-        }
-        if (closed_.empty() && open_.size() > 0) close_open_block();
-        taken.events = 0;
-        taken.bytes.clear();
-        if (!closed_.empty()) {
-          taken = std::move(closed_.front());
-          closed_.pop_front();
-          closed_events_ -= taken.events;
-        }
-        counts.swap(counts_);
-        oldest_ = std::chrono::steady_clock::now();
-        batching_ = true;
-      }
-      // The spool holds the Batch with its events still encoded (Batch.events): the sender
-      // ships it as stored, nothing is parsed back into per-event messages.
-      batch.Clear();
-      if (taken.events) batch.set_events(std::move(taken.bytes));
-      for (auto& c : counts) *batch.add_counts() = std::move(c);
-      counts.clear();
-      batch.set_created_unix_ns(unix_ns());
-      record.clear();
-      batch.AppendToString(&record);
-      try {
-        log_.append(record, taken.events);
-      } catch (const std::exception& e) {
-        spdlog::error("forward: {}", e.what());
-        std::lock_guard lock(qmu_);
-        queue_dropped_ += taken.events;
-      }
-      {
-        std::lock_guard lock(qmu_);
-        batching_ = false;
-      }
-      qcv_.notify_all();
-      // The sender checks the spool under mu_ before it sleeps: passing through mu_
-      // here means it either sees this batch or is already waiting for the notify.
-      { std::lock_guard lock(mu_); }
-      scv_.notify_all();
+  // Under qmu_: closes the open block into a Batch with the pending counters and writes it
+  // ahead into the spool, whose offset becomes its sequence. Appending under qmu_ keeps the
+  // spool in the order events were consumed, whichever thread ships. False: nothing to ship,
+  // or the append failed (its events are counted as dropped).
+  bool ship_locked() {
+    const auto events = static_cast<uint32_t>(open_.size());
+    if (events == 0 && counts_.empty()) return false;
+    // The spool holds the Batch with its events still encoded (Batch.events): the sender
+    // ships it as stored, nothing is parsed back into per-event messages.
+    batch_.Clear();
+    if (events) open_.finish(*batch_.mutable_events());
+    for (auto& c : counts_) *batch_.add_counts() = std::move(c);
+    counts_.clear();
+    batch_.set_created_unix_ns(unix_ns());
+    record_.clear();
+    batch_.AppendToString(&record_);
+    try {
+      log_.append(record_, events);
+    } catch (const std::exception& e) {
+      spdlog::error("forward: {}", e.what());
+      append_dropped_ += events;
+      return false;
     }
+    return true;
+  }
+
+  // A batch is in the spool: the sender checks the spool under mu_ before it sleeps, so
+  // passing through mu_ means it either sees the batch or is already waiting for the notify.
+  void wake_sender() {
+    { std::lock_guard lock(mu_); }
+    scv_.notify_one();
+  }
+
+  // A block started and nobody calls poll_done(): the sender must time it (batch_linger/age).
+  void rearm_sender() {
+    {
+      std::lock_guard lock(mu_);
+      rearm_ = true;
+    }
+    scv_.notify_one();
+  }
+
+  // Sender thread: ships the open block once it is due by age (batch_linger while the wire is
+  // idle and no poll_done() caller ends bursts, else batch_age); returns when to look again.
+  std::chrono::steady_clock::time_point ship_if_due() {
+    const auto now = std::chrono::steady_clock::now();
+    auto next = now + std::chrono::milliseconds(50);
+    std::lock_guard lock(qmu_);
+    if (open_.size() == 0) return next;
+    const auto due = oldest_ + (wire_idle_.load() && !driven_ ? options_.batch_linger : options_.batch_age);
+    if (now < due) return std::min(next, due);
+    ship_locked();  // the caller is the sender: no wake-up needed
+    return next;
+  }
+
+  // Reader thread: nothing is in flight any more. What waited for that goes now.
+  void ship_on_idle() {
+    bool shipped = false;
+    {
+      std::lock_guard lock(qmu_);
+      if (open_.size() > 0) shipped = ship_locked();
+    }
+    if (shipped) wake_sender();
   }
 
   void sleep_backoff(std::chrono::milliseconds& backoff) {
@@ -320,27 +318,34 @@ class Forwarder::Impl {
     bool ok = stream->Write(hello);
     wire_idle_.store(ok);
 
+    // Acks wake only who waits for them: flush() when the spool empties, the sender when the
+    // in-flight window reopens, and a block held back while a batch was in flight.
     std::thread reader([&] {
       mcp::v1::BrokerMessage msg;
       while (stream->Read(&msg)) {
         if (msg.broker_hlc() && options_.on_broker_hlc) options_.on_broker_hlc(msg.broker_hlc());
         if (msg.has_ack()) {
           const uint64_t seq = msg.ack().sequence();
-          // Under mu_ so flush() never sees the spool empty before acked_ counts the batch.
-          std::lock_guard lock(mu_);
-          log_.release_through(seq);
-          while (!in_flight.empty() && in_flight.front().sequence <= seq) {
-            acked_ += in_flight.front().events;
-            in_flight.pop_front();
+          bool reopened = false, idle_now = false, flushed = false;
+          {
+            // Under mu_ so flush() never sees the spool empty before acked_ counts the batch.
+            std::lock_guard lock(mu_);
+            log_.release_through(seq);
+            const bool was_full = in_flight.size() >= options_.max_in_flight;
+            while (!in_flight.empty() && in_flight.front().sequence <= seq) {
+              acked_ += in_flight.front().events;
+              in_flight.pop_front();
+            }
+            if (in_flight.empty() && skipped_through > seq) log_.release_through(skipped_through);
+            reopened = was_full && in_flight.size() < options_.max_in_flight;
+            if (in_flight.empty()) idle_now = !wire_idle_.exchange(true);
+            flushed = log_.last_offset() == 0;
+            progressed = true;
+            connected_ = true;
           }
-          if (in_flight.empty() && skipped_through > seq) log_.release_through(skipped_through);
-          if (in_flight.empty() && !wire_idle_.exchange(true)) {
-            // The batcher may be waiting out batch_age: let it close the batch now.
-            { std::lock_guard qlock(qmu_); }
-            qcv_.notify_all();
-          }
-          progressed = true;
-          connected_ = true;
+          if (flushed) fcv_.notify_all();
+          if (reopened) scv_.notify_one();
+          if (idle_now) ship_on_idle();
         } else if (msg.has_policies() && options_.on_policy) {
           for (const auto& p : msg.policies().policies()) {
             PolicyUpdate u{p.service(), p.probe(), p.sampling_rate(), p.target_qps()};
@@ -350,24 +355,27 @@ class Forwarder::Impl {
             options_.on_policy(u);
           }
         }
-        scv_.notify_all();
       }
-      std::lock_guard lock(mu_);
-      broken = true;
+      {
+        std::lock_guard lock(mu_);
+        broken = true;
+      }
       scv_.notify_all();
     });
 
     uint64_t cursor = 0;  // next sequence to send; 0: the spool's first unacknowledged batch
     mcp::v1::AgentMessage msg;
     while (ok) {
+      const auto due = ship_if_due();
       size_t room = 0;
       {
         std::unique_lock lock(mu_);
-        scv_.wait_for(lock, std::chrono::milliseconds(50), [&] {
-          return stop_ || broken ||
+        scv_.wait_until(lock, due, [&] {
+          return stop_ || broken || rearm_ ||
                  (in_flight.size() < options_.max_in_flight && log_.last_offset() >= cursor &&
                   log_.last_offset() != 0);
         });
+        rearm_ = false;
         if (stop_ || broken) break;
         room = options_.max_in_flight - std::min(options_.max_in_flight, in_flight.size());
       }
@@ -376,21 +384,25 @@ class Forwarder::Impl {
         auto* batch = msg.mutable_batch();
         if (!batch->ParseFromString(record.payload)) {
           // Counted once per batch (a replay meets it again), never silent.
-          std::lock_guard lock(mu_);
-          if (record.offset > unreadable_through_) {
-            unreadable_through_ = record.offset;
-            ++unreadable_batches_;
-            unreadable_events_ += record.items;
-            spdlog::error("forward: spooled batch {} cannot be read back; its {} events are lost", record.offset,
-                          record.items);
+          bool flushed = false;
+          {
+            std::lock_guard lock(mu_);
+            if (record.offset > unreadable_through_) {
+              unreadable_through_ = record.offset;
+              ++unreadable_batches_;
+              unreadable_events_ += record.items;
+              spdlog::error("forward: spooled batch {} cannot be read back; its {} events are lost", record.offset,
+                            record.items);
+            }
+            // Release it once everything before it is acknowledged, so it never holds a flush.
+            if (in_flight.empty()) {
+              log_.release_through(record.offset);
+              flushed = log_.last_offset() == 0;
+            } else {
+              skipped_through = record.offset;
+            }
           }
-          // Release it once everything before it is acknowledged, so it never holds a flush.
-          if (in_flight.empty()) {
-            log_.release_through(record.offset);
-            scv_.notify_all();
-          } else {
-            skipped_through = record.offset;
-          }
+          if (flushed) fcv_.notify_all();
           cursor = record.offset + 1;
           continue;
         }
@@ -428,24 +440,21 @@ class Forwarder::Impl {
   std::string token_;
   SegmentLog log_;
 
+  // The open block and what ships with it; taken by whichever thread ships (ship_locked).
   mutable std::mutex qmu_;
-  std::condition_variable qcv_;
-  struct ClosedBlock {
-    std::string bytes;  // serialized EventBlock
-    uint32_t events = 0;
-  };
-  EventBlockEncoder open_;               // guarded by qmu_: the batch being filled
-  std::deque<ClosedBlock> closed_;       // guarded by qmu_: full, waiting for the batcher
-  size_t closed_events_ = 0;
+  EventBlockEncoder open_;                    // guarded by qmu_: the batch being filled
   std::vector<mcp::v1::ProbeCounts> counts_;  // guarded by qmu_
-  std::chrono::steady_clock::time_point oldest_{};
-  uint64_t queue_dropped_ = 0;
-  bool batching_ = false;
-  bool flushing_ = false;
+  std::chrono::steady_clock::time_point oldest_{};  // guarded by qmu_: the open block's first event
+  mcp::v1::Batch batch_;                      // guarded by qmu_: reused for each shipped batch
+  std::string record_;                        // guarded by qmu_: its serialized bytes
+  uint64_t append_dropped_ = 0;               // guarded by qmu_: events of batches the spool refused
+  bool driven_ = false;                       // guarded by qmu_: someone calls poll_done()
 
   mutable std::mutex mu_;
-  std::condition_variable scv_;
+  std::condition_variable scv_;  // the sender: new batches, window reopened, rearm, stop, broken
+  std::condition_variable fcv_;  // flush(): the spool emptied
   std::atomic<bool> stop_{false};
+  bool rearm_ = false;  // guarded by mu_: a block started that the sender must time
   // Connected with every sent batch acknowledged: the broker keeps up, so a small
   // batch now beats a full one later (Nagle's rule, the other way round).
   std::atomic<bool> wire_idle_{false};
@@ -461,7 +470,6 @@ class Forwarder::Impl {
   bool connected_ = false;
   std::string broker_;
 
-  std::thread batcher_;
   std::thread sender_;
 };
 
@@ -473,6 +481,8 @@ Forwarder::~Forwarder() {
 }
 
 void Forwarder::consume(const Event& event) { impl_->consume(event); }
+
+void Forwarder::poll_done() { impl_->poll_done(); }
 
 void Forwarder::consume_counts(const std::vector<ProbeIntervalCounts>& counts) { impl_->consume_counts(counts); }
 

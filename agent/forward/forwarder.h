@@ -1,17 +1,22 @@
 // Forwarder: the EventSink that ships kept events to an mcp-broker over gRPC.
 //
 // consume() encodes the event into the open compact block (forward/event_block.h, capability
-// "events-v2") and never blocks; full blocks wait in a bounded in-memory queue (queue_capacity
-// events; when it is full the oldest waiting block is dropped and its events counted). A batching thread closes a
-// batch at `batch_count` events or `batch_age`, and writes it ahead into the spool (segment files
-// with CRC32 when `spool_dir` is set, memory otherwise), whose offset becomes the batch sequence.
-// A sender thread streams unacknowledged batches in order to the broker; acks release them from
-// the spool. On disconnect it backs off exponentially with jitter, moves to the next broker
-// address and replays every unacknowledged batch in order; the broker deduplicates by
-// (agent id, sequence), so a batch whose ack was lost is delivered once. When the spool is full
-// its oldest batches are dropped and counted in `dropped_oldest`, never silently.
-// flush() waits (up to flush_timeout) until every accepted event is acknowledged; with a spool
-// directory anything not yet acknowledged stays on disk and is replayed by the next run.
+// "events-v2") on the caller's thread, with no per-event message or queue node. A block is
+// closed into a Batch and written ahead into the spool (segment files with CRC32 when
+// `spool_dir` is set, memory otherwise), whose offset becomes the batch sequence, by whichever
+// thread finds it due: the consumer when it reaches `batch_count` or when poll_done() ends a
+// burst while the broker has acknowledged everything sent (Nagle's rule, the other way round);
+// the ack that leaves nothing in flight; or the age timer (`batch_age`; `batch_linger` while
+// idle, only for callers that never call poll_done()). One sender thread streams
+// unacknowledged batches in order to the broker, woken once per batch; a reader thread takes
+// the acks, which release batches from the spool. So the data path has one hand-off per batch,
+// not one per stage. On disconnect the sender backs off exponentially with jitter, moves to the
+// next broker address and replays every unacknowledged batch in order; the broker
+// deduplicates by (agent id, sequence), so a batch whose ack was lost is delivered once. When
+// the spool is full its oldest batches are dropped and counted in `dropped_oldest`, never
+// silently. flush() ships the open block and waits (up to flush_timeout) until every accepted
+// event is acknowledged; with a spool directory anything not yet acknowledged stays on disk and
+// is replayed by the next run.
 // The spool holds each Batch as sent, events still encoded, so the sender never rebuilds
 // per-event messages. A spooled batch that cannot be parsed back is skipped, counted
 // (unreadable_*) and logged. Every string of an event is repaired to valid UTF-8 before it is
@@ -61,13 +66,12 @@ Compression parse_compression(const std::string& name);
 struct ForwarderOptions {
   std::vector<std::string> brokers;             // host:port, first preferred; fail over in order
   std::string agent_id;                         // empty: unique_agent_id() (agent_id.h)
-  size_t batch_count = 512;
+  size_t batch_count = 512;                     // events per batch at most
   std::chrono::nanoseconds batch_age = std::chrono::milliseconds(20);
-  // While the broker has acknowledged everything sent, a batch closes after only
-  // this long: light traffic is not held for batch_age; under load batches grow.
+  // For callers that never call poll_done(): while the broker has acknowledged everything
+  // sent, a batch closes after only this long, so light traffic is not held for batch_age.
   std::chrono::nanoseconds batch_linger = std::chrono::milliseconds(1);
   Compression compression = Compression::kNone;
-  size_t queue_capacity = 65536;                // events held in memory before batching
   std::filesystem::path spool_dir;              // empty: spool in memory
   uint64_t spool_max_bytes = 256ull << 20;
   uint64_t spool_segment_bytes = 4ull << 20;
@@ -84,12 +88,12 @@ struct ForwarderOptions {
 };
 
 struct ForwarderStats {
-  uint64_t queued = 0;          // events waiting in memory for a batch
+  uint64_t queued = 0;          // events in the open block, not yet in the spool
   uint64_t spooled_bytes = 0;   // batches stored and not yet acknowledged
   uint64_t spooled_batches = 0;
   uint64_t sent = 0;            // events written to a stream (replays count again)
   uint64_t acked = 0;           // events acknowledged by a broker
-  uint64_t dropped_oldest = 0;  // events lost to a full queue or a full spool
+  uint64_t dropped_oldest = 0;  // events lost to a full spool or a failed spool write
   uint64_t unacked = 0;         // events in stored batches not yet acknowledged
   uint64_t corrupt_batches = 0; // spool records failing their checksum
   uint64_t unreadable_batches = 0;  // spooled batches that did not parse back: skipped
@@ -126,6 +130,10 @@ class Forwarder : public EventSink {
   Forwarder& operator=(const Forwarder&) = delete;
 
   void consume(const Event& event) override;
+  // The caller's burst is over (the runtime: after each ring poll). While everything sent is
+  // acknowledged the open block is shipped now; otherwise it waits as above. Never blocks on
+  // the network.
+  void poll_done() override;
   // Queues interval counters; they travel in the next batch (one closes at once for them).
   void consume_counts(const std::vector<ProbeIntervalCounts>& counts) override;
   void flush() override;

@@ -6,8 +6,9 @@
 //   directory: max(last offset on disk + 1, microseconds since the epoch), so offsets stay
 //   increasing across restarts without a metadata file (assumes < 1M appends/s on average and a
 //   clock that does not jump back by more than the log's lifetime).
-// - Each record carries a CRC32 over its offset, item count and payload; a corrupt record found on open is
-//   skipped (the scan resynchronises on the next valid header) and counted, never returned.
+// - Each record in a file carries a CRC32 over its offset, item count and payload; a corrupt record found on
+//   open is skipped (the scan resynchronises on the next valid header) and counted, never returned. (In
+//   memory the field is 0: nothing reads it back.)
 // - When the total size exceeds max_bytes, whole segments are dropped oldest first and their
 //   records counted in dropped_records; the newest segment is never dropped.
 // - release_through(o) marks every record with offset <= o as no longer needed; segments whose
@@ -90,6 +91,7 @@ class SegmentLog {
   uint64_t dropped_records_ = 0;
   uint64_t dropped_items_ = 0;
   uint64_t corrupt_records_ = 0;
+  std::string spare_mem_;  // memory mode: a released segment's buffer, reused by the next
 };
 
 uint32_t crc32_of(std::string_view a, std::string_view b);

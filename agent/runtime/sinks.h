@@ -36,6 +36,7 @@ class BrokerSink final : public EventSink {
   Forwarder& forwarder() { return *forwarder_; }
   void consume(const Event& e) override { forwarder_->consume(e); }
   void consume_counts(const std::vector<ProbeIntervalCounts>& c) override { forwarder_->consume_counts(c); }
+  void poll_done() override { forwarder_->poll_done(); }
   void flush() override { forwarder_->flush(); }
   bool drain(std::chrono::milliseconds limit, const std::function<bool()>& give_up) override;
   SinkReport report() const override;

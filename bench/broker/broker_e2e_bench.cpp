@@ -55,7 +55,6 @@ int main(int argc, char** argv) {
   fo.brokers = {broker.address()};
   fo.agent_id = "bench";
   fo.spool_dir = spool;
-  fo.queue_capacity = 1 << 20;
   mcp::Forwarder fwd(fo);
   mcp::Event e;
   e.kind = mcp::EventKind::kSyscall;

@@ -71,7 +71,6 @@ Result run(const std::string& publish_to, const std::string& subscribe_to, doubl
   mcp::ForwarderOptions fo;
   fo.brokers = {publish_to};
   fo.agent_id = agent_id;
-  fo.queue_capacity = 1 << 21;
   fo.flush_timeout = 120s;
   mcp::Event e;
   e.kind = mcp::EventKind::kSyscall;

@@ -11,6 +11,7 @@
 #include "mcp/v1/sampling.grpc.pb.h"
 #include "output/formatter.h"
 #include "../../support/events.h"
+#include "../../support/wait_until.h"
 
 namespace mcp {
 namespace {
@@ -33,28 +34,50 @@ class RecordingBroker final : public mcp::v1::Sampling::Service {
     }
     return grpc::Status::OK;
   }
+  // Events in the batches received so far.
+  size_t events() {
+    std::lock_guard lock(mu);
+    size_t n = 0;
+    EventBlockDecoder dec;
+    std::string error;
+    for (const auto& m : messages)
+      if (m.has_batch() && dec.parse(m.batch().events(), error)) n += dec.size();
+    return n;
+  }
   std::mutex mu;
   std::vector<mcp::v1::AgentMessage> messages;
+};
+
+struct ServedBroker {
+  ServedBroker() {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(&broker);
+    server = builder.BuildAndStart();
+  }
+  ~ServedBroker() {
+    if (server) server->Shutdown();
+  }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port); }
+  RecordingBroker broker;
+  int port = 0;
+  std::unique_ptr<grpc::Server> server;
 };
 
 using test::make_event;
 using test::to_json;
 
 TEST(ForwarderWire, SendsCompactBlocksAndAdvertisesEventsV2) {
-  RecordingBroker broker;
-  int port = 0;
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&broker);
-  auto server = builder.BuildAndStart();
-  ASSERT_TRUE(server);
-  ASSERT_GT(port, 0);
+  ServedBroker served;
+  ASSERT_TRUE(served.server);
+  ASSERT_GT(served.port, 0);
+  RecordingBroker& broker = served.broker;
 
   constexpr uint32_t kEvents = 10;
   std::vector<std::string> expected;
   {
     ForwarderOptions o;
-    o.brokers = {"127.0.0.1:" + std::to_string(port)};
+    o.brokers = {served.address()};
     o.batch_count = 4;  // several blocks: each must decode on its own
     Forwarder fwd(o);
     for (uint32_t i = 0; i < kEvents; ++i) {
@@ -64,7 +87,7 @@ TEST(ForwarderWire, SendsCompactBlocksAndAdvertisesEventsV2) {
     ASSERT_TRUE(fwd.flush_for(std::chrono::seconds(20)));
     EXPECT_EQ(fwd.stats().acked, kEvents);
   }
-  server->Shutdown();
+  served.server->Shutdown();
 
   std::lock_guard lock(broker.mu);
   ASSERT_FALSE(broker.messages.empty());
@@ -88,6 +111,46 @@ TEST(ForwarderWire, SendsCompactBlocksAndAdvertisesEventsV2) {
     }
   }
   EXPECT_EQ(got, expected);
+}
+
+// The runtime calls poll_done() after each ring poll. With every batch acknowledged, the
+// events of that poll go at once: no batcher thread waits out a linger or an age (here an hour
+// each, so only poll_done() can send them). poll_done() is called in the loop as the runtime
+// calls it, since the wire counts as idle only once the stream is up.
+TEST(ForwarderWire, PollDoneShipsTheOpenBlockAtOnceWhileEverythingIsAcknowledged) {
+  ServedBroker served;
+  ASSERT_TRUE(served.server);
+  ForwarderOptions o;
+  o.brokers = {served.address()};
+  o.batch_linger = std::chrono::hours(1);
+  o.batch_age = std::chrono::hours(1);
+  Forwarder fwd(o);
+  for (uint32_t i = 0; i < 3; ++i) fwd.consume(make_event(i));
+  EXPECT_TRUE(test::wait_until([&] {
+    fwd.poll_done();
+    return served.broker.events() == 3;
+  })) << "the open block waited for its age";
+  EXPECT_EQ(fwd.stats().queued, 0u);
+}
+
+// A full block is written to the spool on the consuming thread: when consume() returns it is
+// stored (on disk with a spool directory) and counted as unacknowledged, not queued in memory
+// for another thread. No broker listens on the address.
+TEST(ForwarderWire, AFullBlockIsInTheSpoolWhenConsumeReturns) {
+  ForwarderOptions o;
+  o.brokers = {"127.0.0.1:1"};
+  o.batch_count = 4;
+  o.backoff_initial = std::chrono::milliseconds(10);
+  o.flush_timeout = std::chrono::milliseconds(0);
+  Forwarder fwd(o);
+  for (uint32_t i = 0; i < 4; ++i) fwd.consume(make_event(i));
+  const auto s = fwd.stats();
+  EXPECT_EQ(s.queued, 0u);
+  EXPECT_EQ(s.spooled_batches, 1u);
+  EXPECT_EQ(s.unacked, 4u);
+  fwd.consume(make_event(4));
+  EXPECT_EQ(fwd.stats().queued, 1u);
+  EXPECT_EQ(fwd.stats().unacked, 4u);
 }
 
 }  // namespace
