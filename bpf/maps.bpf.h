@@ -67,47 +67,20 @@ struct {
 } quota_states SEC(".maps") __weak;
 
 /*
- * Scope by cgroup subtree: slot = probe id, the probe's selector cgroup (set by the agent
- * when the probe's config has a cgroup_id). bpf_current_task_under_cgroup tests ancestry,
- * so every task below the cgroup is in scope, whatever cgroup namespace the agent is in.
- */
-struct {
-	__uint(type, BPF_MAP_TYPE_CGROUP_ARRAY);
-	__uint(max_entries, MCP_MAX_PROBES);
-	__type(key, __u32);
-	__type(value, __u32);
-} selector_cgroups SEC(".maps") __weak;
-
-/*
- * Scope by a set of cgroups (container-aware probes: the containers their pod or
- * namespace names, kept current by the agent as containers come and go): present
- * = in scope. Exact match on the task's own cgroup, one lookup whatever the set's size.
+ * Scope by cgroup subtree (struct mcp_scope_key), the one table of cgroup scopes: tenants
+ * (probe id 0) and the scopes of probes (a cgroup path or container selector, a pod or
+ * namespace selector, a container-aware probe's containers), each any number of cgroups.
+ * A task is under an entry's cgroup when its own cgroup or one of its ancestors is that
+ * cgroup, whatever cgroup namespace the agent is in (ids are global). Written only by the
+ * agent's control loop (runtime/scope_table.h), as pods and containers come and go; the
+ * kernel only reads it.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, MCP_MAX_SCOPE_CGROUPS);
 	__type(key, struct mcp_scope_key);
-	__type(value, __u8);
-} scope_cgroups SEC(".maps") __weak;
-
-/*
- * Configured tenants as subtrees, most specific (deepest) first: slot i of tenant_cgroups
- * holds the cgroup, tenant_ids[i] its id (what the quota bucket hashes); the first 0 id
- * ends the list. A task's tenant is the first of them it is under, else its own cgroup.
- */
-struct {
-	__uint(type, BPF_MAP_TYPE_CGROUP_ARRAY);
-	__uint(max_entries, MCP_MAX_TENANTS);
-	__type(key, __u32);
-	__type(value, __u32);
-} tenant_cgroups SEC(".maps") __weak;
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, MCP_MAX_TENANTS);
-	__type(key, __u32);
 	__type(value, __u64);
-} tenant_ids SEC(".maps") __weak;
+} scope_cgroups SEC(".maps") __weak;
 
 /* tenant bucket -> struct mcp_counters, same meanings as per probe. */
 struct {

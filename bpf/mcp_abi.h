@@ -18,8 +18,8 @@
 #define MCP_MAX_PROBES 256      /* probe ids are 1..MCP_MAX_PROBES-1; 0 is "none" */
 #define MCP_MAX_ARGS 6          /* integer argument registers captured (SysV ABI) */
 #define MCP_TENANT_BUCKETS 64   /* cgroup ids hashed (FNV-1a 64) into this many quota buckets */
-#define MCP_MAX_TENANTS 64      /* configured tenant cgroups (subtrees) the kernel matches */
-#define MCP_MAX_SCOPE_CGROUPS 8192 /* (probe, cgroup) pairs of probes scoped to a set of cgroups */
+#define MCP_MAX_SCOPE_CGROUPS 8192 /* scope_cgroups entries: tenant and probe-scope cgroups */
+#define MCP_MAX_CGROUP_LEVEL 31 /* deepest cgroup level whose ancestors are matched */
 #define MCP_COMM_LEN 16
 #define MCP_MAX_STACK_DEPTH 32  /* user stack frames captured for slow CUDA launches */
 
@@ -114,22 +114,26 @@ struct mcp_probe_config {
 	__u8 ret_deref_arg;    /* N+1: copy 8 bytes through argument N at return */
 	__u8 cuda_flags;       /* MCP_CUDA_CFG_* */
 	__u8 name_arg;         /* N+1: copy the NUL-terminated string at argument N into name at return */
-	__u64 cgroup_id;       /* only tasks in this cgroup or below it (v2 id; the cgroup itself is
-	                        * slot probe_id of selector_cgroups); 0 = any;
-	                        * MCP_CGROUP_SCOPE_SET: only tasks whose own cgroup is in
-	                        * scope_cgroups under this probe id */
+	__u64 cgroup_id;       /* 0 = any task; MCP_CGROUP_SCOPE_SET: only tasks in or below a
+	                        * cgroup of scope_cgroups under this probe id (a cgroup path or
+	                        * container selector, a pod or namespace, a container probe's
+	                        * containers) */
 };
 MCP_STATIC_ASSERT(sizeof(struct mcp_probe_config) == 24, "mcp_probe_config layout");
 
-/* mcp_probe_config.cgroup_id of a probe scoped to a set of cgroups (the containers a
- * container-aware probe matches); no cgroup has this id. */
+/* mcp_probe_config.cgroup_id of a probe scoped to cgroups; no cgroup has this id. */
 #define MCP_CGROUP_SCOPE_SET (~0ULL)
 
-/* Key of scope_cgroups: a task whose own cgroup is cgroup_id is in scope of probe_id. */
+/*
+ * Key of scope_cgroups (bpf/maps.bpf.h), the one table of cgroup scopes: a cgroup (v2 id)
+ * that is a tenant (probe_id 0; the value is the tenant id the quota bucket hashes) or in
+ * probe N's scope (probe_id N; the value is 1). A task matches through its own cgroup or
+ * any ancestor, the deepest entry first.
+ */
 struct mcp_scope_key {
-	__u32 probe_id;
+	__u32 probe_id;  /* 0: tenant; N: scope of probe N */
 	__u32 pad;       /* zero */
-	__u64 cgroup_id; /* cgroup v2 id (the task's own cgroup, not an ancestor) */
+	__u64 cgroup_id; /* cgroup v2 id */
 };
 MCP_STATIC_ASSERT(sizeof(struct mcp_scope_key) == 16, "mcp_scope_key layout");
 

@@ -190,21 +190,41 @@ static __always_inline __u32 mcp_tenant_bucket(__u64 cgroup_id)
 }
 
 /*
- * The current task's tenant id: the first configured tenant cgroup (deepest first) it
- * is under, a QoS slice or a pod holding all processes below it; else its own cgroup.
+ * The value of the deepest scope_cgroups entry for probe_id (0: tenants) that holds the
+ * current task: its own cgroup first, then each ancestor up to the root; 0 when none.
+ * One ancestor-id call and one hash lookup per level (a pod's container sits at level 4
+ * in the kubelet's layout).
+ */
+static __always_inline __u64 mcp_scope_of(__u32 probe_id)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	int level = task->cgroups->dfl_cgrp->level;
+	struct mcp_scope_key key = { .probe_id = probe_id };
+
+	if (level > MCP_MAX_CGROUP_LEVEL)
+		level = MCP_MAX_CGROUP_LEVEL;
+	for (int i = 0; i <= MCP_MAX_CGROUP_LEVEL; i++) {
+		__u64 *v;
+
+		if (level - i < 0)
+			break;
+		key.cgroup_id = bpf_get_current_ancestor_cgroup_id(level - i);
+		v = bpf_map_lookup_elem(&scope_cgroups, &key);
+		if (v)
+			return *v;
+	}
+	return 0;
+}
+
+/*
+ * The current task's tenant id: the deepest configured tenant cgroup it is under (a QoS
+ * slice, a pod, every pod of a namespace); else its own cgroup.
  */
 static __always_inline __u64 mcp_tenant_id(void)
 {
-	for (__u32 i = 0; i < MCP_MAX_TENANTS; i++) {
-		__u32 key = i;
-		__u64 *id = bpf_map_lookup_elem(&tenant_ids, &key);
+	__u64 id = mcp_scope_of(0);
 
-		if (!id || !*id)
-			break;
-		if (bpf_current_task_under_cgroup(&tenant_cgroups, i) == 1)
-			return *id;
-	}
-	return bpf_get_current_cgroup_id();
+	return id ? id : bpf_get_current_cgroup_id();
 }
 
 /*
@@ -398,16 +418,10 @@ static __always_inline enum mcp_decision mcp_sample(__u32 probe_id, const __u64 
 	}
 	if (!cfg)
 		return MCP_NOT_OURS;
-	/* a probe scoped to a cgroup (a pod, a container) sees only the tasks below it; one
-	 * scoped to a set of cgroups (its containers) only the tasks in them */
-	if (cfg->cgroup_id == MCP_CGROUP_SCOPE_SET) {
-		struct mcp_scope_key scope = { .probe_id = probe_id, .cgroup_id = bpf_get_current_cgroup_id() };
-
-		if (!bpf_map_lookup_elem(&scope_cgroups, &scope))
-			return MCP_NOT_OURS;
-	} else if (cfg->cgroup_id && bpf_current_task_under_cgroup(&selector_cgroups, probe_id) != 1) {
+	/* a probe scoped to cgroups (a cgroup path, a container id, pods, a container probe's
+	 * containers) sees only the tasks in or below them */
+	if (cfg->cgroup_id && !mcp_scope_of(probe_id))
 		return MCP_NOT_OURS;
-	}
 	if (quotas_enabled)
 		cgroup_id = mcp_tenant_id();
 	c = mcp_counters_of(probe_id);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "control/trace_id_arg.h"
+#include "k8s/pod_ref.h"
 #include "otlp/exporter_options.h"
 #include "rules/ruleset.h"
 
@@ -51,7 +52,8 @@ using TraceIdArg = control::TraceIdArg;
 struct Selector {
   std::string container_id;  // only processes in this container (prefix of the full id)
   std::string cgroup_path;   // only processes in this cgroup (v2 path under /sys/fs/cgroup)
-  bool empty() const { return container_id.empty() && cgroup_path.empty(); }
+  std::optional<k8s::PodRef> pods;  // only processes of these pods (`pod:` / `namespace:`, via the pod watch)
+  bool empty() const { return container_id.empty() && cgroup_path.empty() && !pods; }
   bool operator==(const Selector&) const = default;
 };
 
@@ -111,12 +113,13 @@ struct CudaConfig {
 };
 
 struct TenantQuota {
-  std::string cgroup_path;  // empty for the default quota
+  std::string cgroup_path;  // empty for the default quota; pods->text() for pods
+  std::optional<k8s::PodRef> pods;  // `pod:` / `namespace:` (resolved through the pod watch)
   double rate = 0;          // events per second
   double burst = 0;         // bucket depth, events
   Position pos;
   bool operator==(const TenantQuota& o) const {
-    return cgroup_path == o.cgroup_path && rate == o.rate && burst == o.burst;
+    return cgroup_path == o.cgroup_path && pods == o.pods && rate == o.rate && burst == o.burst;
   }
 };
 

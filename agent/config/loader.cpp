@@ -68,6 +68,8 @@ class Ctx {
   std::vector<Diagnostic>& diagnostics() { return diags_; }
   const std::string& file() const { return file_; }
   std::string_view text() const { return text_; }
+  // Where a `pod:` or `namespace:` was read: these need the pod watch (checked at the end).
+  std::vector<std::pair<Position, std::string>> pod_refs;
 
  private:
   std::string file_;
@@ -245,9 +247,40 @@ void read_sampling(Ctx& ctx, const YAML::Node& n, Sampling& out) {
     if (auto b = read_bool(ctx, m.get("consistent"), "sampling.consistent")) out.consistent = *b;
 }
 
+// The `pod:` or `namespace:` key of a tenant or selector (`what`), as the API server names
+// them; alone: with another key it would be unclear which one scopes.
+std::optional<k8s::PodRef> read_pod_ref(Ctx& ctx, const YAML::Node& n, MapReader& m, const std::string& what,
+                                        std::initializer_list<const char*> others) {
+  std::optional<k8s::PodRef> out;
+  for (const char* kind : {"pod", "namespace"}) {
+    if (!m.has(kind)) continue;
+    auto s = read_string(ctx, m.get(kind), what + "." + kind);
+    if (!s) continue;
+    std::string why;
+    auto ref = k8s::parse_pod_ref(kind, *s, &why);
+    if (!ref) {
+      ctx.error(m.get(kind), what + "." + kind + ": " + why);
+      continue;
+    }
+    ctx.pod_refs.emplace_back(pos_of(m.get(kind).Mark()), what + "." + kind);
+    out = std::move(ref);
+  }
+  size_t keys = m.has("pod") + m.has("namespace");
+  for (const char* k : others) keys += m.has(k);
+  if ((m.has("pod") || m.has("namespace")) && keys > 1) {
+    std::string all;
+    for (const char* k : others) all += std::string("'") + k + "', ";
+    ctx.error(n, what + " takes one of " + all + "'pod' or 'namespace'");
+    return std::nullopt;
+  }
+  return out;
+}
+
 void read_selector(Ctx& ctx, const YAML::Node& n, Selector& out) {
-  MapReader m(ctx, n, "selector", {"container_id", "cgroup_path"});
+  MapReader m(ctx, n, "selector", {"container_id", "cgroup_path", "pod", "namespace"});
   if (!m.valid()) return;
+  out.pods = read_pod_ref(ctx, n, m, "selector", {"container_id", "cgroup_path"});
+  if (m.has("pod") || m.has("namespace")) return;
   if (m.has("container_id"))
     if (auto s = read_string(ctx, m.get("container_id"), "selector.container_id")) out.container_id = *s;
   if (m.has("cgroup_path")) {
@@ -257,7 +290,7 @@ void read_selector(Ctx& ctx, const YAML::Node& n, Selector& out) {
     }
   }
   if (!m.has("container_id") && !m.has("cgroup_path"))
-    ctx.error(n, "selector needs 'container_id' or 'cgroup_path'");
+    ctx.error(n, "selector needs 'container_id', 'cgroup_path', 'pod' or 'namespace'");
 }
 
 void read_container(Ctx& ctx, const YAML::Node& n, ContainerScope& out) {
@@ -459,14 +492,17 @@ void read_cuda(Ctx& ctx, const YAML::Node& n, Config& cfg) {
 
 std::optional<TenantQuota> read_quota(Ctx& ctx, const YAML::Node& n, bool tenant) {
   MapReader m(ctx, n, tenant ? "tenant quota" : "default quota",
-              tenant ? std::initializer_list<std::string_view>{"cgroup_path", "rate", "burst"}
+              tenant ? std::initializer_list<std::string_view>{"cgroup_path", "pod", "namespace", "rate", "burst"}
                      : std::initializer_list<std::string_view>{"rate", "burst"});
   if (!m.valid()) return std::nullopt;
   const size_t before = ctx.diagnostics().size();
   TenantQuota q;
   q.pos = pos_of(n.Mark());
-  if (tenant) {
-    if (!m.has("cgroup_path")) ctx.error(n, "a tenant quota needs 'cgroup_path'");
+  if (tenant && (m.has("pod") || m.has("namespace"))) {
+    q.pods = read_pod_ref(ctx, n, m, "tenant", {"cgroup_path"});
+    if (q.pods) q.cgroup_path = q.pods->text();
+  } else if (tenant) {
+    if (!m.has("cgroup_path")) ctx.error(n, "a tenant quota needs 'cgroup_path', 'pod' or 'namespace'");
     else if (auto s = read_string(ctx, m.get("cgroup_path"), "cgroup_path")) {
       if (s->front() != '/') ctx.error(m.get("cgroup_path"), "cgroup_path must start with '/'");
       q.cgroup_path = *s;
@@ -808,6 +844,7 @@ std::string ProbeSpec::key() const {
   }
   if (!selector.container_id.empty()) k += "@container=" + selector.container_id;
   if (!selector.cgroup_path.empty()) k += "@cgroup=" + selector.cgroup_path;
+  if (selector.pods) k += "@" + selector.pods->text();
   if (container) {
     if (!container->pod.empty()) k += "@in-pod=" + container->ns + "/" + container->pod;
     else if (!container->ns.empty()) k += "@in-namespace=" + container->ns;
@@ -914,6 +951,9 @@ Config parse_config(std::string_view yaml, const std::string& file, const std::f
     }
     if (top.has("compliance")) read_compliance(ctx, top.get("compliance"), base_dir, cfg.compliance);
     if (top.has("kubernetes")) read_kubernetes(ctx, top.get("kubernetes"), base_dir, cfg.kubernetes);
+    if (!cfg.kubernetes.pod_names)
+      for (const auto& [pos, what] : ctx.pod_refs)
+        ctx.error(pos, what + " needs the pod watch, which kubernetes.pod_names: false turns off");
     if (top.has("metrics")) {
       MapReader m(ctx, top.get("metrics"), "metrics", {"listen"});
       if (m.valid() && m.has("listen")) {

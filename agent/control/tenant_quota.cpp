@@ -98,6 +98,11 @@ std::string unescape_mountinfo(std::string_view s) {
 
 Quota parse_quota(std::string_view text) { return parse_quota_or_throw(text, text); }
 
+uint64_t pod_ref_tenant_id(const k8s::PodRef& ref) {
+  const std::string t = ref.text();
+  return fnv1a64({reinterpret_cast<const uint8_t*>(t.data()), t.size()}) | (1ULL << 63);
+}
+
 TenantQuotaSpec parse_tenant_quota(std::string_view text) {
   const auto eq = text.rfind('=');
   if (eq == std::string_view::npos) {
@@ -110,6 +115,14 @@ TenantQuotaSpec parse_tenant_quota(std::string_view text) {
     throw usage_error("--tenant-quota '" + std::string(text) + "': empty CGROUP_PATH");
   }
   spec.quota = parse_quota_or_throw(text.substr(eq + 1), text);
+  for (const std::string_view kind : {"pod", "namespace"}) {
+    const std::string prefix = std::string(kind) + ":";
+    if (!spec.cgroup_path.starts_with(prefix)) continue;
+    std::string why;
+    spec.pods = k8s::parse_pod_ref(kind, std::string_view(spec.cgroup_path).substr(prefix.size()), &why);
+    if (!spec.pods) throw usage_error("--tenant-quota '" + std::string(text) + "': " + why);
+    spec.cgroup_path = spec.pods->text();
+  }
   return spec;
 }
 
@@ -169,15 +182,6 @@ int open_cgroup_by_id(uint64_t id, const std::filesystem::path& cgroup2_root) {
   return fd;
 }
 
-std::vector<uint64_t> tenant_match_order(const std::vector<ResolvedTenant>& tenants) {
-  std::vector<const ResolvedTenant*> sorted;
-  for (const auto& t : tenants) sorted.push_back(&t);
-  std::stable_sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->depth > b->depth; });
-  std::vector<uint64_t> ids;
-  for (auto* t : sorted) ids.push_back(t->cgroup_id);
-  return ids;
-}
-
 uint64_t resolve_cgroup_id(std::string_view path, const std::filesystem::path& cgroup2_root) {
   if (path.empty()) throw usage_error("empty cgroup path");
   const std::filesystem::path p = under_mount(path, cgroup2_root);
@@ -199,22 +203,31 @@ TenantQuotaTable build_tenant_quota_table(std::span<const TenantQuotaSpec> specs
   TenantQuotaTable table;
   table.buckets.fill(default_quota);
   for (const TenantQuotaSpec& spec : specs) {
-    ResolvedTenant t{spec.cgroup_path, resolve_cgroup_id(spec.cgroup_path, cgroup2_root), 0,
-                     spec.quota};
-    t.bucket = tenant_bucket(t.cgroup_id);
-    t.depth = cgroup_depth(spec.cgroup_path, cgroup2_root);
+    ResolvedTenant t;
+    t.cgroup_path = spec.cgroup_path;
+    t.quota = spec.quota;
+    if (spec.pods) {
+      t.pods = spec.pods;
+      t.cgroup_path = spec.pods->text();
+      t.tenant_id = pod_ref_tenant_id(*spec.pods);
+    } else {
+      t.cgroup_id = t.tenant_id = resolve_cgroup_id(spec.cgroup_path, cgroup2_root);
+      t.depth = cgroup_depth(spec.cgroup_path, cgroup2_root);
+    }
+    t.bucket = tenant_bucket(t.tenant_id);
     ResolvedTenant* same = nullptr;
     for (ResolvedTenant& prev : table.tenants) {
-      if (prev.cgroup_id == t.cgroup_id) same = &prev;
+      if (prev.tenant_id == t.tenant_id) same = &prev;
     }
     if (same != nullptr) {
-      table.warnings.push_back("tenant quota for cgroup '" + t.cgroup_path + "' (id " +
-                               std::to_string(t.cgroup_id) + ") given twice; the later wins");
+      table.warnings.push_back(t.pods ? "tenant quota for '" + t.cgroup_path + "' given twice; the later wins"
+                                      : "tenant quota for cgroup '" + t.cgroup_path + "' (id " +
+                                            std::to_string(t.cgroup_id) + ") given twice; the later wins");
       *same = t;
     } else {
       for (const ResolvedTenant& prev : table.tenants) {
         if (prev.bucket == t.bucket) {
-          table.warnings.push_back("cgroups '" + prev.cgroup_path + "' and '" + t.cgroup_path +
+          table.warnings.push_back("tenants '" + prev.cgroup_path + "' and '" + t.cgroup_path +
                                    "' share tenant bucket " + std::to_string(t.bucket) +
                                    ", so one quota; the later one's applies");
         }

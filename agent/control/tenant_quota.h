@@ -1,9 +1,12 @@
-// Tenant quotas: `--tenant-quota CGROUP_PATH=RATE[:BURST]` parsing, cgroup path -> cgroup id,
-// and the 64-bucket table the kernel's per-CPU token buckets are loaded from.
+// Tenant quotas: `--tenant-quota CGROUP_PATH=RATE[:BURST]` parsing (or `pod:NS/NAME=...`,
+// `namespace:NS=...`), cgroup path -> cgroup id, and the 64-bucket table the kernel's per-CPU
+// token buckets are loaded from.
 //
 // Contract:
-// - Tenant = cgroup v2 id = the inode number of the cgroup's directory on the cgroup2 mount
-//   (what bpf_get_current_cgroup_id() returns on 64-bit kernels >= 5.5).
+// - Tenant id of a cgroup path = cgroup v2 id = the inode number of the cgroup's directory on
+//   the cgroup2 mount (what bpf_get_current_cgroup_id() returns on 64-bit kernels >= 5.5).
+//   Tenant id of a pod or namespace (k8s/pod_ref.h) = pod_ref_tenant_id(): no cgroup's id, as
+//   its cgroups come and go; the control loop maps each of its pods' cgroups to it.
 // - Bucket (the BPF side must compute exactly this):
 //     bucket = fnv1a64(le64(cgroup_id)) % 64
 //   fnv1a64 over the 8 bytes of the id in little-endian order (low byte first):
@@ -26,7 +29,10 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <optional>
 #include <vector>
+
+#include "k8s/pod_ref.h"
 
 namespace mcp::control {
 
@@ -45,11 +51,15 @@ struct Quota {
 };
 
 struct TenantQuotaSpec {
-  std::string cgroup_path;  // as given: absolute, or relative to the cgroup2 mount
+  std::string cgroup_path;  // as given: absolute, or relative to the cgroup2 mount; pods->text() for pods
   Quota quota;
+  std::optional<k8s::PodRef> pods;  // set: the tenant is these pods, not a cgroup path
 };
 
-// "CGROUP_PATH=RATE[:BURST]"
+// fnv1a64 of ref.text() with the top bit set (cgroup ids are inode numbers, far below it).
+uint64_t pod_ref_tenant_id(const k8s::PodRef& ref);
+
+// "CGROUP_PATH=RATE[:BURST]", "pod:NS/NAME=RATE[:BURST]" or "namespace:NS=RATE[:BURST]"
 TenantQuotaSpec parse_tenant_quota(std::string_view text);
 // "RATE[:BURST]" (the default quota flag)
 Quota parse_quota(std::string_view text);
@@ -67,20 +77,19 @@ uint64_t resolve_cgroup_id(std::string_view path, const std::filesystem::path& c
 int open_cgroup_by_id(uint64_t id, const std::filesystem::path& cgroup2_root);
 
 struct ResolvedTenant {
-  std::string cgroup_path;
-  uint64_t cgroup_id = 0;
+  std::string cgroup_path;  // pods->text() for pods
+  uint64_t cgroup_id = 0;   // 0 for pods (their cgroups are resolved as they come)
   uint32_t bucket = 0;
   Quota quota;
-  uint32_t depth = 0;  // components below the cgroup2 mount: a deeper tenant is more specific
+  uint32_t depth = 0;  // components below the cgroup2 mount
+  uint64_t tenant_id = 0;  // what the bucket hashes: cgroup_id, or pod_ref_tenant_id(*pods)
+  std::optional<k8s::PodRef> pods;
 };
-
-// The tenants' cgroup ids, most specific (deepest) first: a task belongs to the first it is under.
-std::vector<uint64_t> tenant_match_order(const std::vector<ResolvedTenant>& tenants);
 
 struct TenantQuotaTable {
   std::array<Quota, kTenantBuckets> buckets{};      // what to write into the kernel map
   std::array<bool, kTenantBuckets> configured{};    // false: default quota
-  std::vector<ResolvedTenant> tenants;              // one per distinct configured cgroup
+  std::vector<ResolvedTenant> tenants;              // one per distinct configured cgroup or pod set
   std::vector<std::string> warnings;                // collisions and duplicates, one line each
 };
 

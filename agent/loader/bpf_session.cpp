@@ -22,7 +22,6 @@
 #include <string>
 
 #include "common/error.h"
-#include "control/tenant_quota.h"
 #include "mcp_abi.h"
 #include "mcp_bpf.skel.h"
 
@@ -383,12 +382,6 @@ void BpfSession::remove_probe(uint32_t id) {
   }
   for (auto& target : p->targets)
     for (auto& l : target.links) l.destroy();
-  // Its scope goes with it: a later probe given this id starts with none.
-  const int scope_fd = bpf_map__fd(skel_->maps.scope_cgroups);
-  for (uint64_t cgroup : p->scope) {
-    mcp_scope_key key{id, 0, cgroup};
-    bpf_map_delete_elem(scope_fd, &key);
-  }
   // After detaching, nothing new can be written for this id: quarantine it up to
   // the current producer position, and drop its stale pending entries.
   sweep_pending(id);
@@ -520,34 +513,6 @@ void BpfSession::detach_file(uint32_t id, uint64_t key) {
   for (auto& l : links) l.destroy();
 }
 
-void BpfSession::set_scope_cgroups(uint32_t id, const std::set<uint64_t>& cgroup_ids) {
-  const int fd = bpf_map__fd(skel_->maps.scope_cgroups);
-  std::unique_lock lock(mu_);
-  auto it = probes_.find(id);
-  if (it == probes_.end()) return;
-  std::set<uint64_t>& scope = it->second->scope;
-  // Out first: a full map then has room for what comes in.
-  for (auto c = scope.begin(); c != scope.end();) {
-    if (cgroup_ids.count(*c)) {
-      ++c;
-      continue;
-    }
-    mcp_scope_key key{id, 0, *c};
-    bpf_map_delete_elem(fd, &key);
-    c = scope.erase(c);
-  }
-  const uint8_t one = 1;
-  for (uint64_t c : cgroup_ids) {
-    if (scope.count(c)) continue;
-    mcp_scope_key key{id, 0, c};
-    if (bpf_map_update_elem(fd, &key, &one, BPF_ANY))
-      throw runtime_error("cannot add cgroup " + std::to_string(c) + " to the scope of probe " + std::to_string(id) +
-                          " (at most " + std::to_string(MCP_MAX_SCOPE_CGROUPS) + " probe and cgroup pairs): " +
-                          errno_text(errno));
-    scope.insert(c);
-  }
-}
-
 void BpfSession::drop_earlier_targets(uint32_t id) {
   std::vector<Target> old;
   {
@@ -562,51 +527,26 @@ void BpfSession::drop_earlier_targets(uint32_t id) {
     for (auto& l : target.links) l.destroy();
 }
 
-namespace {
-
-// Puts cgroup `cgroup_id` into slot `slot` of a BPF_MAP_TYPE_CGROUP_ARRAY (0: empties it).
-void set_cgroup_slot(int map_fd, uint32_t slot, uint64_t cgroup_id, const char* map) {
-  if (cgroup_id == 0) {
-    bpf_map_delete_elem(map_fd, &slot);  // ENOENT when already empty
-    return;
-  }
-  const int fd = control::open_cgroup_by_id(cgroup_id, control::find_cgroup2_mount());
-  const uint32_t value = static_cast<uint32_t>(fd);
-  const int rc = bpf_map_update_elem(map_fd, &slot, &value, BPF_ANY);
-  const int err = errno;
-  close(fd);
-  if (rc) throw runtime_error(std::string("cannot update ") + map + ": " + errno_text(err));
+void BpfSession::put_scope(uint32_t probe_id, uint64_t cgroup_id, uint64_t value) {
+  const mcp_scope_key key{probe_id, 0, cgroup_id};
+  if (bpf_map_update_elem(bpf_map__fd(skel_->maps.scope_cgroups), &key, &value, BPF_ANY))
+    throw runtime_error("cannot add cgroup " + std::to_string(cgroup_id) + " to scope_cgroups (at most " +
+                        std::to_string(MCP_MAX_SCOPE_CGROUPS) + " tenant and probe cgroups): " + errno_text(errno));
 }
 
-}  // namespace
-
-void BpfSession::set_tenant_cgroups(const std::vector<uint64_t>& cgroup_ids) {
-  if (cgroup_ids.size() > MCP_MAX_TENANTS)
-    throw usage_error("at most " + std::to_string(MCP_MAX_TENANTS) + " tenant cgroups, not " +
-                      std::to_string(cgroup_ids.size()));
-  const int cgroups = bpf_map__fd(skel_->maps.tenant_cgroups), ids = bpf_map__fd(skel_->maps.tenant_ids);
-  // End the list first, fill it, then publish the ids: the kernel never reads an id whose cgroup slot is stale.
-  uint32_t end = static_cast<uint32_t>(cgroup_ids.size());
-  const uint64_t zero = 0;
-  if (end < MCP_MAX_TENANTS && bpf_map_update_elem(ids, &end, &zero, BPF_ANY))
-    throw runtime_error("cannot update tenant_ids: " + errno_text(errno));
-  for (uint32_t i = 0; i < end; i++) {
-    set_cgroup_slot(cgroups, i, cgroup_ids[i], "tenant_cgroups");
-    if (bpf_map_update_elem(ids, &i, &cgroup_ids[i], BPF_ANY))
-      throw runtime_error("cannot update tenant_ids: " + errno_text(errno));
-  }
+void BpfSession::erase_scope(uint32_t probe_id, uint64_t cgroup_id) {
+  const mcp_scope_key key{probe_id, 0, cgroup_id};
+  bpf_map_delete_elem(bpf_map__fd(skel_->maps.scope_cgroups), &key);  // ENOENT: already gone
 }
 
 void BpfSession::configure(uint32_t id, const ProbeConfig& config) {
-  set_cgroup_slot(bpf_map__fd(skel_->maps.selector_cgroups), id, config.cgroup_set ? 0 : config.cgroup_id,
-                  "selector_cgroups");
   mcp_probe_config value{};
   value.threshold = config.threshold;
   value.trace_id_arg = config.trace_id_arg >= 0 ? static_cast<uint8_t>(config.trace_id_arg + 1) : 0;
   value.trace_id_format = config.trace_id_integer   ? MCP_TRACE_ID_INTEGER
                           : config.trace_id_bytes16 ? MCP_TRACE_ID_BYTES16
                                                     : MCP_TRACE_ID_HEX32;
-  value.cgroup_id = config.cgroup_set ? MCP_CGROUP_SCOPE_SET : config.cgroup_id;
+  value.cgroup_id = config.scoped ? MCP_CGROUP_SCOPE_SET : 0;
   value.cuda_api = config.cuda_api;
   value.vma_arg = config.vma_arg;
   value.entry_deref_arg = config.entry_deref_arg;

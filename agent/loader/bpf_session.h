@@ -48,8 +48,9 @@ struct ProbeConfig {
   uint8_t ret_deref_arg = 0;
   uint8_t cuda_flags = 0;     // MCP_CUDA_CFG_*
   uint8_t name_arg = 0;       // 1-based: copy this argument's string at return (mcp_probe_config)
-  uint64_t cgroup_id = 0;     // only tasks in this cgroup or below it (0: any)
-  bool cgroup_set = false;    // only tasks in the cgroups of set_scope_cgroups() (cgroup_id unused)
+  // Only tasks in or below the cgroups scope_cgroups holds for this probe id (written by
+  // the control loop's scope table, runtime/scope_table.h); false: any task.
+  bool scoped = false;
   bool trace_id_integer = false;  // the trace-id argument is the id itself
 };
 
@@ -98,10 +99,6 @@ class BpfSession : public KernelMaps {
   uint64_t attach_file(uint32_t id, const UprobeTarget& target);
   // Detaches the file attach_file() returned `key` for (no-op once the probe is removed).
   void detach_file(uint32_t id, uint64_t key);
-  // For a probe configured with cgroup_set: exactly the tasks whose own cgroup is one of
-  // these are in scope from now on. The set is removed with the probe. Throws when the
-  // kernel's scope map (MCP_MAX_SCOPE_CGROUPS pairs) is full; the cgroups added so far stay.
-  void set_scope_cgroups(uint32_t id, const std::set<uint64_t>& cgroup_ids);
 
   void configure(uint32_t id, const ProbeConfig& config);
   void set_threshold(uint32_t id, uint64_t threshold) override;
@@ -114,8 +111,10 @@ class BpfSession : public KernelMaps {
   // CPU's bucket holds up to `burst`. burst == 0 removes the quota.
   void set_quota(uint32_t bucket, double rate_per_sec, uint64_t burst, const std::vector<double>& cpu_shares = {}) override;
   ProbeCounters tenant_counters(uint32_t bucket) const;
-  // Throws mcp::Error (usage) for more than MCP_MAX_TENANTS, (runtime) for a cgroup gone.
-  void set_tenant_cgroups(const std::vector<uint64_t>& cgroup_ids) override;
+  // One entry of scope_cgroups (bpf/maps.bpf.h). put_scope throws mcp::Error (runtime)
+  // when the map is full.
+  void put_scope(uint32_t probe_id, uint64_t cgroup_id, uint64_t value) override;
+  void erase_scope(uint32_t probe_id, uint64_t cgroup_id) override;
   // Per CPU: events of this bucket that were sampled in (kept + quota-dropped),
   // the demand the quota split follows.
   std::vector<uint64_t> tenant_demand_per_cpu(uint32_t bucket) const override;
@@ -174,7 +173,6 @@ class BpfSession : public KernelMaps {
     std::vector<Target> targets;  // per attached file, oldest first
     Programs progs;               // uprobe/CUDA: to follow a replaced file
     pid_t pid = -1;
-    std::set<uint64_t> scope;     // cgroup_set probes: the cgroups in scope_cgroups
   };
   BpfSession() = default;
   uint32_t allocate_id();

@@ -39,9 +39,13 @@ class KernelMaps {
   // Tenant bucket quota split over CPUs by cpu_shares (empty: evenly); burst 0 removes it.
   virtual void set_quota(uint32_t bucket, double rate_per_sec, uint64_t burst,
                          const std::vector<double>& cpu_shares = {}) = 0;
-  // The configured tenants as subtrees: a task's tenant is the first of these cgroups
-  // (v2 ids, most specific first, at most MCP_MAX_TENANTS) it is under, else its own cgroup.
-  virtual void set_tenant_cgroups(const std::vector<uint64_t>& cgroup_ids) = 0;
+  // One entry of scope_cgroups (mcp_scope_key): cgroup `cgroup_id` (v2 id) is a tenant
+  // (probe_id 0, value = tenant id) or in probe `probe_id`'s scope (value 1); a task matches
+  // through its own cgroup or an ancestor, the deepest entry first. put_scope throws
+  // mcp::Error when the map (MCP_MAX_SCOPE_CGROUPS) is full. Only the scope table
+  // (runtime/scope_table.h) calls these.
+  virtual void put_scope(uint32_t probe_id, uint64_t cgroup_id, uint64_t value) = 0;
+  virtual void erase_scope(uint32_t probe_id, uint64_t cgroup_id) = 0;
   // Per CPU: the bucket's sampled-in events (kept + quota-dropped), the demand quotas follow.
   virtual std::vector<uint64_t> tenant_demand_per_cpu(uint32_t bucket) const = 0;
   virtual int ncpus() const = 0;

@@ -17,7 +17,7 @@ ExportFilterSpec export_filter_of(const config::Config& cfg) {
 
 std::vector<control::TenantQuotaSpec> tenant_quotas_of(const config::QuotaConfig& q) {
   std::vector<control::TenantQuotaSpec> out;
-  for (const auto& t : q.tenants) out.push_back({t.cgroup_path, quota_of(t)});
+  for (const auto& t : q.tenants) out.push_back({t.cgroup_path, quota_of(t), t.pods});
   return out;
 }
 

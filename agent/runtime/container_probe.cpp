@@ -41,7 +41,7 @@ std::vector<const k8s::ContainerProcess*> ContainerProbe::matching(
 
 void ContainerProbe::set_scope(const std::set<uint64_t>& cgroups) {
   try {
-    session_.set_scope_cgroups(id_, cgroups);
+    control_.set_scope(id_, cgroups);
     scope_error_.clear();
   } catch (const std::exception& e) {
     if (scope_error_ != e.what()) spdlog::error("probe {}: {}", name_, e.what());

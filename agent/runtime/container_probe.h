@@ -6,8 +6,10 @@
 //   matching   every container process (k8s/container_processes.h) for `container: {}`;
 //              for a pod or a namespace, those whose pod uid the pod directory names so.
 //              Without the pod watch a pod or namespace matches nothing, and status says why.
-//   scope      exactly the cgroups of this scan's matching processes: a container that
-//              shares a file with a matching one, but is not itself named, sees nothing.
+//   scope      exactly the cgroups of this scan's matching processes (and below them),
+//              written through the control loop (the one writer of the kernel's scopes): a
+//              container that shares a file with a matching one, but is not itself named,
+//              sees nothing.
 //   files      PATH resolved through /proc/PID/root of each matching process (once per mount
 //              namespace), attached once per distinct file (device, inode), each an RAII
 //              loader::FileAttachment. A file is detached once no matching process has it at
@@ -27,6 +29,7 @@
 #include "k8s/container_processes.h"
 #include "loader/attachment.h"
 #include "loader/bpf_session.h"
+#include "runtime/control_loop.h"
 
 namespace mcp::k8s {
 class PodNames;
@@ -36,10 +39,11 @@ namespace mcp::runtime {
 
 class ContainerProbe {
  public:
-  // `id`: the session's probe (add_uprobe_without_file, configured with cgroup_set);
-  // `name`: the probe as logs call it.
-  ContainerProbe(loader::BpfSession& session, uint32_t id, std::string name, config::ProbeSpec spec)
-      : session_(session), id_(id), name_(std::move(name)), spec_(std::move(spec)) {}
+  // `id`: the session's probe (add_uprobe_without_file, configured `scoped`); `control`
+  // writes its scope; `name`: the probe as logs call it.
+  ContainerProbe(loader::BpfSession& session, ControlLoop& control, uint32_t id, std::string name,
+                 config::ProbeSpec spec)
+      : session_(session), control_(control), id_(id), name_(std::move(name)), spec_(std::move(spec)) {}
 
   // Follows one scan of the node's container processes. `pods`: the pod watch (null: none
   // configured). Never throws; every file attached, detached or failed is logged once.
@@ -66,6 +70,7 @@ class ContainerProbe {
   void set_scope(const std::set<uint64_t>& cgroups);
 
   loader::BpfSession& session_;
+  ControlLoop& control_;
   uint32_t id_;
   std::string name_;
   config::ProbeSpec spec_;

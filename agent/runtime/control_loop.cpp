@@ -19,7 +19,7 @@ uint64_t monotonic_ns() {
 }  // namespace
 
 ControlLoop::ControlLoop(loader::KernelMaps& session, ControlSettings settings)
-    : session_(session), settings_(std::move(settings)) {
+    : session_(session), settings_(std::move(settings)), scopes_(session) {
   if (settings_.target_qps || settings_.accept_policies || settings_.probe_targets) {
     // Probes keep their fixed rate until a target (flag, policy or config) makes
     // the controller steer them.
@@ -32,7 +32,8 @@ ControlLoop::ControlLoop(loader::KernelMaps& session, ControlSettings settings)
   if (settings_.quotas) {
     balancers_.assign(control::kTenantBuckets, control::QuotaBalancer(session_.ncpus()));
     apply_quotas(false);
-    session_.set_tenant_cgroups(control::tenant_match_order(settings_.quotas->tenants));
+    scopes_.set_tenants(settings_.quotas->tenants);
+    refresh_scopes(true);
   }
 }
 
@@ -51,8 +52,12 @@ void ControlLoop::start() {
   {
     std::lock_guard lock(rates_mu_);
     adopt_probes();  // attached since construction (a runtime builds its loop before its probes)
+    if (!pods_settled_) {
+      pods_settled_ = true;  // no pod watch was given: say so for each pod reference
+      refresh_scopes(true);
+    }
   }
-  if (!rates_ && !settings_.quotas) return;  // nothing to steer
+  if (!rates_ && !settings_.quotas && !pods_) return;  // nothing to steer or follow
   tick(monotonic_ns());
   thread_ = std::thread([this] { run(); });
 }
@@ -94,6 +99,61 @@ void ControlLoop::tick(uint64_t now_ns) {
     std::lock_guard lock(rates_mu_);
     if (settings_.quotas) apply_quotas(true);
   }
+  if (pods_) {
+    std::lock_guard lock(rates_mu_);
+    if (scopes_.names_pods()) refresh_scopes(false);
+  }
+}
+
+std::vector<uint64_t> ControlLoop::resolve(const k8s::PodRef& ref, const std::string& what) {
+  if (pods_) return pods_->resolve(ref);
+  if (pods_settled_ && warned_.insert(what).second)
+    spdlog::warn("{} matches no process: pods cannot be resolved ({})", what, pods_why_);
+  return {};
+}
+
+ScopeTable::Resolve ControlLoop::resolver() {
+  return [this](const k8s::PodRef& ref, const std::string& what) { return resolve(ref, what); };
+}
+
+void ControlLoop::refresh_scopes(bool force) {
+  if (pods_ && pods_->begin_round()) force = true;
+  if (!force) return;
+  try {
+    scopes_.write(resolver());
+    scope_error_.clear();
+  } catch (const std::exception& e) {
+    // Said once per distinct failure; the next write retries what did not fit.
+    if (scope_error_ != e.what()) spdlog::error("tenant and probe scopes: {}", e.what());
+    scope_error_ = e.what();
+  }
+}
+
+void ControlLoop::set_selector(uint32_t probe_id, const k8s::PodRef& pods) {
+  std::lock_guard lock(rates_mu_);
+  scopes_.set_probe(probe_id, pods);
+  // A round that found changes must reach every tenant and selector, not only this one.
+  if (pods_ && pods_->begin_round()) refresh_scopes(true);
+  else scopes_.write(probe_id, resolver());
+}
+
+void ControlLoop::set_scope(uint32_t probe_id, std::set<uint64_t> cgroups) {
+  std::lock_guard lock(rates_mu_);
+  scopes_.set_probe(probe_id, std::move(cgroups));
+  scopes_.write(probe_id, resolver());
+}
+
+std::map<uint64_t, uint64_t> ControlLoop::scope(uint32_t probe_id) const {
+  std::lock_guard lock(rates_mu_);
+  return scopes_.written(probe_id);
+}
+
+void ControlLoop::set_pod_cgroups(std::unique_ptr<k8s::PodCgroups> pods, std::string why) {
+  std::lock_guard lock(rates_mu_);
+  pods_ = std::move(pods);
+  pods_settled_ = true;
+  if (!why.empty()) pods_why_ = std::move(why);
+  refresh_scopes(true);
 }
 
 void ControlLoop::apply_quotas(bool rebalance) {
@@ -125,6 +185,7 @@ void ControlLoop::set_target(uint32_t probe_id, double target_qps) {
 void ControlLoop::forget(uint32_t probe_id) {
   std::lock_guard lock(rates_mu_);
   own_.erase(probe_id);
+  scopes_.forget(probe_id);
   if (rates_) rates_->remove_probe(probe_id);
   steered_.erase(probe_id);
 }
@@ -136,8 +197,8 @@ void ControlLoop::set_quotas(std::optional<control::TenantQuotaTable> quotas) {
     for (uint32_t b = 0; b < control::kTenantBuckets; b++)
       if (settings_.quotas->buckets[b].burst && (!quotas || quotas->buckets[b].burst == 0)) session_.set_quota(b, 0, 0);
   settings_.quotas = std::move(quotas);
-  session_.set_tenant_cgroups(settings_.quotas ? control::tenant_match_order(settings_.quotas->tenants)
-                                               : std::vector<uint64_t>{});
+  scopes_.set_tenants(settings_.quotas ? settings_.quotas->tenants : std::vector<control::ResolvedTenant>{});
+  refresh_scopes(true);
   if (settings_.quotas) {
     if (balancers_.empty()) balancers_.assign(control::kTenantBuckets, control::QuotaBalancer(session_.ncpus()));
     apply_quotas(false);

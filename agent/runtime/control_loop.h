@@ -1,6 +1,12 @@
 // ControlLoop: the agent's steering thread. Every tick (100 ms) it reads the
 // kernel's per-CPU counters, runs the per-probe rate controllers (target QPS)
 // and writes their thresholds, and re-splits tenant quotas over CPUs by demand.
+// It is also the one writer of the cgroup scopes (scope_cgroups, through its ScopeTable):
+// tenants, selectors and container-aware probes' containers. A tenant or selector naming
+// `pod:`/`namespace:` is resolved through the pod watch's directory (k8s/pod_scope.h) at
+// every tick where pods or their cgroups may have changed, so the watch thread never writes
+// kernel maps. Without a pod watch such a tenant or selector matches no process, and the
+// loop says so once per reference.
 // It reaches the kernel only through loader::KernelMaps.
 // Owns its thread; stop() (or the destructor) joins it.
 #pragma once
@@ -19,7 +25,9 @@
 #include "control/quota_balancer.h"
 #include "control/rate_controller.h"
 #include "control/tenant_quota.h"
+#include "k8s/pod_scope.h"
 #include "loader/kernel_maps.h"
+#include "runtime/scope_table.h"
 
 namespace mcp::runtime {
 
@@ -68,6 +76,18 @@ class ControlLoop {
   void set_fixed_rate(uint32_t probe_id, double rate);
   void set_target(uint32_t probe_id, double target_qps);
   void forget(uint32_t probe_id);
+  // The scope of a probe configured with ProbeConfig::scoped (it sees nothing until one is
+  // given): the processes of these pods, whose cgroups are written now and kept current;
+  // or the processes in or below these cgroups (a selector's cgroup, a container-aware
+  // probe's containers: call again when they change), written now, only the differences;
+  // set_scope() throws mcp::Error when the kernel's map is full. forget() drops either.
+  void set_selector(uint32_t probe_id, const k8s::PodRef& pods);
+  void set_scope(uint32_t probe_id, std::set<uint64_t> cgroups);
+  // What the kernel holds for `probe_id` (0: tenants, cgroup -> tenant id).
+  std::map<uint64_t, uint64_t> scope(uint32_t probe_id) const;
+  // The pod watch's resolution (null: no API access, `why` says why). Call before start();
+  // resolves every pod tenant and selector at once.
+  void set_pod_cgroups(std::unique_ptr<k8s::PodCgroups> pods, std::string why = {});
   // Replaces the tenant quotas (none: every bucket unlimited).
   void set_quotas(std::optional<control::TenantQuotaTable> quotas);
   // Current kept/offered rates per probe (after stop(), the last ones).
@@ -84,10 +104,15 @@ class ControlLoop {
   bool effective(const ProbePolicy& p) const;
   bool matches(const ProbePolicy& p, const loader::ProbeInfo& probe) const;
   void put(const ProbePolicy& p, uint32_t probe_id);
+  // Writes the tenant and selector cgroups when they may have changed (always with `force`).
+  // Called with rates_mu_ held.
+  void refresh_scopes(bool force);
+  std::vector<uint64_t> resolve(const k8s::PodRef& ref, const std::string& what);
+  ScopeTable::Resolve resolver();
 
   loader::KernelMaps& session_;
   ControlSettings settings_;
-  std::mutex rates_mu_;  // the controller is shared with apply_policy()
+  mutable std::mutex rates_mu_;  // the controller is shared with apply_policy()
   std::unique_ptr<control::RateController> rates_;
   std::set<uint32_t> steered_;  // probes the controller owns; the others keep a fixed rate
   // What a probe a policy changed had before (its own setting), restored when no policy
@@ -100,6 +125,12 @@ class ControlLoop {
   std::map<uint32_t, OwnSetting> own_;
   std::vector<ProbePolicy> policies_;  // in force, oldest push first
   std::vector<control::QuotaBalancer> balancers_;
+  std::unique_ptr<k8s::PodCgroups> pods_;
+  std::string pods_why_ = "no pod watch: kubernetes.pod_names is off, or trace runs without --config";
+  bool pods_settled_ = false;  // set_pod_cgroups() or start() came: unresolved references are said
+  ScopeTable scopes_;            // the kernel's scope_cgroups: tenants and probe scopes
+  std::string scope_error_;      // the last write's failure, said once
+  std::set<std::string> warned_;  // references said to match nothing
   std::atomic<bool> stop_{false};
   std::thread thread_;
   mutable std::mutex stats_mu_;

@@ -18,7 +18,7 @@ namespace mcp::runtime {
 namespace fs = std::filesystem;
 
 uint64_t selector_cgroup_id(const config::Selector& selector) {
-  if (selector.empty()) return 0;
+  if (selector.empty() || selector.pods) return 0;  // pods: the control loop follows their cgroups
   const fs::path root = control::find_cgroup2_mount();
   if (!selector.cgroup_path.empty()) return control::resolve_cgroup_id(selector.cgroup_path, root);
   // Runtimes name a container's cgroup after its id (docker-<id>.scope, cri-containerd-<id>.scope, <id>).
@@ -112,8 +112,8 @@ loader::ProbeConfig ProbeSet::base_config(const config::ProbeSpec& spec) const {
     c.trace_id_bytes16 = spec.trace_id->format == control::TraceIdFormat::kBytes16;
     c.trace_id_integer = spec.trace_id->format == control::TraceIdFormat::kU64;
   }
-  c.cgroup_id = selector_cgroup_id(spec.selector);
-  c.cgroup_set = spec.container.has_value();  // its containers' cgroups (ContainerProbe)
+  // Its cgroups come from the control loop (try_attach, ContainerProbe).
+  c.scoped = !spec.selector.empty() || spec.container.has_value();
   return c;
 }
 
@@ -138,9 +138,14 @@ void ProbeSet::set_state(Entry& e, ProbeState s, std::string detail) {
 void ProbeSet::try_attach(Entry& e) {
   const config::ProbeSpec& spec = e.spec;
   const loader::ProbeConfig base = base_config(spec);
+  const uint64_t selector_cgroup = selector_cgroup_id(spec.selector);  // throws for a missing one
   auto meta = std::make_shared<ProbeMeta>(ProbeMeta{spec.service, spec.tags, {}});
   auto add = [&](uint32_t id, std::shared_ptr<const ProbeMeta> m, bool tuned) {
     e.handles.emplace_back(*this, id);
+    // A scoped probe sees nothing until the control loop writes its cgroups (a container
+    // probe's: ContainerProbe, as its containers come).
+    if (spec.selector.pods) control_.set_selector(id, *spec.selector.pods);
+    else if (selector_cgroup) control_.set_scope(id, {selector_cgroup});
     meta_[id % MCP_MAX_PROBES].store(std::move(m), std::memory_order_release);
     if (tuned) e.tuned.push_back(id);
   };
@@ -151,7 +156,7 @@ void ProbeSet::try_attach(Entry& e) {
   }
   if (spec.container) {  // files come and go with containers (update_containers)
     add(session_.add_uprobe_without_file(spec.target, spec.symbol, spec.latency, base), meta, true);
-    e.containers = std::make_unique<ContainerProbe>(session_, e.handles.back().id(), e.name, spec);
+    e.containers = std::make_unique<ContainerProbe>(session_, control_, e.handles.back().id(), e.name, spec);
     return;
   }
   const auto file = loader::find_binary(spec.target, 0);

@@ -149,7 +149,8 @@ class ProbeSet final : public ProbeLabels {
 };
 
 // The cgroup v2 id a selector names (its cgroup path, or the cgroup whose
-// directory name contains the container id); 0 for an empty selector.
+// directory name contains the container id); 0 for an empty selector or one naming pods
+// (ControlLoop::set_selector follows those).
 uint64_t selector_cgroup_id(const config::Selector& selector);
 
 }  // namespace mcp::runtime

@@ -157,6 +157,17 @@ void Runtime::start() {
     if (names->names.unavailable().empty() && !names->names.wait_synced(spec_.pod_names_sync))
       spdlog::warn("pod watch: no pod list after {} ms; events get pod names once it comes", spec_.pod_names_sync.count());
     pod_names_ = &names->names;
+    // Pod and namespace tenants and selectors follow the same watch (the control loop writes them).
+    if (names->names.unavailable().empty()) {
+      try {
+        control_->set_pod_cgroups(
+            std::make_unique<k8s::PodCgroups>(names->names.shared_directory(), control::find_cgroup2_mount()));
+      } catch (const std::exception& e) {
+        control_->set_pod_cgroups(nullptr, e.what());
+      }
+    } else {
+      control_->set_pod_cgroups(nullptr, names->names.unavailable());
+    }
     enrichers_.push_back(std::move(names));
   }
   consumer_ = std::make_unique<pipeline::RingConsumer>(

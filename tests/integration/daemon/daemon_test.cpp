@@ -14,6 +14,7 @@
 #include <regex>
 #include <thread>
 
+#include "control/tenant_quota.h"
 #include "metrics/names.h"
 
 #include "../../support/cgroup.h"
@@ -136,6 +137,136 @@ TEST_F(DaemonTest, SelectorOnAPodSeesItsContainersAndNotItsSibling) {
   EXPECT_EQ(per_cgroup[id(a2)], 50);
   EXPECT_EQ(per_cgroup[id(b1)], 0) << "the sibling pod is out of scope";
   EXPECT_EQ(per_cgroup.size(), 3u) << "nothing from anywhere else";
+}
+
+// A pod uid no other test (nor a parallel run) uses: pod cgroups are found by uid anywhere
+// under the cgroup2 mount, where other tests build their own trees.
+std::string unique_uid(int n) {
+  char buf[40];
+  snprintf(buf, sizeof buf, "%08x-%04x-4aaa-8aaa-%012x", static_cast<unsigned>(getpid()), n, static_cast<unsigned>(time(nullptr) & 0xffffff));
+  return buf;
+}
+
+// The kubelet's systemd layout of pod `uid`'s container `id`, relative to a CgroupTree.
+std::string kubelet_container(const std::string& uid, const std::string& id) {
+  std::string u = uid;
+  std::replace(u.begin(), u.end(), '-', '_');
+  return "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + u + ".slice/cri-containerd-" + id + ".scope";
+}
+
+std::string kubernetes_section(const mcp::test::FakeApiServer& api) {
+  return "node_name: node-test\nkubernetes:\n  api_server: " + api.url() + "\n  token_file: " + api.token_file() +
+         "\n  ca_file: " + api.ca_file() + "\n";
+}
+
+// A selector naming one pod (`pod: shop/p1`) sees the processes of that pod's containers and
+// not those of its sibling in the same namespace; p1 is scheduled after the agent started,
+// and is covered once the watch has seen it.
+TEST_F(DaemonTest, PodSelectorSeesThePodsContainersNotItsSiblingAndFollowsALaterPod) {
+  if (!mcp::test::FakeApiServer::available()) GTEST_SKIP() << "no openssl CLI to make the fake API server's certificate";
+  std::unique_ptr<mcp::test::CgroupTree> tree;
+  try {
+    tree = std::make_unique<mcp::test::CgroupTree>("mcp-k8s-podsel-" + std::to_string(getpid()));
+  } catch (const std::exception& e) {
+    GTEST_SKIP() << "no cgroup2 mount: " << e.what();
+  }
+  using mcp::test::FakeApiServer;
+  const std::string uid1 = unique_uid(1), uid2 = unique_uid(2);
+  const std::string a1_id(64, 'a'), a2_id(64, 'b'), b1_id(64, 'c');
+  const fs::path b1 = tree->add(kubelet_container(uid2, b1_id));
+  FakeApiServer api(dir_ / "apiserver");
+  api.put_pod(FakeApiServer::make_pod("shop", "p2", uid2, "node-test", {}, {{"app", b1_id}}));
+  cm_->update("version: 1\n" + kubernetes_section(api) + "metrics:\n  listen: 127.0.0.1:0\n"
+              "probes:\n  - binary: " + kWorkload + "\n    symbol: mcp_work\n    selector: { pod: shop/p1 }\n");
+  Daemon d(cm_->config_path(), dir_);
+  ASSERT_GT(d.port(), 0) << d.log();
+  const auto id = [&](const fs::path& p) { return mcp::control::resolve_cgroup_id(p.string(), tree->mount()); };
+  const auto count = [&](const fs::path& cg) {
+    size_t n = 0;
+    for (const auto& e : d.events()) n += e["kind"] == "uprobe" && e["cgroup_id"].get<uint64_t>() == id(cg);
+    return n;
+  };
+  // The kubelet makes the pod's cgroups, the API lists it: its processes come into scope.
+  const fs::path a1 = tree->add(kubelet_container(uid1, a1_id));
+  const fs::path a2 = tree->add(kubelet_container(uid1, a2_id));
+  api.put_pod(FakeApiServer::make_pod("shop", "p1", uid1, "node-test", {}, {{"app", a1_id}, {"sidecar", a2_id}}));
+  size_t probes = 0;  // calls made in a1 until one was seen (later ones may still be in flight)
+  ASSERT_TRUE(wait_until([&] {
+    EXPECT_EQ(mcp::test::wait_exit(mcp::test::spawn_in_cgroup(a1, {kWorkload, "calls", "1"})), 0);
+    probes++;
+    return count(a1) > 0;
+  })) << d.log();
+  // The sibling first: by the time p1's calls are all delivered, any of its would be too.
+  for (const auto& cg : {b1, a1, a2})
+    ASSERT_EQ(mcp::test::wait_exit(mcp::test::spawn_in_cgroup(cg, {kWorkload, "calls", "50"})), 0) << cg;
+  ASSERT_TRUE(wait_until([&] { return count(a1) >= 51 && count(a2) == 50; })) << d.log();
+  EXPECT_EQ(d.terminate(), 0) << d.log();
+  EXPECT_EQ(count(b1), 0u) << "the sibling pod p2 is out of scope";
+  EXPECT_EQ(count(a2), 50u);
+  EXPECT_LE(count(a1), probes + 50);
+  EXPECT_EQ(count_uprobe_events(d.events()), count(a1) + count(a2)) << "nothing from anywhere else";
+}
+
+// A quota on `namespace: team-a` holds the processes of the namespace's two pods to the quota
+// together; a pod of another namespace (its own, much larger quota) keeps every call.
+TEST_F(DaemonTest, NamespaceQuotaHoldsItsPodsTogetherAndSparesAnotherNamespace) {
+  if (!mcp::test::FakeApiServer::available()) GTEST_SKIP() << "no openssl CLI to make the fake API server's certificate";
+  std::unique_ptr<mcp::test::CgroupTree> tree;
+  try {
+    tree = std::make_unique<mcp::test::CgroupTree>("mcp-k8s-nsquota-" + std::to_string(getpid()));
+  } catch (const std::exception& e) {
+    GTEST_SKIP() << "no cgroup2 mount: " << e.what();
+  }
+  using mcp::test::FakeApiServer;
+  // The two namespaces' tenant ids must not share a quota bucket (a fixed property of the names).
+  ASSERT_NE(mcp::control::tenant_bucket(mcp::control::pod_ref_tenant_id({"team-a", ""})),
+            mcp::control::tenant_bucket(mcp::control::pod_ref_tenant_id({"team-b", ""})));
+  const std::string u1 = unique_uid(11), u2 = unique_uid(12), u3 = unique_uid(13);
+  const fs::path a = tree->add(kubelet_container(u1, std::string(64, 'a')));
+  const fs::path b = tree->add(kubelet_container(u2, std::string(64, 'b')));
+  const fs::path c = tree->add(kubelet_container(u3, std::string(64, 'c')));
+  FakeApiServer api(dir_ / "apiserver");
+  api.put_pod(FakeApiServer::make_pod("team-a", "web", u1, "node-test"));
+  api.put_pod(FakeApiServer::make_pod("team-a", "worker", u2, "node-test"));
+  api.put_pod(FakeApiServer::make_pod("team-b", "db", u3, "node-test"));
+  constexpr double kQuota = 1000, kBurst = 200;
+  cm_->update("version: 1\n" + kubernetes_section(api) + "metrics:\n  listen: 127.0.0.1:0\n"
+              "probes:\n  - binary: " + kWorkload + "\n    symbol: mcp_work\n"
+              "quotas:\n  tenants:\n    - { namespace: team-a, rate: 1000, burst: 200 }\n"
+              "    - { namespace: team-b, rate: 1000000 }\n");
+  Daemon d(cm_->config_path(), dir_);
+  ASSERT_GT(d.port(), 0) << d.log();
+  const pid_t pa = mcp::test::spawn_in_cgroup(a, {kWorkload, "rate", "5000", "3"});
+  const pid_t pb = mcp::test::spawn_in_cgroup(b, {kWorkload, "rate", "5000", "3"});
+  const pid_t pc = mcp::test::spawn_in_cgroup(c, {kWorkload, "calls", "6000"});
+  for (pid_t p : {pa, pb, pc}) ASSERT_EQ(mcp::test::wait_exit(p), 0);
+  const auto id = [&](const fs::path& p) { return mcp::control::resolve_cgroup_id(p.string(), tree->mount()); };
+  const uint64_t id_a = id(a), id_b = id(b), id_c = id(c);
+  const auto count_c = [&] {
+    size_t n = 0;
+    for (const auto& e : d.events()) n += e["kind"] == "uprobe" && e["cgroup_id"].get<uint64_t>() == id_c;
+    return n;
+  };
+  ASSERT_TRUE(wait_until([&] { return count_c() == 6000; })) << "team-b keeps every call: " << count_c();
+  EXPECT_EQ(d.terminate(), 0) << d.log();
+  uint64_t first = UINT64_MAX, last = 0, count = 0, from_a = 0;
+  for (const auto& e : d.events()) {
+    if (e["kind"] != "uprobe") continue;
+    const uint64_t cg = e["cgroup_id"];
+    if (cg != id_a && cg != id_b) continue;
+    first = std::min<uint64_t>(first, e["ktime_ns"]);
+    last = std::max<uint64_t>(last, e["ktime_ns"]);
+    count++;
+    from_a += cg == id_a;
+  }
+  EXPECT_GT(from_a, 0u);
+  EXPECT_GT(count - from_a, 0u);
+  const double span = static_cast<double>(last - first) / 1e9;
+  ASSERT_GT(span, 2.0);
+  // One quota for both pods together (2 x 5000/s offered); each CPU's bucket may hold a burst.
+  const double bursts = kBurst * static_cast<double>(sysconf(_SC_NPROCESSORS_CONF));
+  EXPECT_LE(static_cast<double>(count), kQuota * span * 1.1 + bursts) << "span " << span << " s";
+  EXPECT_GE(static_cast<double>(count), kQuota * span * 0.8) << "span " << span << " s";
 }
 
 // `ready_file` in agent.yaml means what --ready-file means.
@@ -582,6 +713,9 @@ const std::string kUidB = "5f8c6cfe-6ce5-55b6-c77b-445ab7001e6b";
 const std::string kUidC = "6a9d7d0f-7df6-66c7-d88c-556bc8112f7c";
 const std::string kUidD = "7b0e8e1a-8e07-77d8-e99d-667cd9223a8d";
 const std::string kUidE = "8c1f9f2b-9f18-88e9-faae-778dea334b9e";
+const std::string kUidF = "9d2a0a3c-a029-99fa-0bbf-889efb445caf";
+const std::string kUidG = "ae3b1b4d-b13a-aa0b-1cc0-99a00c556db0";
+const std::string kUidH = "bf4c2c5e-c24b-bb1c-2dd1-aab11d667ec1";
 
 // Pods A and B run different files at /usr/local/bin/app; pod C runs A's very file (one
 // inode). The probe naming pod A sees exactly A's calls, the one naming pod B exactly B's,
@@ -625,6 +759,71 @@ TEST_F(ContainerProbeTest, ProbeOnAPodSeesOnlyItsContainersEvenWhereAnotherRunsT
   EXPECT_EQ(s.size(), 2u);
   for (const auto& e : d.events())
     if (e["kind"] == "uprobe") EXPECT_EQ(e["probe"], "/usr/local/bin/app:mcp_work") << e.dump();
+}
+
+// One table holds every cgroup scope (bpf/maps.bpf.h scope_cgroups): a container probe's
+// containers (its probe id) and the pods' tenants (probe id 0), the control loop its one
+// writer, re-resolving the pod tenants on its ticks. The probe on namespace shop sees both
+// pods' containers; pod web-f's tenant quota (burst 5 per CPU, 1/s) holds its 300 calls to
+// little more than the bursts, while web-g's own, large quota keeps each of its 50.
+TEST_F(ContainerProbeTest, PodQuotaHoldsAContainerProbesCallsWithBothInTheOneScopeTable) {
+  if (!mcp::test::FakeApiServer::available()) GTEST_SKIP() << "no openssl CLI to make the fake API server's certificate";
+  using mcp::test::FakeApiServer;
+  // The two pods' tenant ids must not share a quota bucket (a fixed property of the names).
+  ASSERT_NE(mcp::control::tenant_bucket(mcp::control::pod_ref_tenant_id({"shop", "web-f"})),
+            mcp::control::tenant_bucket(mcp::control::pod_ref_tenant_id({"shop", "web-g"})));
+  FakeApiServer api(dir_ / "apiserver");
+  api.put_pod(FakeApiServer::make_pod("shop", "web-f", kUidF, "node-test", {}, {{"app", std::string(64, '6')}}));
+  api.put_pod(FakeApiServer::make_pod("shop", "web-g", kUidG, "node-test", {}, {{"app", std::string(64, '7')}}));
+  const fs::path image_a = image("a");
+  const fs::path cg_f = container_cgroup(kUidF, '6'), cg_g = container_cgroup(kUidG, '7');
+  auto f = start(cg_f, image_a, 300);
+  auto g = start(cg_g, image_a, 50);
+  cm_->update(api_config(api) + "probes:\n" + probe("a", "{namespace: shop}") +
+              "quotas:\n  tenants:\n    - { pod: shop/web-f, rate: 1, burst: 5 }\n"
+              "    - { pod: shop/web-g, rate: 1000000 }\n");
+  Daemon d(cm_->config_path(), dir_);
+  ASSERT_GT(d.port(), 0) << d.log();
+  // web-f first: by the time web-g's calls are all delivered, all of web-f's kept ones are too.
+  ASSERT_EQ(f->run(), 0);
+  ASSERT_EQ(g->run(), 0);
+  ASSERT_TRUE(wait_until([&] { return by_service(d.events())["a"][cgroup_id(cg_g)] == 50; })) << d.log();
+  EXPECT_EQ(d.terminate(), 0) << d.log();
+  auto s = by_service(d.events())["a"];
+  const int from_f = s[cgroup_id(cg_f)];
+  EXPECT_GE(from_f, 1) << "the probe sees web-f's container";
+  // Each CPU's bucket may hold a burst; the run takes seconds at most, at 1/s.
+  EXPECT_LE(from_f, 5 * static_cast<int>(sysconf(_SC_NPROCESSORS_CONF)) + 10) << "web-f's quota holds";
+  EXPECT_EQ(s.size(), 2u) << "nothing but the two containers";
+}
+
+// A process that moves into a cgroup below its container's (as an init system inside the
+// container does) is in scope at once: the kernel matches the container's cgroup and every
+// cgroup below it, not only the exact cgroups the last /proc scan saw (the next scan, up to a
+// second later, would be too late for these 40 calls).
+TEST_F(ContainerProbeTest, AProcessMovedBelowItsContainersCgroupIsInScopeBeforeTheNextScan) {
+  if (!mcp::test::FakeApiServer::available()) GTEST_SKIP() << "no openssl CLI to make the fake API server's certificate";
+  using mcp::test::FakeApiServer;
+  FakeApiServer api(dir_ / "apiserver");
+  api.put_pod(FakeApiServer::make_pod("shop", "web-h", kUidH, "node-test", {}, {{"app", std::string(64, '8')}}));
+  const fs::path image_a = image("a");
+  const fs::path cg_h = container_cgroup(kUidH, '8');
+  const fs::path sub = tree_->add(fs::relative(cg_h, tree_->root()).string() + "/init.scope");
+  auto h = start(cg_h, image_a, 40);
+  cm_->update(api_config(api) + "probes:\n" + probe("a", "{pod: shop/web-h}"));
+  Daemon d(cm_->config_path(), dir_);
+  ASSERT_GT(d.port(), 0) << d.log();
+  ASSERT_NE(d.log().find("attached to /usr/local/bin/app in container 888888888888 of pod shop/web-h"), std::string::npos)
+      << d.log();
+  {
+    std::ofstream procs(sub / "cgroup.procs");
+    procs << h->pid() << std::flush;
+    ASSERT_TRUE(procs.good()) << "cannot move the container's process into " << sub;
+  }
+  ASSERT_EQ(h->run(), 0);
+  ASSERT_TRUE(wait_until([&] { return by_service(d.events())["a"][cgroup_id(sub)] == 40; })) << d.log();
+  EXPECT_EQ(d.terminate(), 0) << d.log();
+  EXPECT_EQ(by_service(d.events())["a"], (std::map<uint64_t, int>{{cgroup_id(sub), 40}}));
 }
 
 // A pod scheduled after the agent is ready: named through the watch, its container found by the

@@ -42,8 +42,10 @@ TEST(ConfigLoader, ShippedExampleIsValidAndMeansWhatItsCommentsSay) {
   EXPECT_EQ(cfg.cuda.slow_launch, std::chrono::milliseconds(5));
   ASSERT_TRUE(cfg.quotas.default_quota.has_value());
   EXPECT_EQ(cfg.quotas.default_quota->burst, 2000);
-  ASSERT_EQ(cfg.quotas.tenants.size(), 1u);
+  ASSERT_EQ(cfg.quotas.tenants.size(), 2u);
   EXPECT_EQ(cfg.quotas.tenants[0].rate, 500);
+  EXPECT_EQ(cfg.quotas.tenants[1].pods, (k8s::PodRef{"batch", ""}));
+  EXPECT_EQ(cfg.quotas.tenants[1].burst, 200) << "a second's worth";
   EXPECT_EQ(cfg.exporter.sample_rate, 1.0);
   // The comment promises 250 qps split 200 / 50.
   EXPECT_EQ(cfg.version_targets("checkout"),
@@ -95,6 +97,48 @@ TEST(ConfigLoader, ContainerScopesAreSeparateProbesOfTheSamePath) {
   EXPECT_EQ(cfg.probes[3].key(), "uprobe:/usr/local/bin/app:f@in-containers");
   EXPECT_FALSE(cfg.probes[4].container.has_value());
   EXPECT_EQ(cfg.probes[4].key(), "uprobe:/usr/local/bin/app:f");
+}
+
+// Tenants and selectors may name pods (`pod: NS/NAME`) or a namespace; each is a key of its
+// own, checked as the API server names things, and needs the pod watch.
+TEST(ConfigLoader, TenantsAndSelectorsNamePodsAndNamespaces) {
+  const Config cfg = parse_config(
+      "probes:\n  - { binary: /bin/true, symbol: main, selector: { pod: shop/web-1 } }\n"
+      "  - { binary: /bin/true, symbol: main, selector: { namespace: shop } }\n"
+      "quotas:\n  tenants:\n    - { namespace: team-a, rate: 100 }\n    - { pod: team-a/web-1, rate: 10, burst: 20 }\n"
+      "    - { cgroup_path: /kubepods.slice, rate: 5 }\n",
+      "a.yaml");
+  ASSERT_EQ(cfg.probes.size(), 2u);
+  EXPECT_EQ(cfg.probes[0].selector.pods, (k8s::PodRef{"shop", "web-1"}));
+  EXPECT_EQ(cfg.probes[1].selector.pods, (k8s::PodRef{"shop", ""}));
+  EXPECT_NE(cfg.probes[0].key(), cfg.probes[1].key()) << "the selector is part of the probe's identity";
+  ASSERT_EQ(cfg.quotas.tenants.size(), 3u);
+  EXPECT_EQ(cfg.quotas.tenants[0].pods, (k8s::PodRef{"team-a", ""}));
+  EXPECT_EQ(cfg.quotas.tenants[0].cgroup_path, "namespace:team-a");
+  EXPECT_EQ(cfg.quotas.tenants[1].pods, (k8s::PodRef{"team-a", "web-1"}));
+  EXPECT_FALSE(cfg.quotas.tenants[2].pods);
+  try {
+    parse_config("probes:\n  - binary: /bin/true\n    symbol: main\n    selector: { pod: web-1 }\n"
+                 "quotas:\n  tenants:\n    - { namespace: Team_A, rate: 1 }\n"
+                 "    - { namespace: a, cgroup_path: /x, rate: 1 }\n    - { namespace: b, rate: 1 }\n"
+                 "    - { namespace: b, rate: 2 }\n",
+                 "a.yaml");
+    FAIL();
+  } catch (const ConfigError& e) {
+    ASSERT_EQ(e.diagnostics().size(), 4u);
+    EXPECT_EQ(e.diagnostics()[0].str(), "a.yaml:4:22: selector.pod: pod 'web-1' must be NAMESPACE/NAME");
+    EXPECT_EQ(e.diagnostics()[1].str().substr(0, 44), "a.yaml:7:20: tenant.namespace: namespace 'Te") << e.diagnostics()[1].str();
+    EXPECT_EQ(e.diagnostics()[2].str(), "a.yaml:8:7: tenant takes one of 'cgroup_path', 'pod' or 'namespace'");
+    EXPECT_EQ(e.diagnostics()[3].str(), "a.yaml:10:7: duplicate quota for 'namespace:b' (first at line 9)");
+  }
+  try {
+    parse_config("kubernetes:\n  pod_names: false\nquotas:\n  tenants:\n    - { namespace: team-a, rate: 1 }\n", "a.yaml");
+    FAIL();
+  } catch (const ConfigError& e) {
+    ASSERT_EQ(e.diagnostics().size(), 1u);
+    EXPECT_EQ(e.diagnostics()[0].str(),
+              "a.yaml:5:20: tenant.namespace needs the pod watch, which kubernetes.pod_names: false turns off");
+  }
 }
 
 TEST(ConfigLoader, MinimalFileGetsDefaults) {

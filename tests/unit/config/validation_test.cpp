@@ -81,7 +81,7 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"LatencyQuoted", "probes:\n  - binary: /x\n    symbol: f\n    latency: \"true\"\n", 4, 14,
             "must be true or false"},
         Bad{"SelectorEmpty", "probes:\n  - binary: /x\n    symbol: f\n    selector: {}\n", 4, 15,
-            "needs 'container_id' or 'cgroup_path'"},
+            "needs 'container_id', 'cgroup_path', 'pod' or 'namespace'"},
         Bad{"SelectorCgroupRelative", "probes:\n  - binary: /x\n    symbol: f\n    selector: {cgroup_path: kube}\n",
             4, 29, "must start with '/'"},
         // container-aware probes

@@ -241,9 +241,8 @@ TEST(TenantQuotaTable, UnknownCgroupFailsTheWholeTable) {
   EXPECT_THROW(build_tenant_quota_table(specs, Quota{1, 1}, tree.root()), mcp::Error);
 }
 
-// A task belongs to the first tenant cgroup it is under: a pod inside a QoS slice inside
-// kubepods must be matched before its ancestors, however the paths are spelled.
-TEST(TenantQuotaTable, MatchOrderIsDeepestFirstWhateverThePathSpelling) {
+// Depth is counted below the mount however the path is spelled.
+TEST(TenantQuotaTable, DepthIsCountedBelowTheMountWhateverThePathSpelling) {
   FakeCgroupTree tree;
   tree.add("kubepods.slice");
   tree.add("kubepods.slice/kubepods-burstable.slice");
@@ -256,9 +255,30 @@ TEST(TenantQuotaTable, MatchOrderIsDeepestFirstWhateverThePathSpelling) {
   EXPECT_EQ(t.tenants[0].depth, 1u);
   EXPECT_EQ(t.tenants[1].depth, 3u);
   EXPECT_EQ(t.tenants[2].depth, 2u);
-  EXPECT_EQ(tenant_match_order(t.tenants),
-            (std::vector<uint64_t>{inode_of(pod), inode_of(tree.root() / "kubepods.slice/kubepods-burstable.slice"),
-                                   inode_of(tree.root() / "kubepods.slice")}));
+  EXPECT_EQ(t.tenants[1].tenant_id, inode_of(pod));
+}
+
+// `pod:NS/NAME` and `namespace:NS` tenants: no cgroup to resolve at startup; their tenant id
+// is no cgroup's, and the same pods given twice is one tenant.
+TEST(TenantQuotaTable, PodAndNamespaceTenantsNeedNoCgroupAndGetTheirOwnIds) {
+  FakeCgroupTree tree;
+  const TenantQuotaSpec specs[] = {parse_tenant_quota("namespace:team-a=10:20"), parse_tenant_quota("pod:team-a/web-1=5"),
+                                   parse_tenant_quota("namespace:team-a=7")};
+  ASSERT_TRUE(specs[0].pods);
+  EXPECT_EQ(*specs[0].pods, (k8s::PodRef{"team-a", ""}));
+  EXPECT_EQ(*specs[1].pods, (k8s::PodRef{"team-a", "web-1"}));
+  EXPECT_EQ(specs[1].quota, (Quota{5, 5}));
+  const TenantQuotaTable t = build_tenant_quota_table(specs, Quota{1, 1}, tree.root());
+  ASSERT_EQ(t.tenants.size(), 2u);
+  EXPECT_EQ(t.tenants[0].cgroup_path, "namespace:team-a");
+  EXPECT_EQ(t.tenants[0].quota, (Quota{7, 7}));
+  EXPECT_EQ(t.tenants[0].tenant_id, pod_ref_tenant_id(k8s::PodRef{"team-a", ""}));
+  EXPECT_NE(t.tenants[0].tenant_id, t.tenants[1].tenant_id);
+  EXPECT_EQ(t.tenants[0].tenant_id >> 63, 1u);
+  EXPECT_EQ(t.tenants[0].bucket, tenant_bucket(t.tenants[0].tenant_id));
+  EXPECT_EQ(t.warnings.size(), 1u);
+  EXPECT_THROW(parse_tenant_quota("pod:web-1=5"), mcp::Error);
+  EXPECT_THROW(parse_tenant_quota("namespace:Team=5"), mcp::Error);
 }
 
 }  // namespace

@@ -4,6 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "../../support/files.h"
 #include "fake_kernel_maps.h"
 
 namespace mcp::runtime {
@@ -122,20 +128,19 @@ TEST(ControlLoop, QuotasAreWrittenAndRemovedBucketsBecomeUnlimited) {
   EXPECT_EQ(maps.quota_writes[0].burst, 0u);
 }
 
-// Tenants are subtrees: the kernel takes the first configured cgroup a task is under, so a
-// pod's quota inside its QoS slice's quota must come first, whatever the configuration order.
-TEST(ControlLoop, TenantCgroupsGoToTheKernelMostSpecificFirst) {
+// Tenants are subtrees: each configured cgroup goes to the kernel with its tenant id (the
+// kernel picks the deepest one a task is under).
+TEST(ControlLoop, TenantCgroupsGoToTheKernelWithTheirTenantIds) {
   FakeKernelMaps maps;
   maps.add("syscall:getppid");
   ControlLoop loop(maps, ControlSettings{});
   control::TenantQuotaTable table;
-  table.tenants = {{"/kubepods.slice", 10, 1, {100.0, 1}, 1},
-                   {"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podX.slice", 30, 2, {100.0, 1}, 3},
-                   {"/kubepods.slice/kubepods-burstable.slice", 20, 3, {100.0, 1}, 2}};
+  table.tenants = {{"/kubepods.slice", 10, 1, {100.0, 1}, 1, 10},
+                   {"/kubepods.slice/kubepods-burstable.slice", 20, 3, {100.0, 1}, 2, 20}};
   loop.set_quotas(table);
-  EXPECT_EQ(maps.tenant_cgroups, (std::vector<uint64_t>{30, 20, 10}));
+  EXPECT_EQ(maps.tenants(), (std::vector<std::pair<uint64_t, uint64_t>>{{10, 10}, {20, 20}}));
   loop.set_quotas(std::nullopt);
-  EXPECT_TRUE(maps.tenant_cgroups.empty());
+  EXPECT_TRUE(maps.tenants().empty());
 }
 
 // Removing a policy gives each probe back what it had: the latest remaining policy that
@@ -219,6 +224,75 @@ TEST(ControlLoop, PolicyMatcherPicksTheProbes) {
             1);
   EXPECT_EQ(maps.threshold(a), UINT64_MAX);
   EXPECT_EQ(maps.threshold(b), probability_to_threshold(0.5));
+}
+
+std::string pod_dir(const std::string& uid) {
+  std::string u = uid;
+  std::replace(u.begin(), u.end(), '-', '_');
+  return "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + u + ".slice";
+}
+
+uint64_t inode(const std::filesystem::path& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 ? st.st_ino : 0;
+}
+
+// Pod and namespace tenants and selectors: every pod of the namespace maps to the one tenant
+// id, a pod named on its own wins over its namespace, a pod listed later is covered at the
+// next tick, a deleted one leaves the kernel's map, and a selector follows its pod; a
+// container probe's cgroups share the table and the ticks leave them be.
+TEST(ControlLoop, PodAndNamespaceTenantsAndSelectorsFollowThePodWatch) {
+  mcp::test::TempDir root("mcp-ctl-pods");
+  const std::string u1 = "1b4e28ba-2fa1-11d2-883f-0016d3cca427", u2 = "2c5f39cb-3fb2-22e3-994f-1127e4ddb538",
+                    u3 = "3d6a4adc-4ac3-33f4-a55f-2238f5eec649", u4 = "4e7b5bed-5bd4-44a5-b66a-3349a6ffd75a";
+  for (const auto& u : {u1, u2, u3, u4}) std::filesystem::create_directories(root.path() / pod_dir(u));
+  const auto cg = [&](const std::string& u) { return inode(root.path() / pod_dir(u)); };
+  auto dir = std::make_shared<k8s::PodDirectory>();
+  dir->replace({{u1, "p1", "team-a", {}, {}}, {u2, "p2", "team-a", {}, {}}, {u3, "q1", "team-b", {}, {}}});
+
+  FakeKernelMaps maps;
+  const uint32_t probe = maps.add("syscall:getppid");
+  ControlLoop loop(maps, ControlSettings{});
+  const k8s::PodRef ns{"team-a", ""}, p2{"team-a", "p2"};
+  control::TenantQuotaTable table;
+  table.tenants = {{ns.text(), 0, 0, {100.0, 1}, 0, control::pod_ref_tenant_id(ns), ns},
+                   {p2.text(), 0, 0, {100.0, 1}, 0, control::pod_ref_tenant_id(p2), p2}};
+  loop.set_quotas(table);
+  loop.set_selector(probe, k8s::PodRef{"team-a", "p1"});
+  // A container probe's containers, in the same table (ContainerProbe hands them over).
+  const uint32_t in_containers = maps.add("/usr/local/bin/app:work");
+  loop.set_scope(in_containers, {777, 778});
+  EXPECT_EQ(maps.scope_of(in_containers), (std::vector<uint64_t>{777, 778}));
+  EXPECT_TRUE(maps.tenants().empty()) << "no pod watch yet";
+  EXPECT_TRUE(maps.scope_of(probe).empty());
+  loop.set_pod_cgroups(std::make_unique<k8s::PodCgroups>(dir, root.path()));
+  using Pairs = std::vector<std::pair<uint64_t, uint64_t>>;
+  const auto expect = [&](Pairs want) {
+    std::sort(want.begin(), want.end());
+    return want;
+  };
+  EXPECT_EQ(maps.tenants(), expect({{cg(u1), control::pod_ref_tenant_id(ns)}, {cg(u2), control::pod_ref_tenant_id(p2)}}));
+  EXPECT_EQ(maps.scope_of(probe), std::vector<uint64_t>{cg(u1)});
+
+  dir->upsert({u4, "p3", "team-a", {}, {}});
+  loop.tick(kTickNs);
+  EXPECT_EQ(maps.tenants(), expect({{cg(u1), control::pod_ref_tenant_id(ns)},
+                                         {cg(u2), control::pod_ref_tenant_id(p2)},
+                                         {cg(u4), control::pod_ref_tenant_id(ns)}}));
+  dir->erase(u1);
+  loop.tick(2 * kTickNs);
+  EXPECT_EQ(maps.tenants(), expect({{cg(u2), control::pod_ref_tenant_id(p2)}, {cg(u4), control::pod_ref_tenant_id(ns)}}));
+  EXPECT_TRUE(maps.scope_of(probe).empty()) << "p1 is gone";
+  EXPECT_EQ(maps.scope_of(in_containers), (std::vector<uint64_t>{777, 778})) << "the ticks' writes leave it alone";
+  EXPECT_EQ(loop.scope(in_containers), (std::map<uint64_t, uint64_t>{{777, 1}, {778, 1}}));
+  loop.set_scope(in_containers, {778});
+  EXPECT_EQ(maps.scope_of(in_containers), std::vector<uint64_t>{778});
+  loop.forget(in_containers);
+  EXPECT_TRUE(maps.scope_of(in_containers).empty()) << "a forgotten probe's scope leaves the kernel";
+  loop.forget(probe);
+  dir->upsert({u1, "p1", "team-a", {}, {}});
+  loop.tick(3 * kTickNs);
+  EXPECT_TRUE(maps.scope_of(probe).empty()) << "a forgotten probe's selector is not written";
 }
 
 }  // namespace

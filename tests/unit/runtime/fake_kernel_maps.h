@@ -1,10 +1,14 @@
 // FakeKernelMaps: loader::KernelMaps in memory. Probes, counters and thresholds are
-// plain vectors; set_quota calls are recorded. advance() plays the kernel: `calls`
+// plain vectors; set_quota calls are recorded; scope_cgroups is a map that counts its
+// writes and, like the kernel's, refuses a new key when full (scope_capacity). advance() plays the kernel: `calls`
 // events per probe, each kept with the probe's current probability.
 #pragma once
+#include <cstdint>
 #include <map>
+#include <utility>
 #include <vector>
 
+#include "common/error.h"
 #include "common/event.h"
 #include "loader/kernel_maps.h"
 
@@ -18,19 +22,21 @@ class FakeKernelMaps : public loader::KernelMaps {
     uint64_t burst;
   };
 
+  // Ids start at 1, as the kernel's (0 is "none"; in scope_cgroups, the tenants).
   uint32_t add(const std::string& name, bool internal = false, const std::string& symbol = {}) {
     loader::ProbeInfo p;
-    p.id = static_cast<uint32_t>(probes_.size());
+    p.id = static_cast<uint32_t>(probes_.size() + 1);
     p.name = name;
     p.internal = internal;
     p.symbol = symbol;
     probes_.push_back(p);
-    counters_.emplace_back();
-    thresholds_.push_back(UINT64_MAX);
+    counters_.resize(p.id + 1);
+    thresholds_.resize(p.id + 1, UINT64_MAX);
     return p.id;
   }
   void advance(uint64_t calls) {
-    for (size_t i = 0; i < probes_.size(); i++) {
+    for (const auto& probe : probes_) {
+      const uint32_t i = probe.id;
       const double p = threshold_to_probability(thresholds_[i]);
       counters_[i].seen += calls;
       kept_frac_[i] += static_cast<double>(calls) * p;
@@ -48,17 +54,42 @@ class FakeKernelMaps : public loader::KernelMaps {
   void set_quota(uint32_t bucket, double rate, uint64_t burst, const std::vector<double>&) override {
     quota_writes.push_back({bucket, rate, burst});
   }
-  void set_tenant_cgroups(const std::vector<uint64_t>& ids) override { tenant_cgroups = ids; }
+  void put_scope(uint32_t probe_id, uint64_t cgroup_id, uint64_t value) override {
+    const auto key = std::make_pair(probe_id, cgroup_id);
+    if (!scope.count(key) && scope.size() >= scope_capacity) throw runtime_error("scope_cgroups is full");
+    scope[key] = value;
+    scope_writes++;
+  }
+  void erase_scope(uint32_t probe_id, uint64_t cgroup_id) override {
+    scope.erase({probe_id, cgroup_id});
+    scope_writes++;
+  }
   std::vector<uint64_t> tenant_demand_per_cpu(uint32_t) const override { return std::vector<uint64_t>(2, 0); }
   int ncpus() const override { return 2; }
 
   std::vector<QuotaWrite> quota_writes;
-  std::vector<uint64_t> tenant_cgroups;  // the last set_tenant_cgroups
+  // The tenant entries (probe id 0) as (cgroup, tenant id), sorted.
+  std::vector<std::pair<uint64_t, uint64_t>> tenants() const {
+    std::vector<std::pair<uint64_t, uint64_t>> out;
+    for (const auto& [key, value] : scope)
+      if (key.first == 0) out.emplace_back(key.second, value);
+    return out;
+  }
+  // The cgroups in probe `probe_id`'s scope, sorted.
+  std::vector<uint64_t> scope_of(uint32_t probe_id) const {
+    std::vector<uint64_t> out;
+    for (const auto& [key, value] : scope)
+      if (key.first == probe_id) out.push_back(key.second);
+    return out;
+  }
+  std::map<std::pair<uint32_t, uint64_t>, uint64_t> scope;  // (probe id, cgroup) -> value
+  size_t scope_writes = 0;                                 // put_scope and erase_scope calls
+  size_t scope_capacity = SIZE_MAX;
 
  private:
   std::vector<loader::ProbeInfo> probes_;
-  std::vector<loader::ProbeCounters> counters_;
-  std::vector<uint64_t> thresholds_;
+  std::vector<loader::ProbeCounters> counters_{1};  // by probe id (slot 0 unused)
+  std::vector<uint64_t> thresholds_{UINT64_MAX};
   std::map<size_t, double> kept_frac_;
 };
 

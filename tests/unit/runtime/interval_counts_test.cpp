@@ -23,7 +23,7 @@ TEST(IntervalCounts, EachCloseReportsTheDifferenceSinceThePreviousOne) {
   auto first = counts.close(maps, [](uint32_t id) { return "svc" + std::to_string(id); });
   ASSERT_EQ(first.size(), 1u);
   EXPECT_EQ(first[0].probe, "syscall:getppid");
-  EXPECT_EQ(first[0].service, "svc0");
+  EXPECT_EQ(first[0].service, "svc" + std::to_string(a));
   EXPECT_EQ(first[0].seen, 10u);
   EXPECT_EQ(first[0].lost, 1u);
   EXPECT_EQ(first[0].orphaned, 2u);
