@@ -31,39 +31,53 @@ static long locate_code(struct task_struct *task, struct vm_area_struct *vma, vo
 	return 0;
 }
 
+/* A mix of a cuda_code_places slot's fields. mm is loaded from the slot (volatile):
+ * the verifier allows no arithmetic on the mm pointer the program itself holds. */
+static __always_inline __u64 mcp_code_check(const struct mcp_code_place *p)
+{
+	__u64 mm = *(const volatile __u64 *)&p->mm;
+	__u64 h = mm ^ (p->addr * 0x9e3779b97f4a7c15ULL) ^ (p->file_offset << 17) ^ p->inode;
+
+	return (h ^ ((__u64)p->tgid << 32 | p->mm_seq)) * 0xff51afd7ed558ccdULL | 1;
+}
+
 /*
  * l->addr's file and offset in task's address space through cuda_code_places (see
- * maps.bpf.h): a hit costs a hash lookup; a miss, or a changed address space, runs
- * bpf_find_vma and caches its answer. Returns 0 when found.
+ * maps.bpf.h): a hit costs two direct loads (mm, mm_lock_seq), an inlined per-CPU
+ * array lookup and compares; a miss, or a changed address space, runs bpf_find_vma
+ * and caches its answer. Returns 0 when found.
  */
 static __always_inline int locate_code_cached(struct task_struct *task, __u32 tgid, struct vma_lookup *l)
 {
 	struct mm_struct *mm = task->mm;
-	struct mcp_code_key key = { .tgid = tgid, .addr = l->addr };
-	struct mcp_code_place *hit, place = {};
-	__u32 seq = 0;
-	bool cacheable = false;
+	struct mcp_code_place *slot = NULL;
+	__u32 seq = 0, idx;
 
-	if (bpf_core_field_exists(mm->mm_lock_seq)) {
-		seq = BPF_CORE_READ(mm, mm_lock_seq.sequence);
-		cacheable = !(seq & 1); /* odd: a mapping change is under way */
-	}
-	if (cacheable) {
-		hit = bpf_map_lookup_elem(&cuda_code_places, &key);
-		if (hit && hit->mm == (__u64)mm && hit->mm_seq == seq) {
-			l->file_offset = hit->file_offset;
-			l->inode = hit->inode;
-			return 0;
+	/* mm_lock_seq is a seqcount since Linux 6.13; without it nothing is cached */
+	if (bpf_core_field_exists(mm->mm_lock_seq.sequence)) {
+		seq = mm->mm_lock_seq.sequence;  /* a direct load, not a helper call */
+		if (!(seq & 1)) {                 /* odd: a mapping change is under way */
+			idx = (__u32)(((l->addr ^ tgid) * 0x9e3779b97f4a7c15ULL) >> 56) & (MCP_CODE_SLOTS - 1);
+			slot = bpf_map_lookup_elem(&cuda_code_places, &idx);
 		}
+	}
+	if (slot && slot->mm == (__u64)mm && slot->addr == l->addr && slot->tgid == tgid &&
+	    slot->mm_seq == seq && slot->check == mcp_code_check(slot)) {
+		l->file_offset = slot->file_offset;
+		l->inode = slot->inode;
+		return 0;
 	}
 	if (bpf_find_vma(task, l->addr, locate_code, l, 0))
 		return -1;
-	if (cacheable) {
-		place.mm = (__u64)mm;
-		place.file_offset = l->file_offset;
-		place.inode = l->inode;
-		place.mm_seq = seq;
-		bpf_map_update_elem(&cuda_code_places, &key, &place, BPF_ANY);
+	if (slot) {
+		slot->check = 0; /* a reader preempted by this write sees no valid slot */
+		slot->mm = (__u64)mm;
+		slot->addr = l->addr;
+		slot->file_offset = l->file_offset;
+		slot->inode = l->inode;
+		slot->tgid = tgid;
+		slot->mm_seq = seq;
+		slot->check = mcp_code_check(slot);
 	}
 	return 0;
 }
@@ -186,8 +200,10 @@ static __always_inline int cuda_entry(struct pt_regs *ctx, __u64 *cookie)
 /*
  * A launch reported at its entry (MCP_CUDA_CFG_AT_ENTRY: no --cuda-latency, no
  * slow-launch detection): the one program the launch runs, kept or not. The
- * record is built here: registers, stack arguments, the entry deref and the
- * host function's place; no ret and no duration (the flags say so).
+ * record (struct mcp_cuda_launch_event, MCP_KIND_CUDA_LAUNCH) is built here:
+ * registers, stack arguments, the entry deref and the host function's place; no
+ * ret and no duration (the flags say so). The path is counted in helper calls,
+ * each a kernel call and return (dear with return-thunk mitigations).
  */
 static __always_inline int cuda_launch_at_entry(struct pt_regs *ctx)
 {
@@ -195,8 +211,8 @@ static __always_inline int cuda_launch_at_entry(struct pt_regs *ctx)
 	__u64 id = mcp_pid_tgid(task), now = 0, threshold;
 	__u32 probe_id = bpf_get_attach_cookie(ctx), flags;
 	struct mcp_probe_config *cfg;
-	struct mcp_cuda_event *e;
-	__u64 regs[MCP_MAX_ARGS];
+	struct mcp_cuda_launch_event *e;
+	__u64 regs[MCP_MAX_ARGS], stack_args[3];
 
 	if (!mcp_wanted(id >> 32))
 		return 0;
@@ -206,21 +222,22 @@ static __always_inline int cuda_launch_at_entry(struct pt_regs *ctx)
 	mcp_read_args(ctx, regs);
 	if (mcp_sample(probe_id, regs, &now, false, &threshold, &flags, NULL) != MCP_KEEP)
 		return 0;
+	/* the return address sits at sp; stack arguments follow it. Read into this
+	 * program's stack, not the ring: hardened usercopy checks a stack destination
+	 * in a few compares, a vmalloc'ed one through more calls. A fault zeroes it. */
+	bpf_probe_read_user(stack_args, sizeof(stack_args), (void *)(PT_REGS_SP(ctx) + 8));
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		mcp_count(probe_id, lost);
 		return 0;
 	}
-	mcp_fill_header_of(&e->hdr, task, id, probe_id, MCP_KIND_CUDA, now, threshold, flags, sizeof(*e));
+	mcp_fill_header_of(&e->hdr, task, id, probe_id, MCP_KIND_CUDA_LAUNCH, now, threshold, flags,
+			   sizeof(*e));
 	__builtin_memcpy(e->regs, regs, sizeof(e->regs));
-	/* the return address sits at sp; stack arguments follow it */
-	if (bpf_probe_read_user(e->stack_args, sizeof(e->stack_args), (void *)(PT_REGS_SP(ctx) + 8)))
-		__builtin_memset(e->stack_args, 0, sizeof(e->stack_args));
+	__builtin_memcpy(e->stack_args, stack_args, sizeof(e->stack_args));
 	if (!cfg->entry_deref_arg ||
 	    bpf_probe_read_user(e->deref, sizeof(e->deref), (void *)arg_at(regs, cfg->entry_deref_arg)))
 		__builtin_memset(e->deref, 0, sizeof(e->deref));
-	e->ret = 0;
-	e->duration_ns = 0;
 	e->code_file_offset = 0;
 	e->code_inode = 0;
 	if (cfg->vma_arg) {
@@ -231,7 +248,7 @@ static __always_inline int cuda_launch_at_entry(struct pt_regs *ctx)
 		}
 	}
 	e->api = cfg->cuda_api;
-	e->stack_depth = 0;
+	e->pad = 0;
 	bpf_ringbuf_submit(e, mcp_wakeup_flags(sizeof(*e)));
 	return 0;
 }

@@ -174,30 +174,32 @@ struct {
 } cuda_timed SEC(".maps") __weak;
 
 /*
- * Where a launch's code address lies (file offset, inode), cached per process and
- * address so a launch loop pays bpf_find_vma (the mmap lock, a tree walk) once per
- * kernel, not per launch. Invalidation: an entry is valid only for the address space
- * (mm) it was found in and while that address space is unchanged: mm_lock_seq, which
- * every mmap write lock (mmap, munmap, mprotect, brk, exec) bumps, must be what it was.
+ * Where a launch's code address lies (file offset, inode), cached so a launch loop pays
+ * bpf_find_vma (the mmap lock, a tree walk) once per kernel, not per launch. Per CPU and
+ * direct-mapped by (process, address): a hit is an inlined array lookup and a few
+ * compares, no hash and no helper call; a collision only costs a bpf_find_vma.
+ * Invalidation: a slot is valid only for the process and address space (mm) it was
+ * found in and while that address space is unchanged: mm_lock_seq, which every mmap
+ * write lock (mmap, munmap, mprotect, brk, exec) bumps, must be what it was. check
+ * (a mix of the other fields) rejects a slot read half-written by a program this one
+ * preempted on the same CPU.
  */
-struct mcp_code_key {
-	__u32 tgid;
-	__u32 pad;
-	__u64 addr;
-};
+#define MCP_CODE_SLOTS 256 /* per CPU; a power of two */
 
 struct mcp_code_place {
 	__u64 mm;           /* the mm_struct it was found in */
+	__u64 addr;         /* the code address */
 	__u64 file_offset;
 	__u64 inode;
+	__u32 tgid;
 	__u32 mm_seq;       /* mm->mm_lock_seq then (even: unlocked) */
-	__u32 pad;
+	__u64 check;        /* mcp_code_check() of the fields above */
 };
 
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, struct mcp_code_key);
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MCP_CODE_SLOTS);
+	__type(key, __u32);
 	__type(value, struct mcp_code_place);
 } cuda_code_places SEC(".maps") __weak;
 

@@ -29,6 +29,7 @@ enum mcp_kind {
 	MCP_KIND_URETPROBE = 1, /* function return: args, ret, duration */
 	MCP_KIND_SYSCALL = 2,   /* syscall exit: args, ret; duration with --latency */
 	MCP_KIND_CUDA = 3,      /* CUDA API call: struct mcp_cuda_event */
+	MCP_KIND_CUDA_LAUNCH = 4, /* CUDA launch reported at its entry: struct mcp_cuda_launch_event */
 };
 
 /*
@@ -241,5 +242,24 @@ struct mcp_cuda_event {
 };
 MCP_STATIC_ASSERT(sizeof(struct mcp_cuda_event) == 64 + 48 + 24 + 40 + 16 + 16 + 8 + 8 * MCP_MAX_STACK_DEPTH,
 		  "mcp_cuda_event layout");
+
+/*
+ * A launch reported at its entry (MCP_CUDA_CFG_AT_ENTRY, the default): the fields of
+ * struct mcp_cuda_event that exist at entry, same meanings, and nothing else (no ret,
+ * no duration, no user stack or name). Less than half the size: each launch writes
+ * fewer ring-buffer lines and the consumer is woken less often.
+ */
+struct mcp_cuda_launch_event {
+	struct mcp_event_header hdr;
+	__u64 regs[MCP_MAX_ARGS];
+	__u64 stack_args[3];
+	__u64 deref[MCP_CUDA_DEREF_BYTES / 8];
+	__u64 code_file_offset;
+	__u64 code_inode;
+	__u32 api;                  /* enum mcp_cuda_api */
+	__u32 pad;                  /* zero */
+};
+MCP_STATIC_ASSERT(sizeof(struct mcp_cuda_launch_event) == 64 + 48 + 24 + 40 + 16 + 8,
+		  "mcp_cuda_launch_event layout");
 
 #endif /* MCP_ABI_H */

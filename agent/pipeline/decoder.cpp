@@ -11,15 +11,19 @@ std::array<uint32_t, 3> dim3_from_regs(uint64_t xy, uint64_t z) {
   return {static_cast<uint32_t>(xy), static_cast<uint32_t>(xy >> 32), static_cast<uint32_t>(z)};
 }
 
-}  // namespace
+bool is_launch_api(uint32_t api) {
+  return api == MCP_CUDA_LAUNCH || api == MCP_CUDA_LAUNCH_HANDLE || api == MCP_CUDA_LAUNCH_EXC ||
+         api == MCP_CUDA_CU_LAUNCH || api == MCP_CUDA_CU_LAUNCH_EX || api == MCP_CUDA_GRAPH_LAUNCH;
+}
 
-bool decode_cuda(const mcp_cuda_event& c, CudaInfo& out) {
-  out = CudaInfo{};
+// The fields both CUDA record kinds share (registers, stack arguments, deref, code
+// place), decoded per API; the bookkeeping APIs' names come only in mcp_cuda_event.
+template <class Record>
+bool decode_cuda_fields(const Record& c, CudaInfo& out) {
   out.code_inode = c.code_inode;
   out.code_offset = c.code_file_offset;
   out.slow_mode = c.hdr.flags & MCP_EV_SLOW_MODE;
   out.api_id = c.api;
-  if (c.stack_depth) out.user_stack.assign(c.user_stack, c.user_stack + std::min<uint32_t>(c.stack_depth, MCP_MAX_STACK_DEPTH));
   switch (c.api) {
     case MCP_CUDA_LAUNCH:
     case MCP_CUDA_LAUNCH_HANDLE:
@@ -88,7 +92,8 @@ bool decode_cuda(const mcp_cuda_event& c, CudaInfo& out) {
     case MCP_CUDA_GET_FUNCTION:
       out.internal = true;
       out.function = c.deref[0];  // the CUfunction / CUkernel it wrote
-      out.kernel.assign(c.name, strnlen(c.name, sizeof(c.name)));
+      if constexpr (requires { c.name; }) out.kernel.assign(c.name, strnlen(c.name, sizeof(c.name)));
+      else return false;  // a name registration always comes as a full record
       break;
     case MCP_CUDA_KERNEL_FUNCTION:
       out.internal = true;
@@ -114,7 +119,22 @@ bool decode_cuda(const mcp_cuda_event& c, CudaInfo& out) {
   return true;
 }
 
-static_assert(sizeof(mcp_event_header) == 64 && sizeof(mcp_call_event) == 144,
+}  // namespace
+
+bool decode_cuda(const mcp_cuda_event& c, CudaInfo& out) {
+  out = CudaInfo{};
+  if (c.stack_depth) out.user_stack.assign(c.user_stack, c.user_stack + std::min<uint32_t>(c.stack_depth, MCP_MAX_STACK_DEPTH));
+  return decode_cuda_fields(c, out);
+}
+
+bool decode_cuda_launch(const mcp_cuda_launch_event& c, CudaInfo& out) {
+  out = CudaInfo{};
+  if (!is_launch_api(c.api)) return false;  // only launches are reported at entry
+  return decode_cuda_fields(c, out);
+}
+
+static_assert(sizeof(mcp_event_header) == 64 && sizeof(mcp_call_event) == 144 &&
+                  sizeof(mcp_cuda_launch_event) == 200,
               "userspace sees the same ABI as the BPF programs");
 
 // The kernel fills trace_id only for a consistent decision; anything else is not one.
@@ -180,6 +200,19 @@ bool decode_record(const void* data, size_t size, const ProbeNameLookup& names, 
       out.duration_ns = c.duration_ns;
       out.trace_id_hi = out.trace_id_lo = 0;  // CUDA probes never decide on a trace id
       if (!decode_cuda(c, out.cuda)) return false;
+      break;
+    }
+    case MCP_KIND_CUDA_LAUNCH: {
+      if (size < sizeof(mcp_cuda_launch_event)) return false;
+      mcp_cuda_launch_event c;
+      std::memcpy(&c, data, sizeof(c));
+      out.kind = EventKind::kCuda;
+      std::memcpy(out.args.data(), c.regs, sizeof(c.regs));
+      out.ret = 0;           // reported at entry: no return value, no duration (flags clear)
+      out.duration_ns = 0;
+      out.has_ret = out.has_duration = false;
+      out.trace_id_hi = out.trace_id_lo = 0;
+      if (!decode_cuda_launch(c, out.cuda)) return false;
       break;
     }
     default:

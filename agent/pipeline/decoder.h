@@ -24,5 +24,8 @@ bool decode_record(const void* data, size_t size, const ProbeNameLookup& names, 
 // The API-specific part of a CUDA record (geometry, bytes, stream...). The
 // kernel name and api string are filled later, by the CUDA symboliser.
 bool decode_cuda(const mcp_cuda_event& record, CudaInfo& out);
+// The same for a launch reported at its entry (MCP_KIND_CUDA_LAUNCH); false for an
+// API that is not a launch (only launches are reported that way).
+bool decode_cuda_launch(const mcp_cuda_launch_event& record, CudaInfo& out);
 
 }  // namespace mcp::pipeline

@@ -216,4 +216,77 @@ TEST(DecodeRecord, RecordWithoutTheTraceIdWordsIsRejected) {
   EXPECT_FALSE(decode_record(&rec, 128, names.fn(), ev));
 }
 
+// A launch reported at its entry comes as its own, shorter record kind (issue 18: less
+// ring-buffer memory per launch): decoded into the same CUDA event, no ret or duration.
+namespace {
+mcp_cuda_launch_event make_launch() {
+  mcp_cuda_launch_event e;
+  std::memset(&e, 0, sizeof(e));
+  e.hdr.ktime_ns = 5555;
+  e.hdr.threshold = UINT64_MAX;
+  e.hdr.pid = 77;
+  e.hdr.tid = 78;
+  e.hdr.probe_id = 3;
+  e.hdr.kind = MCP_KIND_CUDA_LAUNCH;
+  e.hdr.size = sizeof(e);
+  std::memcpy(e.hdr.comm, "trainer", 8);
+  e.api = MCP_CUDA_LAUNCH_HANDLE;
+  e.regs[0] = 0x7000;                     // kernel handle
+  e.regs[1] = (uint64_t{2} << 32) | 4;    // grid 4 x 2
+  e.regs[2] = 1;
+  e.regs[3] = (uint64_t{1} << 32) | 64;  // block 64 x 1
+  e.regs[4] = 1;
+  e.stack_args[0] = 128;  // shared memory
+  e.stack_args[1] = 0x51;  // stream
+  e.code_inode = 99;
+  e.code_file_offset = 0x1230;
+  return e;
+}
+}  // namespace
+
+TEST(DecodeRecord, CudaLaunchAtEntryRecordCarriesGeometryStreamAndCodePlace) {
+  const auto rec = make_launch();
+  Lookup names;
+  Event ev;
+  ASSERT_TRUE(decode_record(&rec, sizeof(rec), names.fn(), ev));
+  EXPECT_EQ(ev.kind, EventKind::kCuda);
+  EXPECT_EQ(ev.pid, 77u);
+  EXPECT_EQ(ev.comm_view(), "trainer");
+  EXPECT_EQ(ev.cuda.api_id, uint32_t{MCP_CUDA_LAUNCH_HANDLE});
+  EXPECT_EQ(ev.cuda.function, 0x7000u);
+  EXPECT_EQ(ev.cuda.grid, (std::array<uint32_t, 3>{4, 2, 1}));
+  EXPECT_EQ(ev.cuda.block, (std::array<uint32_t, 3>{64, 1, 1}));
+  EXPECT_EQ(ev.cuda.shared_mem, 128u);
+  EXPECT_EQ(ev.cuda.stream, 0x51u);
+  EXPECT_EQ(ev.cuda.code_inode, 99u);
+  EXPECT_EQ(ev.cuda.code_offset, 0x1230u);
+  EXPECT_FALSE(ev.has_ret);
+  EXPECT_FALSE(ev.has_duration);
+  EXPECT_EQ(ev.args[0], 0x7000u);
+}
+
+TEST(DecodeRecord, TruncatedCudaLaunchRecordsAreRejected) {
+  const auto rec = make_launch();
+  Lookup names;
+  Event ev;
+  EXPECT_FALSE(decode_record(&rec, sizeof(mcp_event_header), names.fn(), ev));
+  EXPECT_FALSE(decode_record(&rec, sizeof(rec) - 1, names.fn(), ev));
+  auto overclaiming = rec;
+  overclaiming.hdr.size = sizeof(rec) + 8;  // claims more than there is
+  EXPECT_FALSE(decode_record(&overclaiming, sizeof(overclaiming), names.fn(), ev));
+  EXPECT_TRUE(names.asked.empty());
+}
+
+// Only launches are reported at entry: a bookkeeping API (its name is not in this record)
+// or an unknown one in a launch record is malformed, not guessed at.
+TEST(DecodeRecord, CudaLaunchRecordOfANonLaunchApiIsRejected) {
+  auto rec = make_launch();
+  for (uint32_t api : {uint32_t{MCP_CUDA_GET_FUNCTION}, uint32_t{MCP_CUDA_MEMCPY}, 200u}) {
+    rec.api = api;
+    Lookup names;
+    Event ev;
+    EXPECT_FALSE(decode_record(&rec, sizeof(rec), names.fn(), ev)) << api;
+  }
+}
+
 }  // namespace mcp::pipeline
