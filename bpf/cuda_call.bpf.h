@@ -70,14 +70,13 @@ static __always_inline int locate_code_cached(struct task_struct *task, __u32 tg
 	if (bpf_find_vma(task, l->addr, locate_code, l, 0))
 		return -1;
 	if (slot) {
-		slot->check = 0; /* a reader preempted by this write sees no valid slot */
 		slot->mm = (__u64)mm;
 		slot->addr = l->addr;
 		slot->file_offset = l->file_offset;
 		slot->inode = l->inode;
 		slot->tgid = tgid;
 		slot->mm_seq = seq;
-		slot->check = mcp_code_check(slot);
+		slot->check = mcp_code_check(slot); /* last: it covers the fields above */
 	}
 	return 0;
 }

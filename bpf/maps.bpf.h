@@ -181,8 +181,8 @@ struct {
  * Invalidation: a slot is valid only for the process and address space (mm) it was
  * found in and while that address space is unchanged: mm_lock_seq, which every mmap
  * write lock (mmap, munmap, mprotect, brk, exec) bumps, must be what it was. check
- * (a mix of the other fields) rejects a slot read half-written by a program this one
- * preempted on the same CPU.
+ * (a mix of the other fields, computed from them as stored) makes a slot read while
+ * half-written, by a program that preempted its writer on this CPU, a miss.
  */
 #define MCP_CODE_SLOTS 256 /* per CPU; a power of two */
 
