@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
+#include <cstring>
 #include <ctime>
 #include <vector>
 
@@ -12,191 +14,352 @@
 
 namespace mcp::output {
 
-void append_json_string(std::string& out, std::string_view s) {
-  out.push_back('"');
-  for (size_t i = 0; i < s.size(); i++) {
-    // Runs of plain printable ASCII (nearly every byte of probes, comms, services) go in one append.
-    size_t run = i;
-    while (run < s.size()) {
-      const auto r = static_cast<unsigned char>(s[run]);
-      if (r < 0x20 || r >= 0x80 || r == '"' || r == '\\') break;
-      ++run;
+namespace {
+
+// The JSON encoder writes through a raw pointer into room reserved once per event (an upper
+// bound of what it can write) instead of appending piece by piece: at a million events per
+// second the per-append capacity checks, strlen of literals and tiny memcpy calls cost more
+// than the bytes themselves (bench/wire: BM_SubscribeCompact).
+
+// A string literal without its NUL.
+template <size_t N>
+char* put(char* p, const char (&literal)[N]) {
+  std::memcpy(p, literal, N - 1);
+  return p + N - 1;
+}
+
+char* put(char* p, std::string_view s) {
+  std::memcpy(p, s.data(), s.size());
+  return p + s.size();
+}
+
+// Integers: at most 20 characters (a uint64_t, or an int64_t with its sign). Digits go out two
+// at a time from a table, in groups of eight, without first counting them (std::to_chars and
+// fmt::format_int do): timestamps, ids and thresholds are 12 to 20 digits long.
+constexpr size_t kIntBound = 20;
+
+constexpr auto kDigitPairs = [] {
+  std::array<char, 200> t{};
+  for (int i = 0; i < 100; ++i) {
+    t[static_cast<size_t>(2 * i)] = static_cast<char>('0' + i / 10);
+    t[static_cast<size_t>(2 * i + 1)] = static_cast<char>('0' + i % 10);
+  }
+  return t;
+}();
+
+char* put2(char* p, uint32_t v) {  // v < 100, two digits
+  std::memcpy(p, &kDigitPairs[2 * v], 2);
+  return p + 2;
+}
+
+char* put8(char* p, uint32_t v) {  // v < 10^8, exactly eight digits
+  const uint32_t hi = v / 10000, lo = v % 10000;
+  put2(p, hi / 100);
+  put2(p + 2, hi % 100);
+  put2(p + 4, lo / 100);
+  put2(p + 6, lo % 100);
+  return p + 8;
+}
+
+char* put_upto8(char* p, uint32_t v) {  // v < 10^8, no leading zeros
+  if (v < 100) {
+    if (v < 10) {
+      *p++ = static_cast<char>('0' + v);
+      return p;
     }
-    if (run > i) {
-      out.append(s.data() + i, run - i);
-      i = run;
-      if (i == s.size()) break;
+    return put2(p, v);
+  }
+  if (v < 10000) {
+    if (v < 1000) *p++ = static_cast<char>('0' + v / 100);
+    else p = put2(p, v / 100);
+    return put2(p, v % 100);
+  }
+  const uint32_t hi = v / 10000, lo = v % 10000;  // 1 <= hi < 10^4
+  p = put_upto8(p, hi);
+  p = put2(p, lo / 100);
+  return put2(p, lo % 100);
+}
+
+char* put_int(char* p, uint64_t v) {
+  constexpr uint64_t k8 = 100000000, k16 = k8 * k8;
+  if (v < k8) return put_upto8(p, static_cast<uint32_t>(v));
+  if (v < k16) {
+    p = put_upto8(p, static_cast<uint32_t>(v / k8));
+    return put8(p, static_cast<uint32_t>(v % k8));
+  }
+  p = put_upto8(p, static_cast<uint32_t>(v / k16));  // at most 1844
+  const uint64_t rest = v % k16;
+  p = put8(p, static_cast<uint32_t>(rest / k8));
+  return put8(p, static_cast<uint32_t>(rest % k8));
+}
+
+char* put_int(char* p, uint32_t v) { return put_int(p, static_cast<uint64_t>(v)); }
+
+char* put_int(char* p, int64_t v) {
+  if (v >= 0) return put_int(p, static_cast<uint64_t>(v));
+  *p++ = '-';
+  return put_int(p, 0 - static_cast<uint64_t>(v));  // INT64_MIN included
+}
+
+// At most 6 bytes out per byte in ("\u001f"; an invalid byte becomes the 3 bytes of U+FFFD, a
+// valid sequence stays as it is), plus the quotes.
+constexpr size_t json_string_bound(size_t n) { return 6 * n + 2; }
+
+char* put_json_string(char* p, std::string_view s) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  *p++ = '"';
+  for (size_t i = 0; i < s.size();) {
+    // Eight bytes at a time while none needs escaping or checking (no byte below 0x20 or
+    // above 0x7f, no quote, no backslash): they go out as they are.
+    if (i + 8 <= s.size()) {
+      uint64_t x;
+      std::memcpy(&x, s.data() + i, 8);
+      constexpr uint64_t kOnes = 0x0101010101010101ull, kHigh = 0x8080808080808080ull;
+      const auto has_zero = [](uint64_t y) { return (y - kOnes) & ~y & kHigh; };
+      if (((x & kHigh) | ((x - 0x20 * kOnes) & ~x & kHigh) | has_zero(x ^ ('"' * kOnes)) |
+           has_zero(x ^ ('\\' * kOnes))) == 0) {
+        std::memcpy(p, &x, 8);
+        p += 8;
+        i += 8;
+        continue;
+      }
     }
     const auto c = static_cast<unsigned char>(s[i]);
+    // Plain printable ASCII: nearly every byte of probes, comms, services and tags.
+    if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+      *p++ = static_cast<char>(c);
+      ++i;
+      continue;
+    }
     if (c >= 0x80) {
       // comm is cut at 15 bytes, maybe mid-character, and a traced process picks its
       // own bytes: never emit invalid JSON (the same repair as the protobuf path).
       const size_t n = utf8_sequence_length(s, i);
       if (n == 0) {
-        out += "\ufffd";
+        p = put(p, "\xef\xbf\xbd");  // U+FFFD
+        ++i;
       } else {
-        out.append(s.substr(i, n));
-        i += n - 1;
+        p = put(p, s.substr(i, n));
+        i += n;
       }
       continue;
     }
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"': p = put(p, "\\\""); break;
+      case '\\': p = put(p, "\\\\"); break;
+      case '\n': p = put(p, "\\n"); break;
+      case '\r': p = put(p, "\\r"); break;
+      case '\t': p = put(p, "\\t"); break;
       default:
-        if (c < 0x20) fmt::format_to(std::back_inserter(out), "\\u{:04x}", c);
-        else out.push_back(static_cast<char>(c));
+        p = put(p, "\\u00");
+        *p++ = kHex[c >> 4];
+        *p++ = kHex[c & 0xf];
     }
+    ++i;
   }
-  out.push_back('"');
+  *p++ = '"';
+  return p;
 }
 
-namespace {
+using Pairs = std::vector<std::pair<std::string, std::string>>;
+
+size_t pairs_bound(std::string_view key, const Pairs& pairs) {
+  if (pairs.empty()) return 0;
+  size_t n = key.size() + 6;  // ,"key":{}
+  for (const auto& [k, v] : pairs) n += json_string_bound(k.size()) + json_string_bound(v.size()) + 2;
+  return n;
+}
 
 // Pairs in key order (stable, so a repeated key keeps its place): the compact wire format
 // sorts them (proto/mcp/v1/sampling.proto StringPairs), and `trace` and `subscribe` must print
 // the same bytes for the same event.
-void append_pairs(std::string& out, std::string_view key,
-                  const std::vector<std::pair<std::string, std::string>>& pairs) {
-  if (pairs.empty()) return;
-  out += ",\"";
-  out += key;
-  out += "\":{";
+char* put_pairs(char* p, std::string_view key, const Pairs& pairs) {
+  if (pairs.empty()) return p;
+  p = put(p, ",\"");
+  p = put(p, key);
+  p = put(p, "\":{");
   const auto by_key = [](const auto& a, const auto& b) { return a.first < b.first; };
-  auto emit = [&](size_t n, const std::pair<std::string, std::string>& p) {
-    if (n) out.push_back(',');
-    append_json_string(out, p.first);
-    out.push_back(':');
-    append_json_string(out, p.second);
+  auto emit = [&](size_t n, const std::pair<std::string, std::string>& kv) {
+    if (n) *p++ = ',';
+    p = put_json_string(p, kv.first);
+    *p++ = ':';
+    p = put_json_string(p, kv.second);
   };
   if (std::is_sorted(pairs.begin(), pairs.end(), by_key)) {
     for (size_t i = 0; i < pairs.size(); i++) emit(i, pairs[i]);
   } else {
     std::vector<const std::pair<std::string, std::string>*> order;
     order.reserve(pairs.size());
-    for (const auto& p : pairs) order.push_back(&p);
+    for (const auto& kv : pairs) order.push_back(&kv);
     std::stable_sort(order.begin(), order.end(), [&](auto* a, auto* b) { return by_key(*a, *b); });
     for (size_t i = 0; i < order.size(); i++) emit(i, *order[i]);
   }
-  out.push_back('}');
+  *p++ = '}';
+  return p;
 }
 
-void append_cuda(std::string& out, const CudaInfo& c) {
-  auto it = std::back_inserter(out);
-  out += ",\"cuda\":{\"api\":";
-  append_json_string(out, c.api);
+// Literals (about 130 characters) and 15 integers.
+constexpr size_t kCudaFixedBound = 160 + 15 * kIntBound;
+
+size_t cuda_bound(const CudaInfo& c) {
+  return kCudaFixedBound + json_string_bound(c.api.size()) + json_string_bound(c.kernel.size()) +
+         c.user_stack.size() * (kIntBound + 1);
+}
+
+char* put_cuda(char* p, const CudaInfo& c) {
+  p = put(p, ",\"cuda\":{\"api\":");
+  p = put_json_string(p, c.api);
   if (!c.kernel.empty()) {
-    out += ",\"kernel\":";
-    append_json_string(out, c.kernel);
-    fmt::format_to(it, ",\"grid\":[{},{},{}],\"block\":[{},{},{}],\"shared_mem\":{},\"stream\":{}", c.grid[0],
-                   c.grid[1], c.grid[2], c.block[0], c.block[1], c.block[2], c.shared_mem, c.stream);
+    p = put(p, ",\"kernel\":");
+    p = put_json_string(p, c.kernel);
+    p = put(p, ",\"grid\":[");
+    for (size_t i = 0; i < 3; i++) {
+      if (i) *p++ = ',';
+      p = put_int(p, c.grid[i]);
+    }
+    p = put(p, "],\"block\":[");
+    for (size_t i = 0; i < 3; i++) {
+      if (i) *p++ = ',';
+      p = put_int(p, c.block[i]);
+    }
+    p = put(p, "],\"shared_mem\":");
+    p = put_int(p, c.shared_mem);
+    p = put(p, ",\"stream\":");
+    p = put_int(p, c.stream);
   }
-  if (c.bytes) fmt::format_to(it, ",\"bytes\":{}", c.bytes);
-  if (c.memcpy_kind) fmt::format_to(it, ",\"memcpy_kind\":{}", c.memcpy_kind);
-  if (c.graph) fmt::format_to(it, ",\"graph\":{}", c.graph);
-  if (c.graph_kernel_nodes) fmt::format_to(it, ",\"graph_kernel_nodes\":{}", *c.graph_kernel_nodes);
+  if (c.bytes) {
+    p = put(p, ",\"bytes\":");
+    p = put_int(p, c.bytes);
+  }
+  if (c.memcpy_kind) {
+    p = put(p, ",\"memcpy_kind\":");
+    p = put_int(p, c.memcpy_kind);
+  }
+  if (c.graph) {
+    p = put(p, ",\"graph\":");
+    p = put_int(p, c.graph);
+  }
+  if (c.graph_kernel_nodes) {
+    p = put(p, ",\"graph_kernel_nodes\":");
+    p = put_int(p, *c.graph_kernel_nodes);
+  }
   if (c.slow_mode) {
-    out += ",\"slow_mode\":true,\"user_stack\":[";
-    for (size_t i = 0; i < c.user_stack.size(); i++) fmt::format_to(it, "{}{}", i ? "," : "", c.user_stack[i]);
-    out.push_back(']');
+    p = put(p, ",\"slow_mode\":true,\"user_stack\":[");
+    for (size_t i = 0; i < c.user_stack.size(); i++) {
+      if (i) *p++ = ',';
+      p = put_int(p, c.user_stack[i]);
+    }
+    *p++ = ']';
   }
-  out.push_back('}');
+  *p++ = '}';
+  return p;
 }
 
-// Integers go through fmt::format_int and keys are literal appends: this runs
-// for every event, at up to millions per second.
-template <typename T>
-void append_int(std::string& out, T v) {
-  const fmt::format_int f(v);
-  out.append(f.data(), f.size());
+// Everything but the strings and pairs: the literals (about 300 characters), 16 integers, the
+// weight (a double, at most 24 characters), the 32 hex digits of the trace id and th (14).
+constexpr size_t kFixedBound = 320 + 16 * kIntBound + 32 + 32 + 16;
+
+size_t json_bound(const Event& e) {
+  size_t n = kFixedBound + json_string_bound(e.probe.size()) + json_string_bound(e.comm.size()) +
+             json_string_bound(e.service.size()) + json_string_bound(e.container_id.size()) +
+             json_string_bound(e.pod_uid.size()) + json_string_bound(e.pod.size()) +
+             json_string_bound(e.pod_namespace.size()) + json_string_bound(e.container.size()) +
+             pairs_bound("pod_labels", e.pod_labels) + pairs_bound("tags", e.tags) +
+             pairs_bound("attributes", e.attributes);
+  if (e.kind == EventKind::kCuda) n += cuda_bound(e.cuda);
+  return n;
 }
+
+char* put_json(char* p, const Event& e) {
+  p = put(p, "{\"ts_ns\":");
+  p = put_int(p, e.ts_ns);
+  p = put(p, ",\"ktime_ns\":");
+  p = put_int(p, e.ktime_ns);
+  if (e.hlc) {
+    p = put(p, ",\"hlc\":");
+    p = put_int(p, e.hlc);
+  }
+  p = put(p, ",\"kind\":\"");
+  p = put(p, to_string(e.kind));
+  p = put(p, "\",\"probe\":");
+  p = put_json_string(p, e.probe);
+  p = put(p, ",\"pid\":");
+  p = put_int(p, e.pid);
+  p = put(p, ",\"tid\":");
+  p = put_int(p, e.tid);
+  p = put(p, ",\"comm\":");
+  p = put_json_string(p, e.comm_view());
+  p = put(p, ",\"cgroup_id\":");
+  p = put_int(p, e.cgroup_id);
+  p = put(p, ",\"cpu\":");
+  p = put_int(p, e.cpu);
+  p = put(p, ",\"args\":[");
+  for (unsigned i = 0; i < e.nargs && i < e.args.size(); i++) {
+    if (i) *p++ = ',';
+    p = put_int(p, e.args[i]);
+  }
+  *p++ = ']';
+  if (e.has_ret) {
+    p = put(p, ",\"ret\":");
+    p = put_int(p, e.ret);
+  }
+  if (e.has_duration) {
+    p = put(p, ",\"duration_ns\":");
+    p = put_int(p, e.duration_ns);
+  }
+  p = put(p, ",\"threshold\":");
+  p = put_int(p, e.threshold);
+  p = put(p, ",\"weight\":");
+  if (e.threshold == UINT64_MAX) *p++ = '1';
+  else p = fmt::format_to(p, FMT_COMPILE("{}"), e.weight());
+  if (e.consistent) {
+    p = put(p, ",\"th\":\"");
+    p = put(p, otel_th(e.threshold));
+    *p++ = '"';
+  }
+  if (e.has_trace_id()) {
+    p = put(p, ",\"trace_id\":\"");
+    p = fmt::format_to(p, FMT_COMPILE("{:016x}{:016x}"), e.trace_id_hi, e.trace_id_lo);
+    *p++ = '"';
+  }
+  // Optional strings: printed only where known.
+  auto field = [&p](const auto& key, std::string_view value) {
+    if (value.empty()) return;
+    p = put(p, key);
+    p = put_json_string(p, value);
+  };
+  field(",\"service\":", e.service);
+  field(",\"container_id\":", e.container_id);
+  field(",\"pod_uid\":", e.pod_uid);
+  field(",\"pod\":", e.pod);
+  field(",\"namespace\":", e.pod_namespace);
+  field(",\"container\":", e.container);
+  p = put_pairs(p, "pod_labels", e.pod_labels);
+  p = put_pairs(p, "tags", e.tags);
+  p = put_pairs(p, "attributes", e.attributes);
+  if (e.kind == EventKind::kCuda) p = put_cuda(p, e.cuda);
+  return put(p, "}\n");
+}
+
+}  // namespace
+
+void append_json_string(std::string& out, std::string_view s) {
+  const size_t start = out.size();
+  out.resize(start + json_string_bound(s.size()));
+  char* const base = out.data();
+  out.resize(static_cast<size_t>(put_json_string(base + start, s) - base));
+}
+
+namespace {
 
 class JsonFormatter final : public Formatter {
  public:
   void format(const Event& e, std::string& out) const override {
-    out += "{\"ts_ns\":";
-    append_int(out, e.ts_ns);
-    out += ",\"ktime_ns\":";
-    append_int(out, e.ktime_ns);
-    if (e.hlc) {
-      out += ",\"hlc\":";
-      append_int(out, e.hlc);
-    }
-    out += ",\"kind\":\"";
-    out += to_string(e.kind);
-    out += "\",\"probe\":";
-    append_json_string(out, e.probe);
-    out += ",\"pid\":";
-    append_int(out, e.pid);
-    out += ",\"tid\":";
-    append_int(out, e.tid);
-    out += ",\"comm\":";
-    append_json_string(out, e.comm_view());
-    out += ",\"cgroup_id\":";
-    append_int(out, e.cgroup_id);
-    out += ",\"cpu\":";
-    append_int(out, e.cpu);
-    out += ",\"args\":[";
-    for (unsigned i = 0; i < e.nargs; i++) {
-      if (i) out.push_back(',');
-      append_int(out, e.args[i]);
-    }
-    out.push_back(']');
-    if (e.has_ret) {
-      out += ",\"ret\":";
-      append_int(out, e.ret);
-    }
-    if (e.has_duration) {
-      out += ",\"duration_ns\":";
-      append_int(out, e.duration_ns);
-    }
-    out += ",\"threshold\":";
-    append_int(out, e.threshold);
-    out += ",\"weight\":";
-    if (e.threshold == UINT64_MAX) out.push_back('1');
-    else fmt::format_to(std::back_inserter(out), FMT_COMPILE("{}"), e.weight());
-    if (e.consistent) {
-      out += ",\"th\":\"";
-      out += otel_th(e.threshold);
-      out.push_back('"');
-    }
-    if (e.has_trace_id()) {
-      out += ",\"trace_id\":\"";
-      fmt::format_to(std::back_inserter(out), FMT_COMPILE("{:016x}{:016x}"), e.trace_id_hi, e.trace_id_lo);
-      out.push_back('"');
-    }
-    if (!e.service.empty()) {
-      out += ",\"service\":";
-      append_json_string(out, e.service);
-    }
-    if (!e.container_id.empty()) {
-      out += ",\"container_id\":";
-      append_json_string(out, e.container_id);
-    }
-    if (!e.pod_uid.empty()) {
-      out += ",\"pod_uid\":";
-      append_json_string(out, e.pod_uid);
-    }
-    if (!e.pod.empty()) {
-      out += ",\"pod\":";
-      append_json_string(out, e.pod);
-    }
-    if (!e.pod_namespace.empty()) {
-      out += ",\"namespace\":";
-      append_json_string(out, e.pod_namespace);
-    }
-    if (!e.container.empty()) {
-      out += ",\"container\":";
-      append_json_string(out, e.container);
-    }
-    append_pairs(out, "pod_labels", e.pod_labels);
-    append_pairs(out, "tags", e.tags);
-    append_pairs(out, "attributes", e.attributes);
-    if (e.kind == EventKind::kCuda) append_cuda(out, e.cuda);
-    out += "}\n";
+    // One resize to the bound, one back to what was written.
+    const size_t start = out.size();
+    out.resize(start + json_bound(e));
+    char* const base = out.data();
+    out.resize(static_cast<size_t>(put_json(base + start, e) - base));
   }
 };
 

@@ -29,12 +29,18 @@ class PacketPrinter {
   uint64_t print(const mcp::v1::SamplePacket& packet, std::string& out, uint64_t max_events);
 
  private:
-  void emit(std::string_view agent_id, uint64_t event_id, std::string& out);
+  void set_agent(std::string_view agent_id);
+  void emit(uint64_t event_id, std::string& out);
 
   std::unique_ptr<output::Formatter> formatter_;
   bool json_;
   bool receipt_ns_;
-  uint64_t now_ns_ = 0;
+  // ,"agent_id":"...","event_id": for agent_id_, and what follows the event id (received_ns,
+  // the closing brace), rendered once per packet.
+  std::string agent_id_;
+  std::string agent_fields_;
+  bool agent_fields_ready_ = false;
+  std::string tail_;
   Event event_;
   EventBlockDecoder decoder_;
   std::string error_;

@@ -3,6 +3,8 @@
 //   BM_EncodeBlock       agent: Event -> EventBlock bytes
 //   BM_SubscribeCompact  subscriber: SamplePacket.events -> JSON lines written to a file
 //   BM_SubscribeSamples  the same through v1 Samples (old brokers), for the ratio
+//   BM_PrintCompact      BM_SubscribeCompact without the write(2): decode + JSON only
+//   BM_FormatJson        the JSON encoder alone (output/formatter.h), as `trace` runs it
 // items_per_second is events/s; the target for the subscriber is >= 500k events/s.
 #include <benchmark/benchmark.h>
 #include <fcntl.h>
@@ -97,15 +99,9 @@ void run_subscriber(benchmark::State& state, const mcp::v1::SamplePacket& packet
   state.SetItemsProcessed(state.iterations() * kBatch);
 }
 
-void BM_SubscribeCompact(benchmark::State& state) {
-  mcp::v1::SamplePacket packet;
-  packet.set_agent_id("node-1");
-  mcp::v1::EventBlock block;
-  block.ParseFromString(block_bytes());
-  for (int i = 0; i < block.events_size(); ++i) block.mutable_events(i)->set_event_id(1000000 + i);
-  packet.set_events(block.SerializeAsString());
-  run_subscriber(state, packet);
-}
+mcp::v1::SamplePacket compact_packet();
+
+void BM_SubscribeCompact(benchmark::State& state) { run_subscriber(state, compact_packet()); }
 
 void BM_SubscribeSamples(benchmark::State& state) {
   mcp::v1::SamplePacket packet;
@@ -119,11 +115,51 @@ void BM_SubscribeSamples(benchmark::State& state) {
   run_subscriber(state, packet);
 }
 
+mcp::v1::SamplePacket compact_packet() {
+  mcp::v1::SamplePacket packet;
+  packet.set_agent_id("node-1");
+  mcp::v1::EventBlock block;
+  block.ParseFromString(block_bytes());
+  for (int i = 0; i < block.events_size(); ++i) block.mutable_events(i)->set_event_id(1000000 + i);
+  packet.set_events(block.SerializeAsString());
+  return packet;
+}
+
+void BM_PrintCompact(benchmark::State& state) {
+  const auto packet = compact_packet();
+  PacketPrinter printer("json", true);
+  std::string out;
+  out.reserve(1 << 20);
+  for (auto _ : state) {
+    out.clear();
+    printer.print(packet, out, UINT64_MAX);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations() * kBatch);
+  state.counters["json_bytes_per_event"] = static_cast<double>(out.size()) / kBatch;
+}
+
+void BM_FormatJson(benchmark::State& state) {
+  std::vector<Event> events;
+  for (int i = 0; i < kBatch; ++i) events.push_back(make_event(static_cast<uint32_t>(i)));
+  const auto json = output::make_formatter("json");
+  std::string out;
+  out.reserve(1 << 20);
+  for (auto _ : state) {
+    out.clear();
+    for (const auto& e : events) json->format(e, out);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations() * kBatch);
+}
+
 BENCHMARK(BM_EncodeBlock);
 BENCHMARK(BM_BrokerIngestReencode);
 BENCHMARK(BM_BrokerIngestIdsOnWire);
 BENCHMARK(BM_SubscribeCompact);
 BENCHMARK(BM_SubscribeSamples);
+BENCHMARK(BM_PrintCompact);
+BENCHMARK(BM_FormatJson);
 
 }  // namespace
 }  // namespace mcp
