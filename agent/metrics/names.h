@@ -62,7 +62,7 @@ inline constexpr MetricSpec kSamplingProbability{
 
 // Forwarding.
 inline constexpr MetricSpec kQueueDepth{
-    "mcp_forward_queue_depth", "Events waiting in the forwarder's in-memory queue.",
+    "mcp_forward_queue_depth", "Events in the forwarder's open batch, not yet written to the spool.",
     MetricType::kGauge, ""};
 inline constexpr MetricSpec kSpoolBytes{
     "mcp_spool_bytes", "Bytes of events spooled on disk, waiting for the broker.",
