@@ -7,6 +7,7 @@
 #include <array>
 #include <cstring>
 #include <ctime>
+#include <span>
 #include <vector>
 
 #include "common/error.h"
@@ -198,6 +199,18 @@ char* put_pairs(char* p, std::string_view key, const Pairs& pairs) {
   return p;
 }
 
+// [a,b,c]: at most size * (kIntBound + 1) + 2 characters.
+template <typename T, size_t N>
+char* put_int_array(char* p, std::span<const T, N> values) {
+  *p++ = '[';
+  for (size_t i = 0; i < values.size(); i++) {
+    if (i) *p++ = ',';
+    p = put_int(p, values[i]);
+  }
+  *p++ = ']';
+  return p;
+}
+
 // Literals (about 130 characters) and 15 integers.
 constexpr size_t kCudaFixedBound = 160 + 15 * kIntBound;
 
@@ -212,17 +225,11 @@ char* put_cuda(char* p, const CudaInfo& c) {
   if (!c.kernel.empty()) {
     p = put(p, ",\"kernel\":");
     p = put_json_string(p, c.kernel);
-    p = put(p, ",\"grid\":[");
-    for (size_t i = 0; i < 3; i++) {
-      if (i) *p++ = ',';
-      p = put_int(p, c.grid[i]);
-    }
-    p = put(p, "],\"block\":[");
-    for (size_t i = 0; i < 3; i++) {
-      if (i) *p++ = ',';
-      p = put_int(p, c.block[i]);
-    }
-    p = put(p, "],\"shared_mem\":");
+    p = put(p, ",\"grid\":");
+    p = put_int_array(p, std::span(c.grid));
+    p = put(p, ",\"block\":");
+    p = put_int_array(p, std::span(c.block));
+    p = put(p, ",\"shared_mem\":");
     p = put_int(p, c.shared_mem);
     p = put(p, ",\"stream\":");
     p = put_int(p, c.stream);
@@ -244,12 +251,8 @@ char* put_cuda(char* p, const CudaInfo& c) {
     p = put_int(p, *c.graph_kernel_nodes);
   }
   if (c.slow_mode) {
-    p = put(p, ",\"slow_mode\":true,\"user_stack\":[");
-    for (size_t i = 0; i < c.user_stack.size(); i++) {
-      if (i) *p++ = ',';
-      p = put_int(p, c.user_stack[i]);
-    }
-    *p++ = ']';
+    p = put(p, ",\"slow_mode\":true,\"user_stack\":");
+    p = put_int_array(p, std::span(c.user_stack));
   }
   *p++ = '}';
   return p;

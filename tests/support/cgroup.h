@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,17 @@ class CgroupTree {
   std::string rel_;
   std::vector<std::filesystem::path> made_;
 };
+
+// Makes `tree` (a std::unique_ptr<CgroupTree>) a tree named PREFIX<pid>, or skips the test when
+// there is no cgroup2 mount.
+#define MCP_CGROUP_TREE_OR_SKIP(tree, prefix)                                               \
+  do {                                                                                      \
+    try {                                                                                   \
+      tree = std::make_unique<::mcp::test::CgroupTree>(prefix + std::to_string(getpid())); \
+    } catch (const std::exception& e) {                                                     \
+      GTEST_SKIP() << "no cgroup2 mount: " << e.what();                                     \
+    }                                                                                       \
+  } while (0)
 
 // Forks a child that moves itself into `cgroup`, then execs argv (stdout to /dev/null).
 // Exit 126: the move failed; 127: the exec did.

@@ -24,6 +24,7 @@
 #include "../../support/grafana_dashboard.h"
 #include "../../support/process.h"
 #include "../../support/prometheus.h"
+#include "../../support/quota.h"
 #include "../../support/run_command.h"
 #include "../../support/wait_until.h"
 
@@ -109,11 +110,7 @@ class DaemonTest : public ::testing::Test {
 // below it), its sibling pod is not. Real cgroups in the kubelet's systemd layout.
 TEST_F(DaemonTest, SelectorOnAPodSeesItsContainersAndNotItsSibling) {
   std::unique_ptr<mcp::test::CgroupTree> tree;
-  try {
-    tree = std::make_unique<mcp::test::CgroupTree>("mcp-k8s-sel-" + std::to_string(getpid()));
-  } catch (const std::exception& e) {
-    GTEST_SKIP() << "no cgroup2 mount: " << e.what();
-  }
+  MCP_CGROUP_TREE_OR_SKIP(tree, "mcp-k8s-sel-");
   const std::string qos = "kubepods.slice/kubepods-burstable.slice/";
   const std::string pod_a = qos + "kubepods-burstable-pod1b4e28ba_2fa1_11d2_883f_0016d3cca427.slice";
   const std::string pod_b = qos + "kubepods-burstable-pod2c5f39cb_3fb2_22e3_994f_1127e4ddb538.slice";
@@ -165,11 +162,7 @@ std::string kubernetes_section(const mcp::test::FakeApiServer& api) {
 TEST_F(DaemonTest, PodSelectorSeesThePodsContainersNotItsSiblingAndFollowsALaterPod) {
   if (!mcp::test::FakeApiServer::available()) GTEST_SKIP() << "no openssl CLI to make the fake API server's certificate";
   std::unique_ptr<mcp::test::CgroupTree> tree;
-  try {
-    tree = std::make_unique<mcp::test::CgroupTree>("mcp-k8s-podsel-" + std::to_string(getpid()));
-  } catch (const std::exception& e) {
-    GTEST_SKIP() << "no cgroup2 mount: " << e.what();
-  }
+  MCP_CGROUP_TREE_OR_SKIP(tree, "mcp-k8s-podsel-");
   using mcp::test::FakeApiServer;
   const std::string uid1 = unique_uid(1), uid2 = unique_uid(2);
   const std::string a1_id(64, 'a'), a2_id(64, 'b'), b1_id(64, 'c');
@@ -212,11 +205,7 @@ TEST_F(DaemonTest, PodSelectorSeesThePodsContainersNotItsSiblingAndFollowsALater
 TEST_F(DaemonTest, NamespaceQuotaHoldsItsPodsTogetherAndSparesAnotherNamespace) {
   if (!mcp::test::FakeApiServer::available()) GTEST_SKIP() << "no openssl CLI to make the fake API server's certificate";
   std::unique_ptr<mcp::test::CgroupTree> tree;
-  try {
-    tree = std::make_unique<mcp::test::CgroupTree>("mcp-k8s-nsquota-" + std::to_string(getpid()));
-  } catch (const std::exception& e) {
-    GTEST_SKIP() << "no cgroup2 mount: " << e.what();
-  }
+  MCP_CGROUP_TREE_OR_SKIP(tree, "mcp-k8s-nsquota-");
   using mcp::test::FakeApiServer;
   // The two namespaces' tenant ids must not share a quota bucket (a fixed property of the names).
   ASSERT_NE(mcp::control::tenant_bucket(mcp::control::pod_ref_tenant_id({"team-a", ""})),
@@ -249,24 +238,10 @@ TEST_F(DaemonTest, NamespaceQuotaHoldsItsPodsTogetherAndSparesAnotherNamespace) 
   };
   ASSERT_TRUE(wait_until([&] { return count_c() == 6000; })) << "team-b keeps every call: " << count_c();
   EXPECT_EQ(d.terminate(), 0) << d.log();
-  uint64_t first = UINT64_MAX, last = 0, count = 0, from_a = 0;
-  for (const auto& e : d.events()) {
-    if (e["kind"] != "uprobe") continue;
-    const uint64_t cg = e["cgroup_id"];
-    if (cg != id_a && cg != id_b) continue;
-    first = std::min<uint64_t>(first, e["ktime_ns"]);
-    last = std::max<uint64_t>(last, e["ktime_ns"]);
-    count++;
-    from_a += cg == id_a;
-  }
-  EXPECT_GT(from_a, 0u);
-  EXPECT_GT(count - from_a, 0u);
-  const double span = static_cast<double>(last - first) / 1e9;
-  ASSERT_GT(span, 2.0);
-  // One quota for both pods together (2 x 5000/s offered); each CPU's bucket may hold a burst.
-  const double bursts = kBurst * static_cast<double>(sysconf(_SC_NPROCESSORS_CONF));
-  EXPECT_LE(static_cast<double>(count), kQuota * span * 1.1 + bursts) << "span " << span << " s";
-  EXPECT_GE(static_cast<double>(count), kQuota * span * 0.8) << "span " << span << " s";
+  auto w = mcp::test::quota_window(d.events(), {id_a, id_b});
+  EXPECT_GT(w.per_cgroup[id_a], 0u);
+  EXPECT_GT(w.per_cgroup[id_b], 0u);
+  mcp::test::expect_within_quota(w, kQuota, kBurst);  // one quota for both pods (2 x 5000/s offered)
 }
 
 // `ready_file` in agent.yaml means what --ready-file means.
@@ -277,11 +252,7 @@ TEST_F(DaemonTest, NamespaceQuotaHoldsItsPodsTogetherAndSparesAnotherNamespace) 
 TEST_F(DaemonTest, PodNamesFromTheApiServerReachTheEventsOfAKubeletCgroup) {
   if (!mcp::test::FakeApiServer::available()) GTEST_SKIP() << "no openssl CLI to make the fake API server's certificate";
   std::unique_ptr<mcp::test::CgroupTree> tree;
-  try {
-    tree = std::make_unique<mcp::test::CgroupTree>("mcp-k8s-names-" + std::to_string(getpid()));
-  } catch (const std::exception& e) {
-    GTEST_SKIP() << "no cgroup2 mount: " << e.what();
-  }
+  MCP_CGROUP_TREE_OR_SKIP(tree, "mcp-k8s-names-");
   using mcp::test::FakeApiServer;
   const std::string uid_a = "1b4e28ba-2fa1-11d2-883f-0016d3cca427", uid_b = "2c5f39cb-3fb2-22e3-994f-1127e4ddb538";
   const std::string id_a(64, 'a'), id_b(64, 'b');
@@ -329,11 +300,7 @@ TEST_F(DaemonTest, PodNamesFromTheApiServerReachTheEventsOfAKubeletCgroup) {
 // their cgroup-derived ids and the agent says once that names are unavailable.
 TEST_F(DaemonTest, WithoutApiAccessPodEventsKeepTheirIdsAndTheAgentSaysSoOnce) {
   std::unique_ptr<mcp::test::CgroupTree> tree;
-  try {
-    tree = std::make_unique<mcp::test::CgroupTree>("mcp-k8s-noapi-" + std::to_string(getpid()));
-  } catch (const std::exception& e) {
-    GTEST_SKIP() << "no cgroup2 mount: " << e.what();
-  }
+  MCP_CGROUP_TREE_OR_SKIP(tree, "mcp-k8s-noapi-");
   unsetenv("KUBERNETES_SERVICE_HOST");
   const std::string id_a(64, 'a');
   const fs::path a = tree->add("kubepods/besteffort/pod3d6a4adc-4ac3-33f4-a55f-2238f5eec649/" + id_a);
@@ -656,11 +623,7 @@ class ContainerProbeTest : public DaemonTest {
     DaemonTest::SetUp();
     if (IsSkipped()) return;
     if (!fs::is_directory(kBin)) GTEST_SKIP() << kBin << " does not exist to bind-mount over";
-    try {
-      tree_ = std::make_unique<mcp::test::CgroupTree>("mcp-ctr-" + std::to_string(getpid()));
-    } catch (const std::exception& e) {
-      GTEST_SKIP() << "no cgroup2 mount: " << e.what();
-    }
+    MCP_CGROUP_TREE_OR_SKIP(tree_, "mcp-ctr-");
   }
   // A directory holding `app`, a copy of the workload of its own (its own inode).
   fs::path image(const std::string& name) {

@@ -17,6 +17,7 @@
 
 #include "../../support/cgroup.h"
 #include "../../support/process.h"
+#include "../../support/quota.h"
 #include "../../support/run_command.h"
 #include "common/event.h"
 #include "control/tenant_quota.h"
@@ -70,11 +71,7 @@ TEST(TargetQps, KeptRateHoldsTheTargetAndWeightsRestoreTheTrueCount) {
 TEST(TenantQuota, NoisyCgroupIsHeldToItsQuotaWhileTheQuietOneKeepsEverything) {
   MCP_REQUIRE_BPF();
   std::unique_ptr<mcp::test::CgroupTree> tree;
-  try {
-    tree = std::make_unique<mcp::test::CgroupTree>("mcp-test-" + std::to_string(getpid()));
-  } catch (const std::exception& e) {
-    GTEST_SKIP() << "no cgroup2 mount: " << e.what();
-  }
+  MCP_CGROUP_TREE_OR_SKIP(tree, "mcp-test-");
   const std::string base = tree->relative_root();  // "/mcp-test-PID", as tenants are named
   const fs::path noisy = tree->add("noisy");
   const auto id_of = [&](const fs::path& p) { return mcp::control::resolve_cgroup_id(p.string(), tree->mount()); };
@@ -123,23 +120,10 @@ TEST(TenantQuota, NoisyCgroupIsHeldToItsQuotaWhileTheQuietOneKeepsEverything) {
   EXPECT_EQ(q[2], 0u);
 
   // The noisy tenant's kept rate over its own active span stays at the quota.
-  const uint64_t noisy_id = id_of(noisy);
-  uint64_t first = UINT64_MAX, last = 0, count = 0;
-  for (const auto& e : parse_json_lines(mcp::test::slurp(events))) {
-    if (e["cgroup_id"].get<uint64_t>() != noisy_id) continue;
-    const uint64_t t = e["ktime_ns"];
-    first = std::min(first, t);
-    last = std::max(last, t);
-    count++;
-  }
+  const auto w = mcp::test::quota_window(parse_json_lines(mcp::test::slurp(events)), {id_of(noisy)});
   fs::remove_all(dir);
-  EXPECT_EQ(count, n[1]);
-  const double span = static_cast<double>(last - first) / 1e9;
-  ASSERT_GT(span, 2.0);
-  // Each CPU's bucket may hold a whole burst (the rate is split by demand, the burst is not).
-  const double bursts = kBurst * static_cast<double>(sysconf(_SC_NPROCESSORS_CONF));
-  EXPECT_LE(static_cast<double>(count), kQuota * span * 1.1 + bursts) << "span " << span << " s";
-  EXPECT_GE(static_cast<double>(count), kQuota * span * 0.8) << "span " << span << " s";
+  EXPECT_EQ(w.count, n[1]);
+  mcp::test::expect_within_quota(w, kQuota, kBurst);
 }
 
 // Tenants are subtrees: a quota on a QoS slice holds every pod below it, together. Two
@@ -147,11 +131,7 @@ TEST(TenantQuota, NoisyCgroupIsHeldToItsQuotaWhileTheQuietOneKeepsEverything) {
 TEST(TenantQuota, QuotaOnAQosSliceHoldsTheProcessesOfItsPodsTogether) {
   MCP_REQUIRE_BPF();
   std::unique_ptr<mcp::test::CgroupTree> tree;
-  try {
-    tree = std::make_unique<mcp::test::CgroupTree>("mcp-k8s-qos-" + std::to_string(getpid()));
-  } catch (const std::exception& e) {
-    GTEST_SKIP() << "no cgroup2 mount: " << e.what();
-  }
+  MCP_CGROUP_TREE_OR_SKIP(tree, "mcp-k8s-qos-");
   const std::string slice = "kubepods.slice/kubepods-burstable.slice";
   const fs::path a = tree->add(slice + "/kubepods-burstable-pod1b4e28ba_2fa1_11d2_883f_0016d3cca427.slice/cri-containerd-" +
                                std::string(64, 'a') + ".scope");
@@ -183,26 +163,12 @@ TEST(TenantQuota, QuotaOnAQosSliceHoldsTheProcessesOfItsPodsTogether) {
 
   const auto id_a = mcp::control::resolve_cgroup_id(a.string(), tree->mount());
   const auto id_b = mcp::control::resolve_cgroup_id(b.string(), tree->mount());
-  uint64_t first = UINT64_MAX, last = 0, count = 0, from_a = 0;
-  for (const auto& e : parse_json_lines(mcp::test::slurp(events))) {
-    const uint64_t cg = e["cgroup_id"];
-    if (cg != id_a && cg != id_b) continue;
-    const uint64_t t = e["ktime_ns"];
-    first = std::min(first, t);
-    last = std::max(last, t);
-    count++;
-    from_a += cg == id_a;
-  }
+  auto w = mcp::test::quota_window(parse_json_lines(mcp::test::slurp(events)), {id_a, id_b});
   fs::remove_all(dir);
-  EXPECT_EQ(count, kept);
-  EXPECT_GT(from_a, 0u);
-  EXPECT_GT(count - from_a, 0u);
-  const double span = static_cast<double>(last - first) / 1e9;
-  ASSERT_GT(span, 2.0);
-  // One quota for the two pods together; each CPU's bucket may hold a whole burst.
-  const double bursts = kBurst * static_cast<double>(sysconf(_SC_NPROCESSORS_CONF));
-  EXPECT_LE(static_cast<double>(count), kQuota * span * 1.1 + bursts) << "span " << span << " s";
-  EXPECT_GE(static_cast<double>(count), kQuota * span * 0.8) << "span " << span << " s";
+  EXPECT_EQ(w.count, kept);
+  EXPECT_GT(w.per_cgroup[id_a], 0u);
+  EXPECT_GT(w.per_cgroup[id_b], 0u);
+  mcp::test::expect_within_quota(w, kQuota, kBurst);  // one quota for the two pods together
 }
 
 uint64_t splitmix(uint64_t& s) {
