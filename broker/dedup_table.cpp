@@ -45,10 +45,13 @@ Admission DedupTable::check(const std::string& agent, const std::string& credent
   return Admission::kNew;
 }
 
-void DedupTable::record(const std::string& agent, const std::string& credential, uint64_t sequence) {
-  Mark& m = marks_[agent];
+bool DedupTable::record(const std::string& agent, const std::string& credential, uint64_t sequence) {
+  const auto [it, added] = marks_.try_emplace(agent);
+  Mark& m = it->second;
   m.sequence = std::max(m.sequence, sequence);
-  if (m.credential.empty()) m.credential = credential;
+  const bool bound = m.credential.empty() && !credential.empty();
+  if (bound) m.credential = credential;
+  return added || bound;
 }
 
 void DedupTable::advance(const std::string& agent, uint64_t sequence) {

@@ -37,8 +37,9 @@ class DedupTable {
 
   Admission check(const std::string& agent, const std::string& credential, uint64_t sequence,
                   uint64_t now_us) const;
-  // Advances the mark (never lowers it) and binds an unbound id to `credential`.
-  void record(const std::string& agent, const std::string& credential, uint64_t sequence);
+  // Advances the mark (never lowers it) and binds an unbound id to `credential`. True when that
+  // made a binding (a new id, or a first credential): the caller persists it at once.
+  bool record(const std::string& agent, const std::string& credential, uint64_t sequence);
   // Start-up repair from the journal, which does not hold credentials: advances the mark only.
   void advance(const std::string& agent, uint64_t sequence);
 

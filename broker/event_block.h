@@ -13,7 +13,8 @@
 // - with_event_ids: the block's wire bytes with the broker's event ids added, copied instead of
 //   re-encoded (ingest's encode of every CompactEvent was about a tenth of the broker's CPU).
 // - filter_block: a subscriber's subset. Service and tags are decided once per dictionary entry
-//   and pair set, not per event; the rate rescales kept thresholds as filter_packet does.
+//   and pair set, not per event; the rate rescales kept thresholds as filter_packet does. When
+//   every event passes unchanged it copies nothing: the caller shares the block it has.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -53,8 +54,12 @@ void block_to_samples(const mcp::v1::EventBlock& block, const std::string& agent
 void samples_to_block(const google::protobuf::RepeatedPtrField<mcp::v1::Sample>& samples,
                       mcp::v1::EventBlock* out);
 
-// The events of `in` that pass `filter` (the dictionaries are copied whole). False when none.
-bool filter_block(const mcp::v1::EventBlock& in, const SubscriptionFilter& filter,
-                  mcp::v1::EventBlock* out);
+enum class Filtered {
+  kNone,  // no event passes
+  kSome,  // *out holds those that pass (the dictionaries copied whole)
+  kAll,   // every event passes unchanged (never with a rate below 1): *out untouched, share `in`
+};
+Filtered filter_block(const mcp::v1::EventBlock& in, const SubscriptionFilter& filter,
+                      mcp::v1::EventBlock* out);
 
 }  // namespace mcp::broker

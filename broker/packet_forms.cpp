@@ -74,7 +74,15 @@ PacketPtr PacketForms::for_subscriber(const SubscriptionFilter& filter, bool com
     return out;
   }
   mcp::v1::EventBlock subset;
-  if (!filter_block(block(), filter, &subset)) return nullptr;
+  switch (filter_block(block(), filter, &subset)) {
+    case Filtered::kNone:
+      return nullptr;
+    case Filtered::kAll:
+      *events = this->events();
+      return this->compact();
+    case Filtered::kSome:
+      break;
+  }
   *events = static_cast<uint64_t>(subset.events_size());
   copy_header(out.get());
   subset.SerializeToString(out->mutable_events());

@@ -257,14 +257,20 @@ void SegmentLog::release_through(uint64_t offset) {
   }
 }
 
-std::vector<SegmentLog::Record> SegmentLog::newest_segment() const {
+std::vector<SegmentLog::Record> SegmentLog::newest_segments(size_t count) const {
   std::lock_guard lock(mu_);
   std::vector<Record> out;
-  if (segments_.empty()) return out;
-  const Segment& seg = *segments_.back();
-  for (size_t i = 0; i < seg.entries.size(); ++i)
-    out.push_back({seg.entries[i].offset, seg.entries[i].items, read_payload(seg, i)});
+  for (size_t s = segments_.size() - std::min(count, segments_.size()); s < segments_.size(); ++s) {
+    const Segment& seg = *segments_[s];
+    for (size_t i = 0; i < seg.entries.size(); ++i)
+      out.push_back({seg.entries[i].offset, seg.entries[i].items, read_payload(seg, i)});
+  }
   return out;
+}
+
+uint64_t SegmentLog::newest_segment_start() const {
+  std::lock_guard lock(mu_);
+  return segments_.empty() ? 0 : segments_.back()->first_offset;
 }
 
 uint64_t SegmentLog::last_offset() const {

@@ -65,9 +65,12 @@ class SegmentLog {
 
   void release_through(uint64_t offset);
 
-  // Every record (released or not) still present in the newest segment; used at start-up to
-  // recover state written after the last snapshot.
-  std::vector<Record> newest_segment() const;
+  // Every record (released or not) still present in the `count` newest segments, in offset
+  // order; used at start-up to recover state written after the last snapshot.
+  std::vector<Record> newest_segments(size_t count) const;
+  // The offset the newest segment starts at (0: none). Changes exactly when a segment starts,
+  // so a caller can snapshot its own state once per segment. Cheap.
+  uint64_t newest_segment_start() const;
 
   // Highest stored, unreleased offset; 0 when nothing is waiting. Cheap.
   uint64_t last_offset() const;

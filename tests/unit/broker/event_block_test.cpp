@@ -217,7 +217,7 @@ TEST(EventBlock, FilterMatchesServiceAndTagsPerDictionaryEntryLikeTheV1Filter) {
   f.tags = {{"zone", "a"}};
   f.rate = 0.5;
   mcp::v1::EventBlock subset;
-  ASSERT_TRUE(filter_block(block, f, &subset));
+  ASSERT_EQ(filter_block(block, f, &subset), Filtered::kSome);
   mcp::v1::SamplePacket expected;
   ASSERT_TRUE(filter_packet(v1, f, &expected));
   google::protobuf::RepeatedPtrField<mcp::v1::Sample> got;
@@ -226,7 +226,31 @@ TEST(EventBlock, FilterMatchesServiceAndTagsPerDictionaryEntryLikeTheV1Filter) {
   for (int i = 0; i < got.size(); ++i)
     EXPECT_EQ(got[i].SerializeAsString(), expected.samples(i).SerializeAsString()) << i;
   f.service = "nobody";
-  EXPECT_FALSE(filter_block(block, f, &subset));
+  EXPECT_EQ(filter_block(block, f, &subset), Filtered::kNone);
+}
+
+// A filter every event passes (one service's subscriber on that service's events) copies
+// nothing: the subscriber is handed the stored packet itself, as an unfiltered one is.
+TEST(PacketForms, AFilterEveryEventPassesSharesTheStoredPacket) {
+  SubscriptionFilter api;
+  api.service = "api";
+  mcp::v1::EventBlock only_api;
+  ASSERT_EQ(filter_block(compact_block(60), api, &only_api), Filtered::kSome);
+  auto stored = std::make_shared<mcp::v1::SamplePacket>();
+  stored->set_agent_id("a");
+  only_api.SerializeToString(stored->mutable_events());
+  PacketForms forms(stored);
+  uint64_t n = 0;
+  EXPECT_EQ(forms.for_subscriber(api, true, &n).get(), stored.get());
+  EXPECT_EQ(n, 30u);
+  mcp::v1::EventBlock untouched;
+  EXPECT_EQ(filter_block(only_api, api, &untouched), Filtered::kAll);
+  EXPECT_EQ(untouched.events_size(), 0);
+  api.rate = 0.5;  // thresholds change: a subset, never the stored packet
+  const PacketPtr halved = forms.for_subscriber(api, true, &n);
+  ASSERT_NE(halved, nullptr);
+  EXPECT_NE(halved.get(), stored.get());
+  EXPECT_NE(halved->events(), stored->events()) << "kept thresholds are rescaled";
 }
 
 TEST(PacketForms, UnfilteredCompactSubscribersShareOneEncodedPacket) {
