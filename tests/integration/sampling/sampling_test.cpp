@@ -58,11 +58,12 @@ TEST(TargetQps, KeptRateHoldsTheTargetAndWeightsRestoreTheTrueCount) {
   // Seconds 3..8 are whole seconds after settling (the run lasts 10 s). The controller holds
   // the mean tightly; one second alone moves by more than 10% when the scheduler delays the
   // paced workload and it catches up in a burst the controller answers a window later (seen
-  // at 2221 and 2409 on a busy 2-core machine), so single seconds get a wider band.
+  // at 2221, 2409 and 2615 on a busy 2-core machine), so single seconds get a wider band; one
+  // that lost the steering altogether would keep the offered 50000.
   double settled = 0;
   for (uint64_t s = 3; s <= 8; s++) {
     settled += per_second[s];
-    EXPECT_NEAR(per_second[s], 2000, 400) << "second " << s << " (offered " << true_calls / 10 << "/s)";
+    EXPECT_NEAR(per_second[s], 2000, 800) << "second " << s << " (offered " << true_calls / 10 << "/s)";
   }
   EXPECT_NEAR(settled / 6, 2000, 100) << "mean kept per second over seconds 3..8";
   EXPECT_NEAR(estimated, static_cast<double>(true_calls), 0.05 * static_cast<double>(true_calls));
