@@ -1,4 +1,5 @@
 // mcp-broker: wires flags to mcp::broker::Broker and waits for SIGTERM/SIGINT.
+#include <malloc.h>
 #include <signal.h>
 
 #include <cstdio>
@@ -51,6 +52,13 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // Each stored batch is parsed onto its own protobuf arena (tens to hundreds of KiB), freed once
+  // every subscriber has sent it. glibc's default trim threshold (128 KiB) hands that memory back
+  // to the kernel after nearly every batch and faults it in again for the next (6% of the
+  // broker's CPU at 200k events/s). Up to 16 MiB of free heap kept per malloc arena: 0.91x CPU per
+  // event (bench/RESULTS.md, system/e2e round 7). Fixed thresholds also stop glibc moving them.
+  mallopt(M_MMAP_THRESHOLD, 4 << 20);
+  mallopt(M_TRIM_THRESHOLD, 16 << 20);
 
   CLI::App app{"mcp-broker: receives sampled events from agents and serves them to subscribers"};
   mcp::broker::BrokerOptions options;
