@@ -5,8 +5,9 @@
 // (that binding is in no journal record), when the journal starts a segment and on stop. On
 // start the two newest segments repair the marks: everything after the last snapshot is there
 // (a kill between a segment's first append and its snapshot leaves the previous segment's tail
-// unsnapshotted), so a replay after a restart is still delivered once. A subscriber resuming with resume_after = its
-// last packet offset first gets the journal's later packets, then live ones.
+// unsnapshotted), so a replay after a restart is still delivered once. A subscriber resuming
+// with resume_after = its last packet offset first gets the journal's later packets, then live
+// ones.
 #include <mutex>
 #include <set>
 
