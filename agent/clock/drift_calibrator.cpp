@@ -131,7 +131,6 @@ bool DriftCalibrator::add_sample(const ClockSample& s) {
       ++steps_;
       last_step_ns_ = residual;
       window_.clear();
-      keep_slope_ = true;
       degraded_ = false;
       calm_checks_ = 0;
       drift_rate_ppm_per_s_ = 0.0;
@@ -201,8 +200,11 @@ void DriftCalibrator::refit_locked() {
   }
   xbar /= n;
   ybar /= n;
-  if (keep_slope_ && window_.size() < options_.min_points) {
-    // Offset only: the mean of y - slope * x, with the slope held from before the step.
+  if (window_.size() < options_.min_points) {
+    // Offset only: the mean of y - slope * x, with the slope held from before the step (0, i.e.
+    // the clocks' nominal rate, while first warming up). A slope fitted to a few samples a
+    // tenth of a second apart would turn one sample's read error (anywhere in a bracket of up to
+    // max_bracket_ns) into hundreds of ppm, and the mapping would run off by that every second.
     const double b = slope_ * kNsPerS;
     const double value = ybar - b * xbar;
     double rss = 0;
@@ -213,7 +215,6 @@ void DriftCalibrator::refit_locked() {
     residual_ns_ = window_.size() >= 2 ? std::sqrt(rss / (n - 1)) : 0.0;
     publish_locked(newest, base, value);
   } else {
-    keep_slope_ = false;
     double sxx = 0, sxy = 0;
     for (const Point& p : window_) {
       const double x = (p.mono - newest) / kNsPerS - xbar;

@@ -119,7 +119,6 @@ class DriftCalibrator {
   std::deque<Point> window_;
   ClockQuality quality_ = ClockQuality::kWarmingUp;
   double slope_ = 0.0;        // d offset / d mono, dimensionless
-  bool keep_slope_ = false;   // after a step: hold the old slope until min_points new samples
   double residual_ns_ = 0.0;
   double drift_rate_ppm_per_s_ = 0.0;
   bool degraded_ = false;

@@ -196,6 +196,26 @@ TEST(DriftCalibrator, KeepsTheNarrowestBracketWhenReadsArePreempted) {
   EXPECT_GT(narrow, 900);
 }
 
+// While warming up, a line through a few samples a tenth of a second apart would turn one
+// sample's read error (the realtime read anywhere in its bracket) into a slope of hundreds of
+// ppm: the agent's first second of events was stamped hundreds of µs off. Until min_points
+// samples only the offset is fitted.
+TEST(DriftCalibrator, AWarmingUpMappingIsNotTiltedByOneSamplesReadError) {
+  SimulatedClockSource sim(drifting(0.0, 0.0));
+  DriftCalibrator calibrator(sim);
+  const int64_t m0 = sim.now_monotonic_ns();
+  ASSERT_TRUE(calibrator.add_sample({m0, sim.true_realtime_at(m0), 100}));
+  const int64_t m1 = m0 + 100'000'000;
+  // Read at the end of a 160 µs bracket: 80 µs late against its midpoint.
+  ASSERT_TRUE(calibrator.add_sample({m1, sim.true_realtime_at(m1) + 80'000, 160'000}));
+  const int64_t later = m1 + kSecond;
+  EXPECT_LT(std::abs(static_cast<int64_t>(calibrator.to_wall_ns(static_cast<uint64_t>(later))) -
+                     sim.true_realtime_at(later)),
+            80'000)
+      << "a second later the mapping must still be within one sample's read error";
+  EXPECT_EQ(calibrator.stats().quality, ClockQuality::kWarmingUp);
+}
+
 TEST(DriftCalibrator, DiscardsSamplesWhoseBracketIsTooWide) {
   SimulatedClockOptions o = drifting(37.0, 0.0);
   o.read_cost_ns = 150'000;  // every bracket is 300 us, over the 200 us limit
