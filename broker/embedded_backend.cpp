@@ -85,8 +85,9 @@ class EmbeddedBackend final : public Backend {
     }
     *duplicate = false;
     const uint64_t offset = journal_.append(packet.SerializeAsString(), batch.events());
-    if (dedup_.record(agent_id, credential, seq) || journal_.newest_segment_start() != snapshot_segment_) {
-      snapshot_segment_ = journal_.newest_segment_start();
+    const uint64_t segment = journal_.newest_segment_start();
+    if (dedup_.record(agent_id, credential, seq) || segment != snapshot_segment_) {
+      snapshot_segment_ = segment;
       dedup_.persist();
     }
     packet.set_offset(offset);
