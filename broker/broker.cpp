@@ -408,6 +408,10 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
     builder.AddListeningPort(options_.listen, creds, &port_);
     builder.RegisterService(this);
     builder.SetMaxReceiveMessageSize(static_cast<int>(options_.limits.max_message_bytes));
+    if (getenv("MCP_NOBDP")) {
+      builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+      builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, atoi(getenv("MCP_NOBDP")));
+    }
     server_ = builder.BuildAndStart();
     if (!server_ || port_ == 0) throw runtime_error("cannot listen on " + options_.listen);
   }
@@ -462,13 +466,14 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
     packet->mutable_counts()->Swap(batch->mutable_counts());
     uint64_t newest = 0;
     uint32_t index = 0;
+    const BatchEventIds id_of(agent_id, seq);
     if (!batch->events().empty()) {
       auto block = make_arena_block(batch->events().size());
       if (const Verdict v = parse_event_block(batch->events(), options_.limits, block.get()); !v.ok())
         return to_status(v);
       std::vector<uint64_t> ids(static_cast<size_t>(block->events_size()));  // 0: the agent's own
       for (auto& e : *block->mutable_events()) {
-        if (e.event_id() == 0) e.set_event_id(ids[index] = event_id_for(agent_id, seq, index));
+        if (e.event_id() == 0) e.set_event_id(ids[index] = id_of(index));
         ++index;
         newest = std::max<uint64_t>(newest, e.hlc());
       }
@@ -481,7 +486,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
       packet->mutable_samples()->Swap(batch->mutable_samples());
       for (auto& s : *packet->mutable_samples()) {
         s.set_agent_id(agent_id);  // a sample cannot claim another agent
-        if (s.event_id() == 0) s.set_event_id(event_id_for(agent_id, seq, index));
+        if (s.event_id() == 0) s.set_event_id(id_of(index));
         ++index;
         newest = std::max<uint64_t>(newest, s.hlc());
       }

@@ -12,10 +12,18 @@ constexpr uint64_t kLow56 = (uint64_t{1} << 56) - 1;
 
 uint64_t mix64(uint64_t x) { return mcp::mix64(x + 0x9e3779b97f4a7c15ull); }
 
-uint64_t event_id_for(const std::string& agent_id, uint64_t sequence, uint32_t index) {
+BatchEventIds::BatchEventIds(const std::string& agent_id, uint64_t sequence) : sequence_(sequence) {
   uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a of the agent id
   for (unsigned char c : agent_id) h = (h ^ c) * 0x100000001b3ull;
-  return mix64(h ^ mix64(sequence * 0x9e3779b97f4a7c15ull + index));
+  agent_hash_ = h;
+}
+
+uint64_t BatchEventIds::operator()(uint32_t index) const {
+  return mix64(agent_hash_ ^ mix64(sequence_ * 0x9e3779b97f4a7c15ull + index));
+}
+
+uint64_t event_id_for(const std::string& agent_id, uint64_t sequence, uint32_t index) {
+  return BatchEventIds(agent_id, sequence)(index);
 }
 
 SubscriptionFilter SubscriptionFilter::from(const mcp::v1::SubscriptionRequest& req) {

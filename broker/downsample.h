@@ -16,6 +16,16 @@ namespace mcp::broker {
 
 uint64_t mix64(uint64_t x);  // one splitmix64 step: the golden-ratio increment, then common/mix64.h
 uint64_t event_id_for(const std::string& agent_id, uint64_t sequence, uint32_t index);
+// event_id_for for the events of one batch: the agent id is hashed once, not per event.
+class BatchEventIds {
+ public:
+  BatchEventIds(const std::string& agent_id, uint64_t sequence);
+  uint64_t operator()(uint32_t index) const;
+
+ private:
+  uint64_t agent_hash_;
+  uint64_t sequence_;
+};
 
 struct SubscriptionFilter {
   std::string service;                       // empty: all

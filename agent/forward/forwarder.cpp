@@ -95,18 +95,21 @@ class Forwarder::Impl {
   }
 
   // The caller's burst is over (the runtime calls this after each ring poll): while the broker
-  // has acknowledged everything, the open block goes now; otherwise at batch_age, at
+  // has acknowledged everything, the open block goes now (under heavy traffic, once batch_gap
+  // has passed since the last batch: the sender times it); otherwise at batch_age, at
   // batch_count, or on the ack that leaves nothing in flight (the reader ships it then).
   void poll_done() {
-    bool shipped = false;
+    bool shipped = false, timed = false;
     {
       std::lock_guard lock(qmu_);
       driven_ = true;
       if (open_.size() == 0) return;
-      if (wire_idle_.load() || std::chrono::steady_clock::now() >= oldest_ + options_.batch_age)
-        shipped = ship_locked();
+      const auto now = std::chrono::steady_clock::now();
+      if (wire_idle_.load()) ship_or_time_locked(now, &shipped, &timed);
+      else if (now >= oldest_ + options_.batch_age) shipped = ship_locked();
     }
     if (shipped) wake_sender();
+    else if (timed) rearm_sender();
   }
 
   void consume_counts(const std::vector<ProbeIntervalCounts>& counts) {
@@ -189,6 +192,9 @@ class Forwarder::Impl {
     // The spool holds the Batch with its events still encoded (Batch.events): the sender
     // ships it as stored, nothing is parsed back into per-event messages.
     batch_.Clear();
+    last_ship_ = std::chrono::steady_clock::now();
+    last_events_ = events;
+    gap_timed_ = false;
     if (events) open_.finish(*batch_.mutable_events());
     for (auto& c : counts_) *batch_.add_counts() = std::move(c);
     counts_.clear();
@@ -203,6 +209,22 @@ class Forwarder::Impl {
       return false;
     }
     return true;
+  }
+
+  // Under qmu_, wire idle: batches are heavy (the last one held batch_burst events or more)
+  // and the previous went out less than batch_gap ago. Waiting then costs a little latency at
+  // a rate where batches are plentiful and saves the broker a batch's fixed cost (bench/RESULTS.md).
+  bool in_gap_locked(std::chrono::steady_clock::time_point now) const {
+    return last_events_ >= options_.batch_burst && now < last_ship_ + options_.batch_gap;
+  }
+  // Under qmu_, wire idle, open block not empty: ships it, or has the sender ship it when the
+  // gap ends (*timed: the caller calls rearm_sender(), once per block).
+  void ship_or_time_locked(std::chrono::steady_clock::time_point now, bool* shipped, bool* timed) {
+    if (!in_gap_locked(now)) {
+      *shipped = ship_locked();
+    } else if (!gap_timed_) {
+      gap_timed_ = *timed = true;
+    }
   }
 
   // A batch is in the spool: the sender checks the spool under mu_ before it sleeps, so
@@ -222,13 +244,18 @@ class Forwarder::Impl {
   }
 
   // Sender thread: ships the open block once it is due by age (batch_linger while the wire is
-  // idle and no poll_done() caller ends bursts, else batch_age); returns when to look again.
+  // idle and no poll_done() caller ends bursts, else batch_age) or, on an idle wire under heavy
+  // traffic, at the end of batch_gap; returns when to look again.
   std::chrono::steady_clock::time_point ship_if_due() {
     const auto now = std::chrono::steady_clock::now();
     auto next = now + std::chrono::milliseconds(50);
     std::lock_guard lock(qmu_);
     if (open_.size() == 0) return next;
-    const auto due = oldest_ + (wire_idle_.load() && !driven_ ? options_.batch_linger : options_.batch_age);
+    const bool idle = wire_idle_.load();
+    auto due = oldest_ + (idle && !driven_ ? options_.batch_linger : options_.batch_age);
+    if (idle && last_events_ >= options_.batch_burst)  // heavy traffic: at the gap's end
+      due = std::min(oldest_ + options_.batch_age,
+                     std::max(driven_ ? oldest_ : due, last_ship_ + options_.batch_gap));
     if (now < due) return std::min(next, due);
     ship_locked();  // the caller is the sender: no wake-up needed
     return next;
@@ -236,12 +263,13 @@ class Forwarder::Impl {
 
   // Reader thread: nothing is in flight any more. What waited for that goes now.
   void ship_on_idle() {
-    bool shipped = false;
+    bool shipped = false, timed = false;
     {
       std::lock_guard lock(qmu_);
-      if (open_.size() > 0) shipped = ship_locked();
+      if (open_.size() > 0) ship_or_time_locked(std::chrono::steady_clock::now(), &shipped, &timed);
     }
     if (shipped) wake_sender();
+    else if (timed) rearm_sender();
   }
 
   void sleep_backoff(std::chrono::milliseconds& backoff) {
@@ -449,6 +477,9 @@ class Forwarder::Impl {
   std::string record_;                        // guarded by qmu_: its serialized bytes
   uint64_t append_dropped_ = 0;               // guarded by qmu_: events of batches the spool refused
   bool driven_ = false;                       // guarded by qmu_: someone calls poll_done()
+  std::chrono::steady_clock::time_point last_ship_{};  // guarded by qmu_: the last batch closed
+  uint32_t last_events_ = 0;                  // guarded by qmu_: and its events
+  bool gap_timed_ = false;                    // guarded by qmu_: the sender ships the block at the gap's end
 
   mutable std::mutex mu_;
   std::condition_variable scv_;  // the sender: new batches, window reopened, rearm, stop, broken

@@ -133,6 +133,36 @@ TEST(ForwarderWire, PollDoneShipsTheOpenBlockAtOnceWhileEverythingIsAcknowledged
   EXPECT_EQ(fwd.stats().queued, 0u);
 }
 
+// Under heavy traffic (the last batch held batch_burst events or more) an idle wire does not
+// ship the next block at once: it goes batch_gap after the previous batch, timed by the sender
+// (no further poll_done() here), so the broker gets fewer, fuller batches. A light batch (the
+// test above) never holds the next one back.
+TEST(ForwarderWire, AfterAHeavyBatchTheNextWaitsForTheGapThenShipsWithoutAPoll) {
+  ServedBroker served;
+  ASSERT_TRUE(served.server);
+  ForwarderOptions o;
+  o.brokers = {served.address()};
+  o.batch_linger = std::chrono::hours(1);
+  o.batch_age = std::chrono::hours(1);
+  o.batch_burst = 4;
+  o.batch_gap = std::chrono::milliseconds(300);
+  Forwarder fwd(o);
+  for (uint32_t i = 0; i < 4; ++i) fwd.consume(make_event(i));
+  const auto first = std::chrono::steady_clock::now();
+  ASSERT_TRUE(test::wait_until([&] {
+    fwd.poll_done();
+    return fwd.stats().acked == 4;
+  }));
+  // Everything is acknowledged: without the gap, this poll_done() would ship the block.
+  for (uint32_t i = 4; i < 6; ++i) fwd.consume(make_event(i));
+  fwd.poll_done();
+  const auto held = std::chrono::steady_clock::now();
+  if (held < first + o.batch_gap) EXPECT_EQ(fwd.stats().queued, 2u) << "shipped inside the gap";
+  ASSERT_TRUE(test::wait_until([&] { return served.broker.events() == 6; }))
+      << "the sender did not ship the block at the gap's end";
+  EXPECT_GE(std::chrono::steady_clock::now() - first, o.batch_gap);
+}
+
 // A full block is written to the spool on the consuming thread: when consume() returns it is
 // stored (on disk with a spool directory) and counted as unacknowledged, not queued in memory
 // for another thread. No broker listens on the address.
