@@ -110,6 +110,7 @@ runtime::RuntimeSpec spec_of(const TraceOptions& o, pid_t target) {
     // spool directory the id is kept there, so a later run's replays are deduplicated.
     fo.agent_id = !o.agent_id.empty() ? o.agent_id : !o.spool_dir.empty() ? stable_agent_id(o.spool_dir) : "";
     fo.spool_dir = o.spool_dir;
+    if (o.batch_gap) fo.batch_gap = *o.batch_gap;  // else the file's (forwarder_of) or the default
     spec.broker = std::move(fo);
   }
   if (otlp) {

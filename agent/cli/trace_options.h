@@ -8,7 +8,7 @@
 //   --uprobe/--syscall add probes, which take -r/--target-qps/--trace-id-arg/--latency/
 //   --service/--tag as without a file; the file's probes keep their own settings;
 //   --tenant-quota adds a cgroup (or replaces the file's quota for the same cgroup);
-//   --default-quota, --export-sample-rate, --slow-launch, --compression, --ready-file
+//   --default-quota, --export-sample-rate, --slow-launch, --compression, --batch-gap, --ready-file
 //   override the file's value; --error-only and --cuda-latency turn exporter.error_only
 //   and cuda.latency on.
 // Where two settings cannot both hold, validate() rejects the pair: --rules with a
@@ -71,6 +71,8 @@ struct TraceOptions {
   std::string tls_ca, tls_cert, tls_key, token_file;
   std::string spool_dir;
   std::string compression = "none";  // none | gzip
+  std::string batch_gap_text;        // empty: the file's or the forwarder's default
+  std::optional<std::chrono::nanoseconds> batch_gap;
   std::string agent_id;
   std::string service;
   std::vector<std::string> tag_texts; // KEY=VALUE

@@ -29,4 +29,12 @@ std::chrono::nanoseconds parse_duration(std::string_view text) {
   return std::chrono::nanoseconds(static_cast<int64_t>(ns));
 }
 
+std::chrono::nanoseconds parse_duration_up_to(std::string_view text, std::chrono::nanoseconds max) {
+  const auto d = parse_duration(text);
+  if (d > max)
+    throw usage_error("duration '" + std::string(text) + "' is above the limit of " +
+                      std::to_string(std::chrono::duration<double>(max).count()) + " s");
+  return d;
+}
+
 }  // namespace mcp

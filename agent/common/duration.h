@@ -6,4 +6,6 @@
 
 namespace mcp {
 std::chrono::nanoseconds parse_duration(std::string_view text);
+// parse_duration, refusing more than `max` (usage error naming both).
+std::chrono::nanoseconds parse_duration_up_to(std::string_view text, std::chrono::nanoseconds max);
 }

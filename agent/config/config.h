@@ -35,6 +35,9 @@ struct BrokerConfig {
   std::string token_file;              // bearer token, re-read on connect; empty: none
   std::optional<TlsConfig> tls;        // absent: plaintext
   std::string compression = "none";    // none | gzip (batches to the broker)
+  // Heavy traffic: least time between batches on an idle wire (ForwarderOptions::batch_gap);
+  // absent: the forwarder's default, 0: latency first (a batch per acknowledgement).
+  std::optional<std::chrono::nanoseconds> batch_gap;
   bool operator==(const BrokerConfig&) const = default;
 };
 

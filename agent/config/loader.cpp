@@ -412,7 +412,7 @@ void read_syscall(Ctx& ctx, const YAML::Node& n, std::vector<ProbeSpec>& out) {
 }
 
 void read_broker(Ctx& ctx, const YAML::Node& n, BrokerConfig& out) {
-  MapReader m(ctx, n, "broker", {"addresses", "token_file", "tls", "compression"});
+  MapReader m(ctx, n, "broker", {"addresses", "token_file", "tls", "compression", "batch_gap"});
   if (!m.valid()) return;
   if (!m.has("addresses")) {
     ctx.error(n, "broker needs 'addresses'");
@@ -436,6 +436,15 @@ void read_broker(Ctx& ctx, const YAML::Node& n, BrokerConfig& out) {
     if (auto s = read_string(ctx, m.get("compression"), "broker.compression")) {
       if (*s == "none" || *s == "gzip") out.compression = *s;
       else ctx.error(m.get("compression"), "broker.compression must be none or gzip, not '" + *s + "'");
+    }
+  }
+  if (m.has("batch_gap")) {
+    if (auto s = read_string(ctx, m.get("batch_gap"), "broker.batch_gap")) {
+      try {
+        out.batch_gap = mcp::parse_duration_up_to(*s, std::chrono::seconds(1));
+      } catch (const mcp::Error& e) {
+        ctx.error(m.get("batch_gap"), std::string("broker.batch_gap: ") + e.what());
+      }
     }
   }
   if (m.has("tls")) {

@@ -74,9 +74,10 @@ struct ForwarderOptions {
   std::chrono::nanoseconds batch_linger = std::chrono::milliseconds(1);
   // Heavy traffic (the previous batch held at least batch_burst events): a batch ships on an
   // idle wire only batch_gap after the previous one, so at 200k events/s the broker gets about
-  // 400 events per batch instead of 180, for about a fifth less broker CPU per event and ~1.5 ms
-  // more latency (bench/RESULTS.md). Lighter traffic is not held: below batch_burst events per
-  // round trip, a batch still ships as soon as everything sent is acknowledged.
+  // 430 events per batch instead of 180: about a fifth less CPU per event in broker, agent and
+  // subscriber for 0.7 ms more P95 (bench/RESULTS.md, system/e2e round 8). Lighter traffic is
+  // not held: below batch_burst events per round trip, a batch still ships as soon as
+  // everything sent is acknowledged.
   size_t batch_burst = 64;
   std::chrono::nanoseconds batch_gap = std::chrono::milliseconds(2);
   Compression compression = Compression::kNone;

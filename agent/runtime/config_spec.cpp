@@ -43,6 +43,7 @@ ForwarderOptions forwarder_of(const config::BrokerConfig& broker) {
   fo.brokers = broker.addresses;
   fo.token_file = broker.token_file;
   fo.compression = parse_compression(broker.compression);
+  if (broker.batch_gap) fo.batch_gap = *broker.batch_gap;
   if (broker.tls) fo.tls = {broker.tls->ca, broker.tls->cert, broker.tls->key};
   return fo;
 }

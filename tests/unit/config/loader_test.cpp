@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "config/loader.h"
+#include "runtime/config_spec.h"
 #include "../../support/files.h"
 
 namespace mcp::config {
@@ -150,6 +151,15 @@ TEST(ConfigLoader, MinimalFileGetsDefaults) {
   ASSERT_NE(cfg.compliance.rules, nullptr);
   EXPECT_TRUE(cfg.compliance.rules->empty());
   EXPECT_EQ(cfg.exporter.sample_rate, 1.0);
+}
+
+// broker.batch_gap reaches the forwarder; absent, the forwarder keeps its default.
+TEST(ConfigLoader, BrokerBatchGapReachesTheForwarderOptions) {
+  const Config set = parse_config("broker:\n  addresses: [a:1]\n  batch_gap: 5ms\n", "a.yaml");
+  ASSERT_TRUE(set.broker.batch_gap.has_value());
+  EXPECT_EQ(runtime::forwarder_of(set.broker).batch_gap, std::chrono::milliseconds(5));
+  const Config unset = parse_config("broker:\n  addresses: [a:1]\n", "a.yaml");
+  EXPECT_EQ(runtime::forwarder_of(unset.broker).batch_gap, ForwarderOptions{}.batch_gap);
 }
 
 TEST(ConfigLoader, CudaEnabledAddsOneProbePerLibrary) {

@@ -143,6 +143,14 @@ TEST(TraceOptions, DurationIsParsedAndMustBePositive) {
   expect_usage_error({"-s", "getppid", "--duration", "0s"}, "--duration");
 }
 
+TEST(TraceOptions, BatchGapIsADurationUpToOneSecond) {
+  EXPECT_FALSE(parse_and_validate({"-s", "getppid"}).batch_gap.has_value()) << "absent: the default";
+  EXPECT_EQ(parse_and_validate({"-s", "getppid", "--batch-gap", "5ms"}).batch_gap, 5ms);
+  EXPECT_EQ(parse_and_validate({"-s", "getppid", "--batch-gap", "0"}).batch_gap, 0ms);
+  expect_usage_error({"-s", "getppid", "--batch-gap", "2s"}, "above the limit");
+  expect_usage_error({"-s", "getppid", "--batch-gap", "soon"}, "soon");
+}
+
 TEST(TraceOptions, NegativePidIsRejected) {
   expect_usage_error({"-s", "getppid", "--pid=-5"}, "--pid");
 }
