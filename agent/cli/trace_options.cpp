@@ -159,7 +159,13 @@ void validate(TraceOptions& o) {
                                : "nothing to trace: give at least one --uprobe, --syscall or --cuda");
   o.slow_launch = o.slow_launch_text == "0" ? std::chrono::nanoseconds(0) : parse_duration(o.slow_launch_text);
   o.slow_hold = parse_duration(o.slow_hold_text);
-  if (!o.batch_gap_text.empty()) o.batch_gap = parse_duration_up_to(o.batch_gap_text, std::chrono::seconds(1));
+  if (!o.batch_gap_text.empty()) {
+    try {
+      o.batch_gap = parse_duration_up_to(o.batch_gap_text, std::chrono::seconds(1));
+    } catch (const Error& e) {
+      throw usage_error(std::string("--batch-gap: ") + e.what());
+    }
+  }
   if (!(o.sample_rate > 0.0 && o.sample_rate <= 1.0))
     throw usage_error("--sample-rate must be in (0, 1], got " + std::to_string(o.sample_rate));
   if (o.format != "json" && o.format != "table")

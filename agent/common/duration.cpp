@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "common/error.h"
@@ -31,9 +32,11 @@ std::chrono::nanoseconds parse_duration(std::string_view text) {
 
 std::chrono::nanoseconds parse_duration_up_to(std::string_view text, std::chrono::nanoseconds max) {
   const auto d = parse_duration(text);
-  if (d > max)
-    throw usage_error("duration '" + std::string(text) + "' is above the limit of " +
-                      std::to_string(std::chrono::duration<double>(max).count()) + " s");
+  if (d > max) {
+    char limit[32];
+    std::snprintf(limit, sizeof limit, "%gs", std::chrono::duration<double>(max).count());
+    throw usage_error("duration '" + std::string(text) + "' is above the limit of " + limit);
+  }
   return d;
 }
 

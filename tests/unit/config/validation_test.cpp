@@ -55,7 +55,7 @@ INSTANTIATE_TEST_SUITE_P(
         // broker
         Bad{"BrokerNoAddresses", "broker:\n  token_file: /t\n", 2, 3, "needs 'addresses'"},
         Bad{"BrokerCompression", "broker:\n  addresses: [a:1]\n  compression: zstd\n", 3, 16, "must be none or gzip"},
-        Bad{"BrokerBatchGap", "broker:\n  addresses: [a:1]\n  batch_gap: 2s\n", 3, 14, "broker.batch_gap: duration '2s' is above the limit"},
+        Bad{"BrokerBatchGap", "broker:\n  addresses: [a:1]\n  batch_gap: 2s\n", 3, 14, "broker.batch_gap: duration '2s' is above the limit of 1s"},
         Bad{"BrokerEmptyAddresses", "broker:\n  addresses: []\n", 2, 14, "must not be empty"},
         Bad{"BrokerBadAddress", "broker:\n  addresses: [\"a:1\", broker]\n", 2, 22, "'broker' is not host:port"},
         Bad{"BrokerPortRange", "broker:\n  addresses: [a:70000]\n", 2, 15, "not host:port"},

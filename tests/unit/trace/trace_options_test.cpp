@@ -147,7 +147,7 @@ TEST(TraceOptions, BatchGapIsADurationUpToOneSecond) {
   EXPECT_FALSE(parse_and_validate({"-s", "getppid"}).batch_gap.has_value()) << "absent: the default";
   EXPECT_EQ(parse_and_validate({"-s", "getppid", "--batch-gap", "5ms"}).batch_gap, 5ms);
   EXPECT_EQ(parse_and_validate({"-s", "getppid", "--batch-gap", "0"}).batch_gap, 0ms);
-  expect_usage_error({"-s", "getppid", "--batch-gap", "2s"}, "above the limit");
+  expect_usage_error({"-s", "getppid", "--batch-gap", "2s"}, "--batch-gap: duration '2s' is above the limit of 1s");
   expect_usage_error({"-s", "getppid", "--batch-gap", "soon"}, "soon");
 }
 
