@@ -67,6 +67,15 @@ struct ServedBroker {
 using test::make_event;
 using test::to_json;
 
+// Linger and age of an hour each: only poll_done(), an ack or the batch gap can ship a block.
+ForwarderOptions poll_driven(const ServedBroker& served) {
+  ForwarderOptions o;
+  o.brokers = {served.address()};
+  o.batch_linger = std::chrono::hours(1);
+  o.batch_age = std::chrono::hours(1);
+  return o;
+}
+
 TEST(ForwarderWire, SendsCompactBlocksAndAdvertisesEventsV2) {
   ServedBroker served;
   ASSERT_TRUE(served.server);
@@ -120,11 +129,7 @@ TEST(ForwarderWire, SendsCompactBlocksAndAdvertisesEventsV2) {
 TEST(ForwarderWire, PollDoneShipsTheOpenBlockAtOnceWhileEverythingIsAcknowledged) {
   ServedBroker served;
   ASSERT_TRUE(served.server);
-  ForwarderOptions o;
-  o.brokers = {served.address()};
-  o.batch_linger = std::chrono::hours(1);
-  o.batch_age = std::chrono::hours(1);
-  Forwarder fwd(o);
+  Forwarder fwd(poll_driven(served));
   for (uint32_t i = 0; i < 3; ++i) fwd.consume(make_event(i));
   EXPECT_TRUE(test::wait_until([&] {
     fwd.poll_done();
@@ -140,10 +145,7 @@ TEST(ForwarderWire, PollDoneShipsTheOpenBlockAtOnceWhileEverythingIsAcknowledged
 TEST(ForwarderWire, AfterAHeavyBatchTheNextWaitsForTheGapThenShipsWithoutAPoll) {
   ServedBroker served;
   ASSERT_TRUE(served.server);
-  ForwarderOptions o;
-  o.brokers = {served.address()};
-  o.batch_linger = std::chrono::hours(1);
-  o.batch_age = std::chrono::hours(1);
+  ForwarderOptions o = poll_driven(served);
   o.batch_burst = 4;
   o.batch_gap = std::chrono::milliseconds(300);
   Forwarder fwd(o);
