@@ -408,10 +408,6 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
     builder.AddListeningPort(options_.listen, creds, &port_);
     builder.RegisterService(this);
     builder.SetMaxReceiveMessageSize(static_cast<int>(options_.limits.max_message_bytes));
-    if (getenv("MCP_NOBDP")) {
-      builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
-      builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, atoi(getenv("MCP_NOBDP")));
-    }
     server_ = builder.BuildAndStart();
     if (!server_ || port_ == 0) throw runtime_error("cannot listen on " + options_.listen);
   }
