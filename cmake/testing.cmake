@@ -14,8 +14,14 @@ function(mcp_gtest)
   target_compile_definitions(${ARG_NAME} PRIVATE
     MCP_BIN_DIR="${CMAKE_BINARY_DIR}/bin" MCP_TEST_DIR="${CMAKE_BINARY_DIR}/tests"
     MCP_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+  # Integration and e2e tests attach system-wide probes and count what every process does, so two
+  # at once see each other's calls: under `ctest -j` they take turns (unit tests still overlap).
+  set(lock)
+  if(ARG_TIER STREQUAL "integration" OR ARG_TIER STREQUAL "e2e")
+    set(lock RESOURCE_LOCK kernel_probes)
+  endif()
   gtest_discover_tests(${ARG_NAME} DISCOVERY_MODE PRE_TEST
-    PROPERTIES LABELS ${ARG_TIER} TIMEOUT ${ARG_TIMEOUT}
+    PROPERTIES LABELS ${ARG_TIER} TIMEOUT ${ARG_TIMEOUT} ${lock}
     # GTEST_SKIP (no root, no BTF, no nvcc, no nats-server) shows as skipped, not passed
     SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
 endfunction()
