@@ -22,10 +22,6 @@ uint64_t BatchEventIds::operator()(uint32_t index) const {
   return mix64(agent_hash_ ^ mix64(sequence_ * 0x9e3779b97f4a7c15ull + index));
 }
 
-uint64_t event_id_for(const std::string& agent_id, uint64_t sequence, uint32_t index) {
-  return BatchEventIds(agent_id, sequence)(index);
-}
-
 SubscriptionFilter SubscriptionFilter::from(const mcp::v1::SubscriptionRequest& req) {
   SubscriptionFilter f;
   f.service = req.service_name();

@@ -15,8 +15,8 @@
 namespace mcp::broker {
 
 uint64_t mix64(uint64_t x);  // one splitmix64 step: the golden-ratio increment, then common/mix64.h
-uint64_t event_id_for(const std::string& agent_id, uint64_t sequence, uint32_t index);
-// event_id_for for the events of one batch: the agent id is hashed once, not per event.
+// The broker's id for event `index` of an agent's batch `sequence` (when the agent set none):
+// stable across replays and brokers. The agent id is hashed once per batch, not per event.
 class BatchEventIds {
  public:
   BatchEventIds(const std::string& agent_id, uint64_t sequence);

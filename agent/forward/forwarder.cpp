@@ -215,8 +215,10 @@ class Forwarder::Impl {
   // and the previous went out less than batch_gap ago. Waiting then costs a little latency at
   // a rate where batches are plentiful and saves the broker a batch's fixed cost (bench/RESULTS.md).
   bool in_gap_locked(std::chrono::steady_clock::time_point now) const {
-    return last_events_ >= options_.batch_burst && now < last_ship_ + options_.batch_gap;
+    return heavy_locked() && now < last_ship_ + options_.batch_gap;
   }
+  // Under qmu_: heavy traffic, the last batch held batch_burst events or more.
+  bool heavy_locked() const { return last_events_ >= options_.batch_burst; }
   // Under qmu_, wire idle, open block not empty: ships it, or has the sender ship it when the
   // gap ends (*timed: the caller calls rearm_sender(), once per block).
   void ship_or_time_locked(std::chrono::steady_clock::time_point now, bool* shipped, bool* timed) {
@@ -253,7 +255,7 @@ class Forwarder::Impl {
     if (open_.size() == 0) return next;
     const bool idle = wire_idle_.load();
     auto due = oldest_ + (idle && !driven_ ? options_.batch_linger : options_.batch_age);
-    if (idle && last_events_ >= options_.batch_burst)  // heavy traffic: at the gap's end
+    if (idle && heavy_locked())  // at the gap's end
       due = std::min(oldest_ + options_.batch_age,
                      std::max(driven_ ? oldest_ : due, last_ship_ + options_.batch_gap));
     if (now < due) return std::min(next, due);

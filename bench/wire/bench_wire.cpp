@@ -63,8 +63,9 @@ void run_broker_ingest(benchmark::State& state, bool reencode) {
     if (!broker::parse_event_block(wire, {}, block.get()).ok()) state.SkipWithError("parse");
     ids.assign(static_cast<size_t>(block->events_size()), 0);
     uint32_t i = 0;
+    const broker::BatchEventIds id_of(agent, 7);
     for (auto& e : *block->mutable_events()) {
-      if (e.event_id() == 0) e.set_event_id(ids[i] = broker::event_id_for(agent, 7, i));
+      if (e.event_id() == 0) e.set_event_id(ids[i] = id_of(i));
       ++i;
     }
     if (reencode || !broker::with_event_ids(wire, ids, &stored)) block->SerializeToString(&stored);

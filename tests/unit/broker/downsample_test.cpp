@@ -9,9 +9,10 @@ namespace {
 
 mcp::v1::SamplePacket make_packet(int n, uint64_t threshold) {
   mcp::v1::SamplePacket p;
+  const BatchEventIds id_of("agent", 7);
   for (int i = 0; i < n; ++i) {
     auto* s = p.add_samples();
-    s->set_event_id(event_id_for("agent", 7, static_cast<uint32_t>(i)));
+    s->set_event_id(id_of(static_cast<uint32_t>(i)));
     s->set_threshold(threshold);
     s->set_service(i % 2 ? "api" : "db");
     (*s->mutable_tags())["zone"] = i % 3 ? "a" : "b";
