@@ -16,6 +16,7 @@ struct vma_lookup {
 	__u64 addr;
 	__u64 file_offset;
 	__u64 inode;
+	__u64 dev;
 };
 
 /* The mapping that holds a code address: its file and the address's offset in it,
@@ -26,8 +27,10 @@ static long locate_code(struct task_struct *task, struct vm_area_struct *vma, vo
 	struct file *file = BPF_CORE_READ(vma, vm_file);
 
 	l->file_offset = l->addr - BPF_CORE_READ(vma, vm_start) + (BPF_CORE_READ(vma, vm_pgoff) << 12);
-	if (file)
+	if (file) {
 		l->inode = BPF_CORE_READ(file, f_inode, i_ino);
+		l->dev = BPF_CORE_READ(file, f_inode, i_sb, s_dev);
+	}
 	return 0;
 }
 
@@ -36,7 +39,7 @@ static long locate_code(struct task_struct *task, struct vm_area_struct *vma, vo
 static __always_inline __u64 mcp_code_check(const struct mcp_code_place *p)
 {
 	__u64 mm = *(const volatile __u64 *)&p->mm;
-	__u64 h = mm ^ (p->addr * 0x9e3779b97f4a7c15ULL) ^ (p->file_offset << 17) ^ p->inode;
+	__u64 h = mm ^ (p->addr * 0x9e3779b97f4a7c15ULL) ^ (p->file_offset << 17) ^ p->inode ^ (p->dev << 40);
 
 	return (h ^ ((__u64)p->tgid << 32 | p->mm_seq)) * 0xff51afd7ed558ccdULL | 1;
 }
@@ -65,6 +68,7 @@ static __always_inline int locate_code_cached(struct task_struct *task, __u32 tg
 	    slot->mm_seq == seq && slot->check == mcp_code_check(slot)) {
 		l->file_offset = slot->file_offset;
 		l->inode = slot->inode;
+		l->dev = slot->dev;
 		return 0;
 	}
 	if (bpf_find_vma(task, l->addr, locate_code, l, 0))
@@ -74,6 +78,7 @@ static __always_inline int locate_code_cached(struct task_struct *task, __u32 tg
 		slot->addr = l->addr;
 		slot->file_offset = l->file_offset;
 		slot->inode = l->inode;
+		slot->dev = l->dev;
 		slot->tgid = tgid;
 		slot->mm_seq = seq;
 		slot->check = mcp_code_check(slot); /* last: it covers the fields above */
@@ -109,6 +114,58 @@ static __always_inline bool folds_nested(const struct mcp_probe_config *cfg)
 }
 
 /*
+ * A runtime launch in a file that also holds application code (MCP_CUDA_CFG_MARK_THREAD):
+ * remember where its return address sits, so a driver launch it makes is recognised.
+ */
+static __always_inline void mark_runtime_call(struct task_struct *task, const struct mcp_probe_config *cfg,
+					      __u64 sp)
+{
+	struct mcp_runtime_call *c;
+	__u64 ret;
+
+	if (!(cfg->cuda_flags & MCP_CUDA_CFG_MARK_THREAD) || bpf_probe_read_user(&ret, sizeof(ret), (void *)sp))
+		return;
+	c = bpf_task_storage_get(&cuda_runtime_call, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (c) {
+		c->sp = sp;
+		c->ret = ret;
+	}
+}
+
+/*
+ * A driver launch (MCP_CUDA_CFG_DRIVER_LAUNCH) made by a CUDA runtime on behalf of a
+ * launch the application made through the runtime, already reported there: its caller
+ * (the return address at sp) lies in a file of cuda_runtime_files, and for a file that
+ * also holds application code, a marked runtime launch of this thread is in progress
+ * (its return address still in its slot, above this frame).
+ */
+static __always_inline bool nested_in_runtime(struct task_struct *task, __u32 tgid,
+					      const struct mcp_probe_config *cfg, __u64 sp)
+{
+	struct vma_lookup l = {};
+	struct mcp_file_key k;
+	struct mcp_runtime_call *c;
+	__u8 *kind;
+	__u64 slot;
+
+	if (!(cfg->cuda_flags & MCP_CUDA_CFG_DRIVER_LAUNCH))
+		return false;
+	if (bpf_probe_read_user(&l.addr, sizeof(l.addr), (void *)sp) || locate_code_cached(task, tgid, &l))
+		return false;
+	k.dev = l.dev;
+	k.ino = l.inode;
+	kind = bpf_map_lookup_elem(&cuda_runtime_files, &k);
+	if (!kind)
+		return false;
+	if (*kind == MCP_RUNTIME_SHARED)
+		return true;
+	c = bpf_task_storage_get(&cuda_runtime_call, task, 0, 0);
+	if (!c || c->sp <= sp || bpf_probe_read_user(&slot, sizeof(slot), (void *)c->sp))
+		return false;
+	return slot == c->ret;
+}
+
+/*
  * Returns whether this call's return must run (uprobe sessions skip it).
  * cookie: the uprobe session's cookie (NULL for the fallback uretprobe pair):
  * a launch timed only for slow detection keeps its start time there (never 0)
@@ -130,6 +187,13 @@ static __always_inline int cuda_entry(struct pt_regs *ctx, __u64 *cookie)
 	cfg = bpf_map_lookup_elem(&probe_configs, &key.probe_id);
 	if (!cfg)
 		return MCP_RETURN_SKIPPED;
+	if (cfg->cuda_flags & (MCP_CUDA_CFG_DRIVER_LAUNCH | MCP_CUDA_CFG_MARK_THREAD)) {
+		struct task_struct *task = bpf_get_current_task_btf();
+
+		if (nested_in_runtime(task, id >> 32, cfg, key.sp))
+			return MCP_RETURN_SKIPPED;
+		mark_runtime_call(task, cfg, key.sp);
+	}
 	mcp_read_args(ctx, entry.regs);
 	/* entry.ktime_ns stays 0 (no clock read) until something needs the time:
 	 * the nesting check, slow mode, a sampled-in call or a timed launch */
@@ -218,6 +282,11 @@ static __always_inline int cuda_launch_at_entry(struct pt_regs *ctx)
 	cfg = bpf_map_lookup_elem(&probe_configs, &probe_id);
 	if (!cfg)
 		return 0;
+	if (cfg->cuda_flags & (MCP_CUDA_CFG_DRIVER_LAUNCH | MCP_CUDA_CFG_MARK_THREAD)) {
+		if (nested_in_runtime(task, id >> 32, cfg, PT_REGS_SP(ctx)))
+			return 0;
+		mark_runtime_call(task, cfg, PT_REGS_SP(ctx));
+	}
 	mcp_read_args(ctx, regs);
 	if (mcp_sample(probe_id, regs, &now, false, &threshold, &flags, NULL) != MCP_KEEP)
 		return 0;

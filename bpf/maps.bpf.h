@@ -191,6 +191,7 @@ struct mcp_code_place {
 	__u64 addr;         /* the code address */
 	__u64 file_offset;
 	__u64 inode;
+	__u64 dev;          /* the file's super block dev */
 	__u32 tgid;
 	__u32 mm_seq;       /* mm->mm_lock_seq then (even: unlocked) */
 	__u64 check;        /* mcp_code_check() of the fields above */
@@ -217,6 +218,40 @@ struct {
 	__type(key, __u32);
 	__type(value, struct mcp_launch_owner);
 } cuda_launch_owner SEC(".maps") __weak;
+
+/* Files holding a CUDA runtime (struct mcp_file_key -> enum mcp_runtime_file), written by
+ * the agent as it attaches runtime probes: a driver launch called from one of them is the
+ * runtime's half of a launch already reported (MCP_CUDA_CFG_DRIVER_LAUNCH). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct mcp_file_key);
+	__type(value, __u8);
+} cuda_runtime_files SEC(".maps") __weak;
+
+/* The thread's latest marked runtime launch (MCP_CUDA_CFG_MARK_THREAD): the slot of its
+ * return address and that address. While the call is in progress the slot holds it and
+ * any deeper call has a lower stack pointer; once it returned, the caller's next call at
+ * that depth overwrites the slot. */
+struct mcp_runtime_call {
+	__u64 sp;
+	__u64 ret;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct mcp_runtime_call);
+} cuda_runtime_call SEC(".maps") __weak;
+
+/* CUDA libraries mapped by processes (struct mcp_lib_mapped), for the agent's discovery.
+ * Rare records (a library's first mapping per process): a small ring of its own, so they
+ * never compete with events for room. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} lib_events SEC(".maps") __weak;
 
 /* tgid -> ktime until which the process is in slow-launch mode */
 struct {

@@ -147,6 +147,46 @@ MCP_STATIC_ASSERT(sizeof(struct mcp_scope_key) == 16, "mcp_scope_key layout");
  * detection): one program, no return probe, so the record has no ret and no duration
  * (MCP_EV_HAS_RET and MCP_EV_HAS_DURATION clear). */
 #define MCP_CUDA_CFG_AT_ENTRY (1u << 1)
+/* A driver launch API (cuLaunchKernel[Ex][_ptsz]): skipped, not even counted seen, when
+ * its caller is a CUDA runtime (a file in cuda_runtime_files) doing a launch the
+ * application made through the runtime: each launch is one event, at the level the
+ * application called. */
+#define MCP_CUDA_CFG_DRIVER_LAUNCH (1u << 2)
+/* A runtime launch API in a file that also holds application code (an executable with the
+ * static runtime): it records the thread's call (struct mcp_runtime_call) so a driver
+ * launch made from that file is skipped only while this launch is in progress. */
+#define MCP_CUDA_CFG_MARK_THREAD (1u << 3)
+
+/* A file as the kernel names it: super block dev (MKDEV: major << 20 | minor) and inode. */
+struct mcp_file_key {
+	__u64 dev;
+	__u64 ino;
+};
+MCP_STATIC_ASSERT(sizeof(struct mcp_file_key) == 16, "mcp_file_key layout");
+
+/* cuda_runtime_files values: how a driver launch called from that file is recognised. */
+enum mcp_runtime_file {
+	MCP_RUNTIME_SHARED = 1, /* a runtime library: every driver launch it makes is nested */
+	MCP_RUNTIME_STATIC = 2, /* runtime and application code in one file: only while a
+	                         * marked runtime launch of the thread is in progress */
+};
+
+/*
+ * A CUDA runtime or driver library mapped executable by a process (the lib_events ring):
+ * the agent's discovery attaches the CUDA probes to libraries loaded at run time, from
+ * any path (pip wheels, conda, the driver's folder), the first time it sees each file.
+ */
+#define MCP_LIB_NAME_LEN 64
+struct mcp_lib_mapped {
+	__u64 ktime_ns;   /* when the mapping was made */
+	__u64 dev;        /* the file, as struct mcp_file_key */
+	__u64 ino;
+	__u64 start;      /* the executable mapping's start address */
+	__u32 pid;        /* tgid of the process that mapped it */
+	__u32 pad;
+	char name[MCP_LIB_NAME_LEN]; /* file name (no directory), NUL-terminated */
+};
+MCP_STATIC_ASSERT(sizeof(struct mcp_lib_mapped) == 40 + MCP_LIB_NAME_LEN, "mcp_lib_mapped layout");
 
 enum mcp_trace_id_format {
 	MCP_TRACE_ID_HEX32 = 0,   /* pointer to 32 lowercase/uppercase hex characters */

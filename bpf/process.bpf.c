@@ -6,8 +6,70 @@
  * - exit: a thread leaving with a kept syscall still pending (exit_group,
  *   a killed task) counts it orphaned; the last thread of a traced process
  *   removes it from traced_tgids, so an empty map means the tree is gone.
+ * - mmap: a CUDA runtime or driver library mapped executable by a process in
+ *   scope goes to the lib_events ring; attached only for CUDA discovery.
  */
 #include "sample.bpf.h"
+
+#define MCP_VM_EXEC 0x00000004UL
+
+struct lib_lookup {
+	struct mcp_lib_mapped rec;
+	bool found;
+};
+
+/* "libcudart*" (runtime, including auditwheel's libcudart-HASH.so.N) or "libcuda.so*" /
+ * "libcuda-*" (driver); not libcudnn, libcudadebugger, ... */
+static __always_inline bool cuda_library_name(const char *n)
+{
+	const char p[] = "libcuda";
+
+	for (int i = 0; i < sizeof(p) - 1; i++)
+		if (n[i] != p[i])
+			return false;
+	if (n[7] == '.' || n[7] == '-')
+		return true;
+	return n[7] == 'r' && n[8] == 't' && (n[9] == '.' || n[9] == '-');
+}
+
+static long lib_vma(struct task_struct *task, struct vm_area_struct *vma, void *data)
+{
+	struct lib_lookup *l = data;
+	struct file *file = BPF_CORE_READ(vma, vm_file);
+	const unsigned char *name;
+
+	if (!file || !(BPF_CORE_READ(vma, vm_flags) & MCP_VM_EXEC))
+		return 0;
+	name = BPF_CORE_READ(file, f_path.dentry, d_name.name);
+	if (bpf_probe_read_kernel_str(l->rec.name, sizeof(l->rec.name), name) <= 0 ||
+	    !cuda_library_name(l->rec.name))
+		return 0;
+	l->rec.dev = BPF_CORE_READ(file, f_inode, i_sb, s_dev);
+	l->rec.ino = BPF_CORE_READ(file, f_inode, i_ino);
+	l->rec.start = BPF_CORE_READ(vma, vm_start);
+	l->found = true;
+	return 0;
+}
+
+/* The loader maps a library's text with its own mmap (PROT_EXEC): look at the mapping
+ * each successful mmap made. Every mmap in scope pays one bpf_find_vma (the mmap lock,
+ * uncontended right after the call) and a name compare. */
+SEC("tracepoint/syscalls/sys_exit_mmap")
+int mcp_lib_mmap(struct trace_event_raw_sys_exit *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	long ret = ctx->ret;
+	struct lib_lookup l = {};
+
+	if ((ret < 0 && ret > -4096) || !mcp_wanted(id >> 32))
+		return 0;
+	if (bpf_find_vma(bpf_get_current_task_btf(), (__u64)ret, lib_vma, &l, 0) || !l.found)
+		return 0;
+	l.rec.ktime_ns = bpf_ktime_get_ns();
+	l.rec.pid = id >> 32;
+	bpf_ringbuf_output(&lib_events, &l.rec, sizeof(l.rec), 0);
+	return 0;
+}
 
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(mcp_process_fork, struct task_struct *parent, struct task_struct *child)

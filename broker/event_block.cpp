@@ -253,6 +253,7 @@ void block_to_samples(const EventBlock& block, const std::string& agent_id,
       sc->set_bytes(c.bytes());
       sc->set_memcpy_kind(c.memcpy_kind());
       sc->set_slow_mode(c.slow_mode());
+      sc->set_launch(c.launch());
       sc->mutable_user_stack()->CopyFrom(c.user_stack());
       sc->set_graph(c.graph());
       if (c.has_graph_kernel_nodes()) sc->set_graph_kernel_nodes(c.graph_kernel_nodes());
@@ -310,6 +311,7 @@ void samples_to_block(const google::protobuf::RepeatedPtrField<mcp::v1::Sample>&
       ec->set_bytes(c.bytes());
       ec->set_memcpy_kind(c.memcpy_kind());
       ec->set_slow_mode(c.slow_mode());
+      ec->set_launch(c.launch());
       ec->mutable_user_stack()->CopyFrom(c.user_stack());
       ec->set_graph(c.graph());
       if (c.has_graph_kernel_nodes()) ec->set_graph_kernel_nodes(c.graph_kernel_nodes());

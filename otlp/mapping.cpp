@@ -98,6 +98,7 @@ void add_event_attributes(const mcp::v1::EventBlock& b, const mcp::v1::CompactEv
     if (c.bytes() != 0) add_int(attrs, "cuda.bytes", static_cast<int64_t>(c.bytes()));
     if (c.memcpy_kind() != 0) add_int(attrs, "cuda.memcpy_kind", c.memcpy_kind());
     if (c.slow_mode()) add_bool(attrs, "cuda.slow_mode", true);
+    add_bool(attrs, "cuda.launch", c.launch());
     if (c.graph() != 0) add_int(attrs, "cuda.graph", static_cast<int64_t>(c.graph()));
     if (c.has_graph_kernel_nodes()) add_int(attrs, "cuda.graph.kernel_nodes", c.graph_kernel_nodes());
   }

@@ -22,7 +22,7 @@
 // - Errors (marks_error: a syscall or function returning < 0, a CUDA call returning non-zero)
 //   set span status ERROR and log severity ERROR.
 // - CUDA events carry cuda.api, cuda.kernel.name, cuda.grid / cuda.block ([x, y, z]),
-//   cuda.stream, cuda.shared_memory, cuda.bytes, cuda.memcpy_kind, cuda.slow_mode,
+//   cuda.launch, cuda.stream, cuda.shared_memory, cuda.bytes, cuda.memcpy_kind, cuda.slow_mode,
 //   cuda.graph, cuda.graph.kernel_nodes (graph launches, the count only when known).
 // - Strings come from traced processes: each is repaired to valid UTF-8 (common/utf8.h), so
 //   the requests always serialize to valid OTLP. Indices out of range read as "" (never crash).

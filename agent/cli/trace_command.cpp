@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -12,7 +13,6 @@
 #include "cli/trace_options.h"
 #include "common/error.h"
 #include "config/config.h"
-#include "cuda/cuda_attach.h"
 #include "cuda/cuda_targets.h"
 #include "cuda/kernel_symbolizer.h"
 #include "forward/agent_id.h"
@@ -47,25 +47,29 @@ std::string executable_of(const TraceOptions& o) {
   return {};
 }
 
-// Attaches the CUDA API probes; returns probe id -> the API name users see.
-std::map<uint32_t, std::string> attach_cuda(loader::BpfSession& session, const TraceOptions& o, pid_t target,
-                                            const loader::ProbeConfig& base, cuda::KernelSymbolizer& symbolizer) {
-  const std::string exe = executable_of(o);
-  std::vector<std::string> libs = o.cuda_libs;
-  if (libs.empty() && exe.empty()) {
-    for (const char* name : {"libcudart", "libcuda"}) {  // system-wide: the linker cache's
-      try {
-        libs.push_back(loader::resolve_binary(name, 0));
-      } catch (const Error&) {
-      }
-    }
+// --cuda as configured CUDA probes (the daemon's kind): --cuda-lib's files, or the
+// executable's own (static runtime, DT_NEEDED libraries: in place before it starts) and
+// discovery ("*") of every CUDA library the traced processes load later, from any path.
+std::vector<config::ProbeSpec> cuda_specs(const TraceOptions& o) {
+  std::vector<std::string> files;
+  for (const auto& lib : o.cuda_libs) files.push_back(loader::resolve_binary(lib, o.command.empty() ? o.pid : 0));
+  const bool discover = o.cuda_libs.empty();
+  if (discover) files = cuda::linked_cuda_files(executable_of(o));
+  if (discover) files.insert(files.begin(), config::kCudaDiscover);
+  std::vector<config::ProbeSpec> specs;
+  for (const auto& f : files) {
+    config::ProbeSpec p;
+    p.kind = config::ProbeKind::kCuda;
+    p.target = f;
+    p.latency = o.cuda_latency;
+    if (o.target_qps > 0) p.sampling.target_qps = o.target_qps;
+    else p.sampling.rate = o.sample_rate;
+    p.service = o.service;
+    p.tags = o.tags;
+    if (std::none_of(specs.begin(), specs.end(), [&](const auto& s) { return s.key() == p.key(); }))
+      specs.push_back(std::move(p));
   }
-  std::map<uint32_t, std::string> apis;
-  if (!exe.empty()) symbolizer.add_file(exe);
-  for (const auto& file : cuda::find_cuda_files(o.command.empty() ? o.pid : 0, exe, libs))
-    for (const auto& p : cuda::attach_cuda_file(session, file, target, base, symbolizer, o.cuda_latency)) apis[p.id] = p.api->display;
-  if (apis.empty()) throw runtime_error("no CUDA API functions found to probe");
-  return apis;
+  return specs;
 }
 
 // The flags as a runtime spec (probes are attached separately, they need the session).
@@ -176,21 +180,24 @@ int run_trace(TraceOptions& o) {
   }
   for (const auto& name : o.syscalls) session.add_syscall(name, config, o.latency);
   runtime::LabelTable labels(runtime::ProbeMeta{o.service, o.tags, {}});
-  if (o.cuda)
-    for (const auto& [id, api] : attach_cuda(session, o, target, config, rt.symbolizer()))
-      labels.set(id, runtime::ProbeMeta{o.service, o.tags, api});
   rt.set_labels(&labels);
 
-  // --config: the file's probes, attached (and labelled, and tuned) as `run` attaches them.
+  // --config's probes and --cuda's, attached (and labelled, and tuned) as `run` attaches them.
   std::unique_ptr<runtime::ProbeSet> file_probes;
   std::unique_ptr<runtime::LabelChain> chain;
-  if (o.config) {
+  if (o.config || o.cuda) {
     if (o.target_qps > 0)  // the flag probes so far; the file's are tuned by the ProbeSet
       for (const auto& p : session.probes())
         if (!p.internal) rt.control().set_target(p.id, o.target_qps);
+    config::Config probes = o.config ? *o.config : config::Config{};
+    if (o.cuda) {
+      for (auto& p : cuda_specs(o)) probes.probes.push_back(std::move(p));
+      // Its kernels' host functions: named even when it exits before its events are read.
+      if (const auto exe = executable_of(o); !exe.empty()) rt.symbolizer().add_file(exe);
+    }
     file_probes = std::make_unique<runtime::ProbeSet>(session, rt.control(), rt.symbolizer());
-    file_probes->apply(reload::diff(config::Config{}, *o.config));
-    file_probes->apply_services(*o.config);
+    file_probes->apply(reload::diff(config::Config{}, probes));
+    if (o.config) file_probes->apply_services(*o.config);
     chain = std::make_unique<runtime::LabelChain>(*file_probes, labels);
     rt.set_labels(chain.get());
   }
@@ -201,9 +208,11 @@ int run_trace(TraceOptions& o) {
   if (child) child->start();  // an exec failure is reported before readiness
   runtime::RunHooks hooks;
   if (file_probes) {
-    // As in `run`: a waiting probe attaches when its file appears, a replaced file is followed.
+    // As in `run`: a waiting probe attaches when its file appears, a replaced file is followed,
+    // a CUDA library a process maps is attached as soon as the kernel reports it.
     auto next_refresh = std::chrono::steady_clock::now() + std::chrono::seconds(1);
     hooks.each_poll = [&, next_refresh]() mutable {
+      file_probes->poll_libraries();
       if (std::chrono::steady_clock::now() < next_refresh) return;
       next_refresh = std::chrono::steady_clock::now() + std::chrono::seconds(1);
       file_probes->refresh();
@@ -211,7 +220,10 @@ int run_trace(TraceOptions& o) {
   }
   // The traced tree is gone: the command and every descendant (like strace -f), or --pid's.
   hooks.finished = [&] { return child ? child->poll_exit() && !session.tree_alive() : o.pid > 0 && !session.tree_alive(); };
-  return rt.run(hooks);
+  const int rc = rt.run(hooks);
+  if (file_probes && !o.quiet_summary)
+    for (const auto& line : file_probes->discovered_libraries()) fprintf(stderr, "cuda library: %s\n", line.c_str());
+  return rc;
 }
 
 }  // namespace

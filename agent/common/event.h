@@ -36,6 +36,7 @@ struct CudaInfo {
   uint64_t stream = 0;
   uint64_t bytes = 0;                 // memcpy / malloc / free
   uint32_t memcpy_kind = 0;
+  bool launch = false;                // a kernel or graph launch (else another API call)
   bool slow_mode = false;             // taken while the process was in slow-launch mode
   std::vector<uint64_t> user_stack;   // only in slow mode
   // cudaGraphLaunch: the graph its executable graph was instantiated from (0: not seen), and

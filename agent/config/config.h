@@ -105,9 +105,12 @@ struct ProbeSpec {
   }
 };
 
+// The CUDA probe target that discovers libraries as processes load them (runtime/probe_set.h).
+inline constexpr const char* kCudaDiscover = "*";
+
 struct CudaConfig {
   bool enabled = false;
-  std::vector<std::string> libs;             // default: libcudart.so, libcuda.so
+  std::vector<std::string> libs;             // default: {kCudaDiscover}
   bool latency = false;                      // launches timed entry to return (ret, duration); else one
                                              // trap at entry. Slow-launch detection implies it.
   std::chrono::nanoseconds slow_launch{0};   // launch API latency above which slow mode starts; 0 off

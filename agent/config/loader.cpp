@@ -469,7 +469,7 @@ void read_cuda(Ctx& ctx, const YAML::Node& n, Config& cfg) {
     c.libs = read_string_list(ctx, m.get("libs"), "cuda.libs");
     if (m.get("libs").IsSequence() && m.get("libs").size() == 0) ctx.error(m.get("libs"), "cuda.libs must not be empty");
   } else {
-    c.libs = {"libcudart.so", "libcuda.so"};
+    c.libs = {kCudaDiscover};
   }
   if (m.has("slow_launch")) {
     if (auto s = read_string(ctx, m.get("slow_launch"), "cuda.slow_launch")) {

@@ -1,23 +1,48 @@
 #include "cuda/cuda_attach.h"
 
+#include "common/error.h"
 #include "mcp_abi.h"
 
 namespace mcp::cuda {
 namespace {
 
-// The launch APIs an application calls (graph launches included).
-bool is_reported_launch(uint8_t api) {
-  return api == MCP_CUDA_LAUNCH || api == MCP_CUDA_LAUNCH_HANDLE || api == MCP_CUDA_LAUNCH_EXC ||
-         api == MCP_CUDA_CU_LAUNCH || api == MCP_CUDA_CU_LAUNCH_EX || api == MCP_CUDA_GRAPH_LAUNCH;
-}
-
 }  // namespace
 
-std::vector<AttachedCudaProbe> attach_cuda_file(loader::BpfSession& session, const std::string& file, pid_t pid,
-                                                const loader::ProbeConfig& base, KernelSymbolizer& symbolizer,
-                                                bool launch_latency) {
+RuntimeFileMark::RuntimeFileMark(loader::BpfSession& session, const mcp_file_key& key, uint8_t kind)
+    : session_(&session), key_(key) {
+  session.set_runtime_file(key, kind);
+}
+
+RuntimeFileMark& RuntimeFileMark::operator=(RuntimeFileMark&& o) noexcept {
+  if (this != &o) {
+    reset();
+    session_ = std::exchange(o.session_, nullptr);
+    key_ = o.key_;
+  }
+  return *this;
+}
+
+void RuntimeFileMark::reset() {
+  if (session_) std::exchange(session_, nullptr)->erase_runtime_file(key_);
+}
+
+AttachedCudaFile attach_cuda_file(loader::BpfSession& session, const std::string& file, pid_t pid,
+                                  const loader::ProbeConfig& base, KernelSymbolizer& symbolizer, bool launch_latency,
+                                  std::optional<mcp_file_key> key) {
   symbolizer.add_file(file);
-  std::vector<AttachedCudaProbe> out;
+  const auto targets = probe_targets_in(file);
+  bool runtime = false;
+  for (const auto& t : targets) runtime = runtime || is_runtime_launch(t.api->api);
+  // A runtime library makes driver calls only for the runtime; in a file with the static
+  // runtime the application may call the driver too, so there only a launch in progress
+  // on the thread (marked at its entry) makes a driver launch nested.
+  const bool shared_runtime = is_runtime_library(file);
+  AttachedCudaFile out;
+  if (runtime) {
+    if (!key) key = kernel_file_key(file);
+    if (!key) throw runtime_error("cannot stat " + file);
+    out.runtime = RuntimeFileMark(session, *key, shared_runtime ? MCP_RUNTIME_SHARED : MCP_RUNTIME_STATIC);
+  }
   // All or nothing: a failure half-way detaches the APIs already attached.
   struct Undo {
     loader::BpfSession& session;
@@ -27,8 +52,8 @@ std::vector<AttachedCudaProbe> attach_cuda_file(loader::BpfSession& session, con
       if (!done)
         for (const auto& p : out) session.remove_probe(p.id);
     }
-  } undo{session, out};
-  for (const auto& t : probe_targets_in(file)) {
+  } undo{session, out.probes};
+  for (const auto& t : targets) {
     loader::ProbeConfig config = base;
     if (t.api->internal) config.threshold = UINT64_MAX;  // every handle registration is needed
     config.trace_id_arg = -1;  // API arguments are no trace ids: a random draw (the kernel agrees)
@@ -38,9 +63,11 @@ std::vector<AttachedCudaProbe> attach_cuda_file(loader::BpfSession& session, con
     config.ret_deref_arg = t.api->ret_deref_arg;
     config.name_arg = t.api->name_arg;
     config.cuda_flags = t.fold_nested ? MCP_CUDA_CFG_FOLD_NESTED : 0;
+    if (is_driver_launch(t.api->api)) config.cuda_flags |= MCP_CUDA_CFG_DRIVER_LAUNCH;
+    if (is_runtime_launch(t.api->api) && !shared_runtime) config.cuda_flags |= MCP_CUDA_CFG_MARK_THREAD;
     // A nested launch API is folded by an owner its return clears: those stay timed.
     if (!launch_latency && is_reported_launch(t.api->api) && !t.fold_nested) config.cuda_flags |= MCP_CUDA_CFG_AT_ENTRY;
-    out.push_back({session.add_cuda_probe(t.target, pid, config, t.api->internal), t.api});
+    out.probes.push_back({session.add_cuda_probe(t.target, pid, config, t.api->internal), t.api});
   }
   undo.done = true;
   return out;

@@ -6,18 +6,23 @@
 #include <optional>
 #include <set>
 
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <sstream>
+
 #include "common/error.h"
 #include "loader/elf_symbols.h"
 #include "loader/proc_maps.h"
 #include "mcp_abi.h"
+#include "pipeline/decoder.h"
 
 namespace mcp::cuda {
 namespace {
-
-bool is_cuda_library(const std::string& name) {
-  const auto base = name.substr(name.rfind('/') + 1);
-  return base.rfind("libcudart.so", 0) == 0 || base.rfind("libcuda.so", 0) == 0;
-}
 
 bool has_cuda_api(const std::string& file) {
   try {
@@ -29,12 +34,87 @@ bool has_cuda_api(const std::string& file) {
   }
 }
 
-bool is_launch_api(uint8_t api) {
-  return api == MCP_CUDA_LAUNCH || api == MCP_CUDA_LAUNCH_HANDLE || api == MCP_CUDA_LAUNCH_EXC ||
-         api == MCP_CUDA_CU_LAUNCH || api == MCP_CUDA_CU_LAUNCH_EX;
+}  // namespace
+
+bool is_runtime_launch(uint8_t api) {
+  return api == MCP_CUDA_LAUNCH || api == MCP_CUDA_LAUNCH_HANDLE || api == MCP_CUDA_LAUNCH_EXC;
+}
+
+bool is_driver_launch(uint8_t api) { return api == MCP_CUDA_CU_LAUNCH || api == MCP_CUDA_CU_LAUNCH_EX; }
+
+bool is_reported_launch(uint8_t api) { return pipeline::is_launch_api(api); }
+
+bool is_runtime_library(const std::string& name) {
+  const auto base = name.substr(name.rfind('/') + 1);
+  return base.rfind("libcudart.", 0) == 0 || base.rfind("libcudart-", 0) == 0;
+}
+
+bool is_cuda_library(const std::string& name) {
+  const auto base = name.substr(name.rfind('/') + 1);
+  return is_runtime_library(base) || base.rfind("libcuda.", 0) == 0 || base.rfind("libcuda-", 0) == 0;
+}
+
+std::optional<mcp_file_key> kernel_file_key(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return std::nullopt;
+  // The kernel's dev_t is major << 20 | minor; userspace's is encoded differently.
+  return mcp_file_key{(static_cast<uint64_t>(major(st.st_dev)) << 20) | minor(st.st_dev),
+                      static_cast<uint64_t>(st.st_ino)};
+}
+
+namespace {
+
+// The libraries the dynamic loader would map for `executable` (`ld.so --list`, as ldd
+// asks it: RUNPATH, $ORIGIN, LD_LIBRARY_PATH and the linker cache as the loader applies
+// them), by name -> path. Empty when the standard loader is absent or refuses.
+std::vector<std::pair<std::string, std::string>> loader_list(const std::string& executable) {
+  static const char* const kLoaders[] = {"/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1"};
+  const char* ld = nullptr;
+  for (const char* l : kLoaders)
+    if (access(l, X_OK) == 0) ld = l;
+  std::vector<std::pair<std::string, std::string>> out;
+  int fds[2];
+  if (!ld || pipe2(fds, O_CLOEXEC) != 0) return out;
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+  std::string arg0 = ld, arg1 = "--list", arg2 = executable;
+  char* argv[] = {arg0.data(), arg1.data(), arg2.data(), nullptr};
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, ld, &actions, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(fds[1]);
+  std::string text;
+  char buf[4096];
+  for (ssize_t n; rc == 0 && (n = read(fds[0], buf, sizeof(buf))) > 0;) text.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  if (rc == 0) waitpid(pid, &status, 0);
+  if (rc != 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return out;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    // "\tlibcuda.so.1 => /path/libcuda.so.1 (0x00007f...)"
+    const auto arrow = line.find(" => ");
+    if (arrow == std::string::npos) continue;
+    const auto name_at = line.find_first_not_of(" \t");
+    const auto end = line.find(" (", arrow);
+    out.emplace_back(line.substr(name_at, arrow - name_at),
+                     line.substr(arrow + 4, end == std::string::npos ? std::string::npos : end - arrow - 4));
+  }
+  return out;
 }
 
 }  // namespace
+
+std::vector<std::string> linked_cuda_files(const std::string& executable) {
+  std::vector<std::string> files;
+  if (executable.empty()) return files;
+  if (has_cuda_api(executable)) files.push_back(executable);  // static runtime
+  for (const auto& [name, path] : loader_list(executable))
+    if (is_cuda_library(name) && path.front() == '/') files.push_back(path);
+  return files;
+}
 
 std::optional<uint64_t> tail_jump_target(const std::string& file, uint64_t offset) {
   std::ifstream f(file, std::ios::binary);
@@ -116,40 +196,8 @@ std::vector<ProbeTarget> probe_targets_in(const std::string& file) {
     }
     out.push_back({{file, spec.symbol, *offset}, &spec});
   }
-  for (auto& t : out) t.fold_nested = nested && is_launch_api(t.api->api);
+  for (auto& t : out) t.fold_nested = nested && (is_runtime_launch(t.api->api) || is_driver_launch(t.api->api));
   return out;
-}
-
-std::vector<std::string> find_cuda_files(pid_t pid, const std::string& executable,
-                                         const std::vector<std::string>& explicit_libs) {
-  std::vector<std::string> files;
-  auto add = [&](const std::string& f) {
-    if (std::find(files.begin(), files.end(), f) == files.end()) files.push_back(f);
-  };
-  if (!explicit_libs.empty()) {
-    for (const auto& lib : explicit_libs) add(loader::resolve_binary(lib, pid));
-    return files;
-  }
-  if (!executable.empty()) {
-    if (has_cuda_api(executable)) add(executable);  // static runtime
-    const auto symbols = loader::ElfSymbols::load(executable);
-    for (const auto& needed : symbols.needed()) {
-      if (!is_cuda_library(needed)) continue;
-      try {
-        add(loader::resolve_binary(needed, pid));
-      } catch (const Error&) {
-        // not in the linker cache: the process's maps (below) may still find it
-      }
-    }
-  }
-  if (pid > 0) {
-    for (const auto& m : loader::read_proc_maps(pid))
-      if (m.executable && (is_cuda_library(m.path) || (m.path == executable && has_cuda_api(m.path)))) add(m.path);
-  }
-  if (files.empty())
-    throw runtime_error("no CUDA runtime found for " + (executable.empty() ? "pid " + std::to_string(pid) : executable) +
-                        " (give --cuda-lib PATH)");
-  return files;
 }
 
 }  // namespace mcp::cuda

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "loader/target_resolver.h"
+#include "mcp_abi.h"
 
 namespace mcp::cuda {
 
@@ -27,6 +28,12 @@ struct ApiSpec {
 
 const std::vector<ApiSpec>& api_specs();
 
+// Launch APIs of the runtime (cudaLaunchKernel[ExC], __cudaLaunchKernel) and of the driver
+// (cuLaunchKernel[Ex]); a reported launch is either, or a graph launch: `cuda.launch`.
+bool is_runtime_launch(uint8_t api);
+bool is_driver_launch(uint8_t api);
+bool is_reported_launch(uint8_t api);
+
 struct ProbeTarget {
   loader::UprobeTarget target;
   const ApiSpec* api;
@@ -42,10 +49,18 @@ std::vector<ProbeTarget> probe_targets_in(const std::string& file);
 // a frame set-up and a tail jump (endbr64? push/mov/pop %rbp? jmp), else nullopt.
 std::optional<uint64_t> tail_jump_target(const std::string& file, uint64_t offset);
 
-// Files to probe: `explicit_libs` when given; otherwise the executable if it
-// holds the runtime, the CUDA libraries it links (DT_NEEDED, through the
-// linker cache), and those mapped by `pid`. Throws mcp::Error when none is found.
-std::vector<std::string> find_cuda_files(pid_t pid, const std::string& executable,
-                                         const std::vector<std::string>& explicit_libs);
+// A CUDA runtime ("libcudart*", auditwheel's libcudart-HASH.so.N too) or driver
+// ("libcuda.so*", "libcuda-*") file name, as the kernel's discovery matches it
+// (bpf/process.bpf.c); a path's directory is ignored.
+bool is_cuda_library(const std::string& name);
+bool is_runtime_library(const std::string& name);
+
+// The file as the kernel names it (super block dev as MKDEV, inode), by stat.
+std::optional<mcp_file_key> kernel_file_key(const std::string& path);
+
+// The CUDA files a process starts with: the executable if it holds the runtime (static,
+// nvcc's default) and the CUDA libraries it links (DT_NEEDED, through the linker cache).
+// Libraries loaded later (dlopen) are found by discovery. Never throws; empty if none.
+std::vector<std::string> linked_cuda_files(const std::string& executable);
 
 }  // namespace mcp::cuda

@@ -228,6 +228,7 @@ int run_daemon(const RunFlags& flags) {
       cfg = std::move(now_cfg);
       rt.set_export_filter(runtime::export_filter_of(*cfg));
     }
+    probes.poll_libraries();  // CUDA libraries processes mapped: attached within a poll
     last_poll.store(std::chrono::steady_clock::now().time_since_epoch().count());
   };
   // Nothing may attach once the runtime detaches: no refresh, no reload.

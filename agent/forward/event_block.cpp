@@ -59,6 +59,7 @@ void copy_cuda_numbers(const Cuda& c, CudaInfo& out) {
   out.bytes = c.bytes();
   out.memcpy_kind = c.memcpy_kind();
   out.slow_mode = c.slow_mode();
+  out.launch = c.launch();
   out.user_stack.assign(c.user_stack().begin(), c.user_stack().end());
   out.graph = c.graph();
   if (c.has_graph_kernel_nodes()) out.graph_kernel_nodes = c.graph_kernel_nodes();
@@ -168,6 +169,7 @@ void EventBlockEncoder::add(const Event& e) {
     cu->set_bytes(e.cuda.bytes);
     cu->set_memcpy_kind(e.cuda.memcpy_kind);
     cu->set_slow_mode(e.cuda.slow_mode);
+    cu->set_launch(e.cuda.launch);
     for (uint64_t pc : e.cuda.user_stack) cu->add_user_stack(pc);
     cu->set_graph(e.cuda.graph);
     if (e.cuda.graph_kernel_nodes) cu->set_graph_kernel_nodes(*e.cuda.graph_kernel_nodes);

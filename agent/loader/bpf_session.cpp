@@ -213,6 +213,8 @@ BpfSession::~BpfSession() {
     for (auto& target : p->targets)
       for (auto& l : target.links) l.destroy();
   for (auto* l : process_links_) bpf_link__destroy(l);
+  if (lib_watch_link_) bpf_link__destroy(lib_watch_link_);
+  if (lib_ring_) ring_buffer__free(lib_ring_);
   if (skel_) mcp_bpf__destroy(skel_);
 }
 
@@ -472,6 +474,58 @@ bool BpfSession::tree_alive() const {
   return bpf_map_get_next_key(bpf_map__fd(skel_->maps.traced_tgids), nullptr, &key) == 0;
 }
 
+bool BpfSession::traces(pid_t pid) const {
+  if (pid == getpid()) return false;
+  if (target_tgid_ <= 0 || pid == target_tgid_) return true;
+  if (!follow_children_) return false;
+  uint32_t key = static_cast<uint32_t>(pid);
+  uint8_t v;
+  return bpf_map_lookup_elem(bpf_map__fd(skel_->maps.traced_tgids), &key, &v) == 0;
+}
+
+void BpfSession::watch_libraries() {
+  std::lock_guard lock(lib_mu_);
+  if (lib_watchers_++ > 0) return;
+  lib_watch_link_ = bpf_program__attach(skel_->progs.mcp_lib_mmap);
+  if (!lib_watch_link_) {
+    const int err = errno;
+    lib_watchers_ = 0;
+    throw runtime_error("cannot watch library mappings (tracepoint syscalls/sys_exit_mmap): " + errno_text(err));
+  }
+}
+
+void BpfSession::unwatch_libraries() {
+  std::lock_guard lock(lib_mu_);
+  if (lib_watchers_ == 0 || --lib_watchers_ > 0) return;
+  bpf_link__destroy(std::exchange(lib_watch_link_, nullptr));
+}
+
+std::vector<mcp_lib_mapped> BpfSession::take_mapped_libraries() {
+  std::lock_guard lock(lib_mu_);
+  if (!lib_ring_) {
+    auto on_record = [](void* ctx, void* data, size_t size) -> int {
+      if (size < sizeof(mcp_lib_mapped)) return 0;
+      mcp_lib_mapped rec;
+      std::memcpy(&rec, data, sizeof(rec));
+      rec.name[sizeof(rec.name) - 1] = '\0';
+      static_cast<std::vector<mcp_lib_mapped>*>(ctx)->push_back(rec);
+      return 0;
+    };
+    lib_ring_ = ring_buffer__new(bpf_map__fd(skel_->maps.lib_events), on_record, &lib_pending_, nullptr);
+    if (!lib_ring_) return {};
+  }
+  ring_buffer__consume(lib_ring_);
+  return std::exchange(lib_pending_, {});
+}
+
+void BpfSession::set_runtime_file(const mcp_file_key& key, uint8_t kind) {
+  if (bpf_map_update_elem(bpf_map__fd(skel_->maps.cuda_runtime_files), &key, &kind, BPF_ANY) != 0)
+    throw runtime_error("cannot record a CUDA runtime file (cuda_runtime_files full?): " + errno_text(errno));
+}
+
+void BpfSession::erase_runtime_file(const mcp_file_key& key) {
+  bpf_map_delete_elem(bpf_map__fd(skel_->maps.cuda_runtime_files), &key);
+}
 
 void BpfSession::follow_uprobe(uint32_t id, const UprobeTarget& target) { attach_file(id, target); }
 

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <shared_mutex>
@@ -23,6 +24,7 @@
 
 struct mcp_bpf;
 struct bpf_link;
+struct ring_buffer;
 struct bpf_program;
 
 namespace mcp::loader {
@@ -137,6 +139,20 @@ class BpfSession : public KernelMaps {
   // tree_alive() turns false once every traced process has exited.
   void track_process_tree();
   bool tree_alive() const;
+  // Whether the kernel side traces process `pid` (the target tree, or every process but
+  // the agent when there is no target).
+  bool traces(pid_t pid) const;
+
+  // CUDA library discovery: while watched (a count: every watch() has its unwatch()), each
+  // CUDA runtime or driver library a traced process maps executable is recorded
+  // (struct mcp_lib_mapped). take_mapped_libraries() returns those recorded since the last
+  // call, without waiting. The watch costs every mmap of a traced process one BPF run.
+  void watch_libraries();
+  void unwatch_libraries();
+  std::vector<mcp_lib_mapped> take_mapped_libraries();
+  // Files holding a CUDA runtime (cuda_runtime_files): a driver launch they make is nested.
+  void set_runtime_file(const mcp_file_key& key, uint8_t kind);
+  void erase_runtime_file(const mcp_file_key& key);
 
   std::optional<ProbeInfo> probe(uint32_t id) const;
   // Stable for the life of the probe: events keep a string_view to it.
@@ -199,6 +215,11 @@ class BpfSession : public KernelMaps {
   std::map<uint32_t, std::string> retired_names_;
   std::array<uint64_t, MCP_MAX_PROBES> swept_orphans_{};  // counted by sweep_pending
   std::vector<bpf_link*> process_links_;
+  bpf_link* lib_watch_link_ = nullptr;  // under lib_mu_
+  int lib_watchers_ = 0;
+  ::ring_buffer* lib_ring_ = nullptr;
+  std::vector<mcp_lib_mapped> lib_pending_;
+  std::mutex lib_mu_;
   uint64_t next_target_key_ = 1;  // under mu_
   bool follow_children_ = true;
   pid_t target_tgid_ = 0;

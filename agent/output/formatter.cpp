@@ -211,8 +211,8 @@ char* put_int_array(char* p, std::span<const T, N> values) {
   return p;
 }
 
-// Literals (about 130 characters) and 15 integers.
-constexpr size_t kCudaFixedBound = 160 + 15 * kIntBound;
+// Literals (about 150 characters) and 15 integers.
+constexpr size_t kCudaFixedBound = 180 + 15 * kIntBound;
 
 size_t cuda_bound(const CudaInfo& c) {
   return kCudaFixedBound + json_string_bound(c.api.size()) + json_string_bound(c.kernel.size()) +
@@ -222,6 +222,7 @@ size_t cuda_bound(const CudaInfo& c) {
 char* put_cuda(char* p, const CudaInfo& c) {
   p = put(p, ",\"cuda\":{\"api\":");
   p = put_json_string(p, c.api);
+  p = put(p, c.launch ? ",\"launch\":true" : ",\"launch\":false");
   if (!c.kernel.empty()) {
     p = put(p, ",\"kernel\":");
     p = put_json_string(p, c.kernel);

@@ -11,11 +11,6 @@ std::array<uint32_t, 3> dim3_from_regs(uint64_t xy, uint64_t z) {
   return {static_cast<uint32_t>(xy), static_cast<uint32_t>(xy >> 32), static_cast<uint32_t>(z)};
 }
 
-bool is_launch_api(uint32_t api) {
-  return api == MCP_CUDA_LAUNCH || api == MCP_CUDA_LAUNCH_HANDLE || api == MCP_CUDA_LAUNCH_EXC ||
-         api == MCP_CUDA_CU_LAUNCH || api == MCP_CUDA_CU_LAUNCH_EX || api == MCP_CUDA_GRAPH_LAUNCH;
-}
-
 // The fields both CUDA record kinds share (registers, stack arguments, deref, code
 // place), decoded per API; the bookkeeping APIs' names come only in mcp_cuda_event.
 template <class Record>
@@ -24,6 +19,7 @@ bool decode_cuda_fields(const Record& c, CudaInfo& out) {
   out.code_offset = c.code_file_offset;
   out.slow_mode = c.hdr.flags & MCP_EV_SLOW_MODE;
   out.api_id = c.api;
+  out.launch = is_launch_api(c.api);
   switch (c.api) {
     case MCP_CUDA_LAUNCH:
     case MCP_CUDA_LAUNCH_HANDLE:
@@ -120,6 +116,11 @@ bool decode_cuda_fields(const Record& c, CudaInfo& out) {
 }
 
 }  // namespace
+
+bool is_launch_api(uint32_t api) {
+  return api == MCP_CUDA_LAUNCH || api == MCP_CUDA_LAUNCH_HANDLE || api == MCP_CUDA_LAUNCH_EXC ||
+         api == MCP_CUDA_CU_LAUNCH || api == MCP_CUDA_CU_LAUNCH_EX || api == MCP_CUDA_GRAPH_LAUNCH;
+}
 
 bool decode_cuda(const mcp_cuda_event& c, CudaInfo& out) {
   out = CudaInfo{};

@@ -27,5 +27,7 @@ bool decode_cuda(const mcp_cuda_event& record, CudaInfo& out);
 // The same for a launch reported at its entry (MCP_KIND_CUDA_LAUNCH); false for an
 // API that is not a launch (only launches are reported that way).
 bool decode_cuda_launch(const mcp_cuda_launch_event& record, CudaInfo& out);
+// A launch as the application made it (runtime, driver or graph launch API): CudaInfo::launch.
+bool is_launch_api(uint32_t api);
 
 }  // namespace mcp::pipeline

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <time.h>
 
 #include <dirent.h>
 
@@ -135,28 +137,62 @@ void ProbeSet::set_state(Entry& e, ProbeState s, std::string detail) {
   }
 }
 
+void ProbeSet::add_handle(Entry& e, uint32_t id, std::shared_ptr<const ProbeMeta> meta, bool tuned) {
+  const config::ProbeSpec& spec = e.spec;
+  e.handles.emplace_back(*this, id);
+  // A scoped probe sees nothing until the control loop writes its cgroups (a container
+  // probe's: ContainerProbe, as its containers come).
+  if (spec.selector.pods) control_.set_selector(id, *spec.selector.pods);
+  else if (e.selector_cgroup) control_.set_scope(id, {e.selector_cgroup});
+  meta_[id % MCP_MAX_PROBES].store(std::move(meta), std::memory_order_release);
+  if (tuned) e.tuned.push_back(id);
+}
+
+bool ProbeSet::cuda_file_attached(const mcp_file_key& key) const { return claimed_.count({key.dev, key.ino}) > 0; }
+
+bool ProbeSet::attach_cuda(Entry& e, const std::string& file, const mcp_file_key& key) {
+  if (cuda_file_attached(key)) return false;
+  auto attached = cuda::attach_cuda_file(session_, file, -1, base_config(e.spec), symbolizer_, e.spec.latency, key);
+  const size_t first = e.handles.size();
+  for (const auto& p : attached.probes)
+    add_handle(e, p.id, std::make_shared<ProbeMeta>(ProbeMeta{e.spec.service, e.spec.tags, p.api->display}),
+               !p.api->internal);
+  e.runtime_marks.push_back(std::move(attached.runtime));
+  e.cuda_files.emplace_back(*this, key);
+  // Probes found after apply() tuned the entry are tuned here.
+  if (e.state == ProbeState::kAttached)
+    for (size_t i = first; i < e.handles.size(); i++)
+      if (!attached.probes[i - first].api->internal) tune_id(e, e.handles[i].id());
+  return true;
+}
+
 void ProbeSet::try_attach(Entry& e) {
   const config::ProbeSpec& spec = e.spec;
   const loader::ProbeConfig base = base_config(spec);
-  const uint64_t selector_cgroup = selector_cgroup_id(spec.selector);  // throws for a missing one
+  e.selector_cgroup = selector_cgroup_id(spec.selector);  // throws for a missing one
   auto meta = std::make_shared<ProbeMeta>(ProbeMeta{spec.service, spec.tags, {}});
-  auto add = [&](uint32_t id, std::shared_ptr<const ProbeMeta> m, bool tuned) {
-    e.handles.emplace_back(*this, id);
-    // A scoped probe sees nothing until the control loop writes its cgroups (a container
-    // probe's: ContainerProbe, as its containers come).
-    if (spec.selector.pods) control_.set_selector(id, *spec.selector.pods);
-    else if (selector_cgroup) control_.set_scope(id, {selector_cgroup});
-    meta_[id % MCP_MAX_PROBES].store(std::move(m), std::memory_order_release);
-    if (tuned) e.tuned.push_back(id);
-  };
   if (spec.kind == config::ProbeKind::kSyscall) {
-    add(session_.add_syscall(spec.target, base), meta, true);
+    add_handle(e, session_.add_syscall(spec.target, base), meta, true);
     set_state(e, ProbeState::kAttached, "");
     return;
   }
   if (spec.container) {  // files come and go with containers (update_containers)
-    add(session_.add_uprobe_without_file(spec.target, spec.symbol, spec.latency, base), meta, true);
+    add_handle(e, session_.add_uprobe_without_file(spec.target, spec.symbol, spec.latency, base), meta, true);
     e.containers = std::make_unique<ContainerProbe>(session_, control_, e.handles.back().id(), e.name, spec);
+    return;
+  }
+  if (spec.kind == config::ProbeKind::kCuda && spec.target == config::kCudaDiscover) {
+    // Watch first: a library mapped while the rest is found is still reported.
+    e.library_watch = std::make_unique<Entry::LibraryWatch>(session_);
+    // The system's own (linker cache): in place before any process maps them, so no gap.
+    for (const char* name : {"libcudart", "libcuda"})
+      if (const auto file = loader::find_binary(name, 0))
+        if (const auto key = cuda::kernel_file_key(*file)) attach_cuda(e, *file, *key);
+    // Those the traced processes map now; again on the first poll, for a tree the front end
+    // seeds after the probes are in place.
+    scan_cuda_libraries(e);
+    e.scan_pending = true;
+    set_state(e, ProbeState::kAttached, "");
     return;
   }
   const auto file = loader::find_binary(spec.target, 0);
@@ -170,17 +206,130 @@ void ProbeSet::try_attach(Entry& e) {
   e.failed_file = loader::file_id(e.watch_path);
   if (spec.kind == config::ProbeKind::kUprobe) {
     const auto target = loader::uprobe_target_in(*file, spec.symbol);
-    add(session_.add_uprobe(target, spec.latency, -1, base), meta, true);
+    add_handle(e, session_.add_uprobe(target, spec.latency, -1, base), meta, true);
   } else {
-    for (const auto& p : cuda::attach_cuda_file(session_, *file, -1, base, symbolizer_, spec.latency)) {
-      auto m = std::make_shared<ProbeMeta>(*meta);
-      m->cuda_api = p.api->display;
-      add(p.id, std::move(m), !p.api->internal);
+    const auto key = cuda::kernel_file_key(*file);
+    if (!key) throw runtime_error("cannot stat " + *file);
+    if (!attach_cuda(e, *file, *key)) {
+      e.file_id = e.failed_file.value_or(loader::FileId{});
+      e.failed_file.reset();
+      set_state(e, ProbeState::kAttached, "traced through another CUDA probe");
+      return;
     }
   }
   e.file_id = e.failed_file.value_or(loader::FileId{});
   e.failed_file.reset();
   set_state(e, ProbeState::kAttached, "");
+}
+
+namespace {
+
+// /proc/PID/maps shows makedev(major, minor); the kernel's dev_t is major << 20 | minor.
+mcp_file_key kernel_key_of(const loader::Mapping& m) {
+  return {(static_cast<uint64_t>(major(m.dev)) << 20) | minor(m.dev), m.inode};
+}
+
+std::string ms_text(uint64_t ns) {
+  char buf[32];
+  snprintf(buf, sizeof(buf), "%.1f ms", static_cast<double>(ns) / 1e6);
+  return buf;
+}
+
+uint64_t monotonic_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+}  // namespace
+
+void ProbeSet::scan_cuda_libraries(Entry& e) {
+  DIR* d = opendir("/proc");
+  if (!d) return;
+  while (dirent* ent = readdir(d)) {
+    if (ent->d_name[0] < '0' || ent->d_name[0] > '9') continue;
+    const pid_t pid = static_cast<pid_t>(std::atol(ent->d_name));
+    if (!session_.traces(pid)) continue;
+    for (const auto& m : loader::read_proc_maps(pid)) {
+      if (!m.executable || !cuda::is_cuda_library(m.path)) continue;
+      mcp_lib_mapped rec{};
+      rec.dev = kernel_key_of(m).dev;
+      rec.ino = m.inode;
+      rec.start = m.start;
+      rec.pid = static_cast<uint32_t>(pid);
+      attach_discovered(e, rec);  // ktime 0: mapped before the agent watched
+    }
+  }
+  closedir(d);
+}
+
+void ProbeSet::attach_discovered(Entry& e, const mcp_lib_mapped& rec) {
+  const mcp_file_key key{rec.dev, rec.ino};
+  const pid_t pid = static_cast<pid_t>(rec.pid);
+  const auto maps = loader::read_proc_maps(pid);
+  // Its code files, while it lives: a short-lived process's kernels are still named from
+  // the host functions' files after it exited.
+  for (const auto& m : maps)
+    if (m.executable && !m.path.empty() && m.path.front() == '/')
+      if (auto f = loader::path_in_root_of(pid, m.path); !f.empty()) symbolizer_.add_file(f);
+  if (cuda_file_attached(key)) return;
+  for (const auto& f : e.failed_files)
+    if (f.dev == key.dev && f.ino == key.ino) return;
+  // The file as the process names it, opened through its root (another mount namespace).
+  std::string path, file;
+  for (const auto& m : maps)
+    if (m.start == rec.start || (m.inode == rec.ino && kernel_key_of(m).dev == rec.dev && m.executable)) {
+      path = m.path;
+      break;
+    }
+  if (!path.empty()) file = loader::path_in_root_of(pid, path);
+  try {
+    if (file.empty())
+      throw runtime_error(path.empty() ? "process " + std::to_string(pid) + " exited before its mapping was read"
+                                       : path + " is not reachable in the root of process " + std::to_string(pid));
+    attach_cuda(e, file, key);
+  } catch (const std::exception& ex) {
+    e.failed_files.push_back(key);
+    const std::string what = path.empty() ? std::string(rec.name) : path;
+    spdlog::error("probe {}: CUDA library {} (mapped by pid {}) not traced: {}", e.name, what, pid, ex.what());
+    e.discovered.push_back(what + " (pid " + std::to_string(pid) + "): not traced: " + ex.what());
+    return;
+  }
+  std::string line = path + " (pid " + std::to_string(pid) + ")";
+  if (rec.ktime_ns) {
+    const uint64_t now = monotonic_ns();
+    line += ": traced " + ms_text(now > rec.ktime_ns ? now - rec.ktime_ns : 0) + " after it was mapped";
+  } else {
+    line += ": already mapped when the agent looked";
+  }
+  spdlog::info("probe {}: attached to {}", e.name, line);
+  e.discovered.push_back(std::move(line));
+}
+
+void ProbeSet::poll_libraries() {
+  std::unique_lock lock(mu_, std::try_to_lock);
+  if (!lock) return;
+  Entry* d = nullptr;
+  for (auto& [key, e] : entries_)
+    if (e.library_watch) d = &e;
+  if (!d) return;
+  // The watch's reports first: they know when each library was mapped.
+  for (const auto& rec : session_.take_mapped_libraries()) attach_discovered(*d, rec);
+  if (d->scan_pending) {
+    d->scan_pending = false;
+    scan_cuda_libraries(*d);
+  }
+}
+
+std::vector<std::string> ProbeSet::discovered_libraries() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> out;
+  for (const auto& [key, e] : entries_) {
+    out.insert(out.end(), e.discovered.begin(), e.discovered.end());
+    if (e.library_watch && e.cuda_files.empty())
+      out.push_back("none: no traced process mapped a CUDA runtime or driver library");
+  }
+  return out;
 }
 
 ProbeSet::Entry ProbeSet::make_entry(const config::ProbeSpec& spec) {
@@ -192,11 +341,13 @@ ProbeSet::Entry ProbeSet::make_entry(const config::ProbeSpec& spec) {
   return e;
 }
 
+void ProbeSet::tune_id(const Entry& e, uint32_t id) {
+  if (e.spec.sampling.target_qps) control_.set_target(id, *e.spec.sampling.target_qps);
+  else control_.set_fixed_rate(id, e.spec.sampling.rate.value_or(1.0));
+}
+
 void ProbeSet::tune(const Entry& e) {
-  for (uint32_t id : e.tuned) {
-    if (e.spec.sampling.target_qps) control_.set_target(id, *e.spec.sampling.target_qps);
-    else control_.set_fixed_rate(id, e.spec.sampling.rate.value_or(1.0));
-  }
+  for (uint32_t id : e.tuned) tune_id(e, id);
 }
 
 void ProbeSet::apply(const reload::ConfigDiff& d) {
@@ -283,7 +434,7 @@ void ProbeSet::refresh() {
   if (follow_containers_) update_containers();
   bool any_earlier = false;
   for (auto& [key, e] : entries_) {
-    if (e.spec.kind == config::ProbeKind::kSyscall || e.containers) continue;
+    if (e.spec.kind == config::ProbeKind::kSyscall || e.containers || e.library_watch) continue;
     if (e.state == ProbeState::kAttached) {
       if (auto now = loader::file_id(e.watch_path); now && !now->same_inode(e.file_id)) follow(e, *now);
       any_earlier = any_earlier || !e.earlier.empty();
@@ -304,6 +455,8 @@ void ProbeSet::refresh() {
     } catch (const std::exception& ex) {
       e.handles.clear();
       e.tuned.clear();
+      e.runtime_marks.clear();
+      e.cuda_files.clear();
       set_state(e, ProbeState::kFailed, ex.what());
     }
   }

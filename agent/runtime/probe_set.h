@@ -16,6 +16,11 @@
 // waiting until a matching container has the file, attached while one file or more is, and
 // follows the node's containers on every refresh() (a /proc scan), from the first call of
 // set_pod_names() on (the front ends call it once the runtime, and so the pod watch, started).
+// A CUDA probe on target "*" (config::kCudaDiscover) discovers: it attaches the CUDA runtime
+// and driver in the linker cache at once, those the traced processes already map on the
+// first poll_libraries(), and from then on each one a traced process maps, from any path
+// (pip wheels, conda, the driver's folder), as the kernel reports the mapping. A file is
+// attached once, whichever CUDA probe found it first.
 // Reloads are transactions (apply()): every new attachment is staged next to the running
 // ones; only when all succeeded are the replaced ones detached. Attachments are RAII
 // handles, so a failure detaches what the transaction attached and nothing else.
@@ -27,12 +32,14 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "config/config.h"
 #include "k8s/pod_names.h"
+#include "cuda/cuda_attach.h"
 #include "cuda/kernel_symbolizer.h"
 #include "loader/attachment.h"
 #include "loader/bpf_session.h"
@@ -79,6 +86,15 @@ class ProbeSet final : public ProbeLabels {
 
   std::vector<ProbeStatus> status() const;
 
+  // The run thread, often (each poll): attaches the CUDA libraries processes mapped since
+  // the last call (a "*" CUDA probe). Returns at once when another thread holds the set
+  // (a refresh scanning /proc): the mappings wait in the kernel's ring for the next call.
+  void poll_libraries();
+  // One line per library discovery attached while processes were running: the file, the
+  // process that mapped it and how long after the mapping its probes were in place (calls
+  // in that gap are not seen). Files attached before any process mapped them are not listed.
+  std::vector<std::string> discovered_libraries() const;
+
   // Consumer thread: enrichment of a probe id (null when unknown).
   std::shared_ptr<const ProbeMeta> meta(uint32_t probe_id) const override {
     return meta_[probe_id % MCP_MAX_PROBES].load(std::memory_order_acquire);
@@ -111,6 +127,23 @@ class ProbeSet final : public ProbeLabels {
     loader::Attachment attachment_;
   };
 
+  // A CUDA file attached by one entry (kernel dev + inode): no other entry attaches it, staged
+  // entries of the same apply() included. Released when the entry goes.
+  class CudaClaim {
+   public:
+    CudaClaim(ProbeSet& set, const mcp_file_key& key) : set_(&set), key_{key.dev, key.ino} { set.claimed_.insert(key_); }
+    CudaClaim(CudaClaim&& o) noexcept : set_(std::exchange(o.set_, nullptr)), key_(o.key_) {}
+    CudaClaim& operator=(CudaClaim&&) = delete;
+    CudaClaim(const CudaClaim&) = delete;
+    ~CudaClaim() {
+      if (set_) set_->claimed_.erase(key_);
+    }
+
+   private:
+    ProbeSet* set_;
+    std::pair<uint64_t, uint64_t> key_;
+  };
+
   struct Entry {
     config::ProbeSpec spec;
     std::string name;
@@ -126,9 +159,33 @@ class ProbeSet final : public ProbeLabels {
     uint64_t cache_stamp = 0;               // library names: linker cache seen at the last try
     std::unique_ptr<ContainerProbe> containers;  // `container:` probes: files and scope (after handles:
                                                  // its files go first)
+    // CUDA: the files attached (kernel dev + inode), their runtime registrations, and for a
+    // discovering probe ("*") the watch and what it found.
+    uint64_t selector_cgroup = 0;           // selector_cgroup_id(spec.selector)
+    std::vector<CudaClaim> cuda_files;      // each attached once for the whole set
+    std::vector<cuda::RuntimeFileMark> runtime_marks;
+    struct LibraryWatch {  // BpfSession::watch_libraries() while it lives
+      loader::BpfSession& session;
+      explicit LibraryWatch(loader::BpfSession& s) : session(s) { session.watch_libraries(); }
+      ~LibraryWatch() { session.unwatch_libraries(); }
+    };
+    std::unique_ptr<LibraryWatch> library_watch;
+    bool scan_pending = false;              // processes already running: scanned on the next poll
+    std::vector<std::string> discovered;    // discovered_libraries() lines
+    std::vector<mcp_file_key> failed_files; // discovered files that cannot be attached (logged once)
   };
 
   Entry make_entry(const config::ProbeSpec& spec);
+  // Records an attached id: its handle, scope, enrichment, and rate control when `tuned`.
+  void add_handle(Entry& e, uint32_t id, std::shared_ptr<const ProbeMeta> meta, bool tuned);
+  // A CUDA file's probes for entry `e` (nothing when some CUDA probe has it already).
+  // Returns false when another probe has it.
+  bool attach_cuda(Entry& e, const std::string& file, const mcp_file_key& key);
+  bool cuda_file_attached(const mcp_file_key& key) const;
+  // Discovery: the libraries every traced process maps now.
+  void scan_cuda_libraries(Entry& e);
+  void attach_discovered(Entry& e, const mcp_lib_mapped& rec);
+  void tune_id(const Entry& e, uint32_t id);
   // Attaches `e` if its file is there; throws when the file cannot be a target.
   void try_attach(Entry& e);
   void follow(Entry& e, const loader::FileId& now);
@@ -144,6 +201,7 @@ class ProbeSet final : public ProbeLabels {
   const k8s::PodNames* pods_ = nullptr;
   bool follow_containers_ = false;  // set_pod_names() was called
   mutable std::mutex mu_;
+  std::set<std::pair<uint64_t, uint64_t>> claimed_;  // CUDA files attached (CudaClaim)
   std::map<std::string, Entry> entries_;  // ProbeSpec::key() -> probe
   std::array<std::atomic<std::shared_ptr<const ProbeMeta>>, MCP_MAX_PROBES> meta_{};
 };

@@ -69,7 +69,8 @@ void print_return_mode(const loader::BpfSession& session) {
 // Launches per kernel; the latency columns only from launches that were timed (--cuda-latency).
 void print_kernels(std::map<std::string, Runtime::KernelLaunches> kernels) {
   if (kernels.empty()) return;
-  fprintf(stderr, "%-48s %10s %14s %14s\n", "CUDA KERNEL", "LAUNCHES", "P50_LAUNCH_us", "P99_LAUNCH_us");
+  fprintf(stderr, "%-48s %10s %12s %14s %14s\n", "CUDA KERNEL", "LAUNCHES", "EST_LAUNCHES", "P50_LAUNCH_us",
+          "P99_LAUNCH_us");
   for (auto& [name, k] : kernels) {
     auto& d = k.durations;
     std::sort(d.begin(), d.end());
@@ -77,7 +78,8 @@ void print_kernels(std::map<std::string, Runtime::KernelLaunches> kernels) {
       return d.empty() ? std::string("-")
                        : fmt::format("{:.1f}", static_cast<double>(d[static_cast<size_t>(p * static_cast<double>(d.size() - 1))]) / 1000.0);
     };
-    fprintf(stderr, "%-48s %10zu %14s %14s\n", name.c_str(), k.launches, pct(0.5).c_str(), pct(0.99).c_str());
+    fprintf(stderr, "%-48s %10zu %12.0f %14s %14s\n", name.c_str(), k.launches, k.estimated, pct(0.5).c_str(),
+            pct(0.99).c_str());
   }
 }
 
@@ -182,9 +184,10 @@ void Runtime::on_event(Event& e) {
   if (e.kind == EventKind::kCuda) {
     if (meta) e.cuda.api = meta->cuda_api;
     if (!symbolizer_->process(e)) return;  // bookkeeping, not an API call to show
-    if (spec_.summary && !e.cuda.kernel.empty()) {
+    if (spec_.summary && e.cuda.launch && !e.cuda.kernel.empty()) {
       auto& k = kernel_launches_[e.cuda.kernel];
       k.launches++;
+      k.estimated += e.weight();
       if (e.has_duration) k.durations.push_back(e.duration_ns);
     }
   }

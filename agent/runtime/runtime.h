@@ -99,7 +99,8 @@ class Runtime {
  public:
   // One kernel's row of the CUDA summary: launches, and the latencies of those timed.
   struct KernelLaunches {
-    size_t launches = 0;
+    size_t launches = 0;     // kept
+    double estimated = 0;    // their weights' sum: the launches made
     std::vector<uint64_t> durations;
   };
   // Installs the signal handlers and opens the BPF session; throws mcp::Error.

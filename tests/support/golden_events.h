@@ -88,6 +88,7 @@ inline GoldenEvents golden_events() {
   c.nargs = 0;
   c.has_ret = false;
   c.cuda.api = "cudaLaunchKernel";
+  c.cuda.launch = true;
   c.cuda.kernel = "void gemm<float, 128>(float const*, float*, int)";
   c.cuda.grid = {1024, 2, 1};
   c.cuda.block = {256, 1, UINT32_MAX};

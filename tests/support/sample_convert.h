@@ -52,6 +52,7 @@ inline void to_sample(const Event& e, mcp::v1::Sample* s) {
     c->set_bytes(e.cuda.bytes);
     c->set_memcpy_kind(e.cuda.memcpy_kind);
     c->set_slow_mode(e.cuda.slow_mode);
+    c->set_launch(e.cuda.launch);
     for (uint64_t pc : e.cuda.user_stack) c->add_user_stack(pc);
     c->set_graph(e.cuda.graph);
     if (e.cuda.graph_kernel_nodes) c->set_graph_kernel_nodes(*e.cuda.graph_kernel_nodes);

@@ -2,14 +2,21 @@
 // the real CUDA toolkit. No GPU is present, so every call fails with a driver
 // error (reported in ret) but the probes fire all the same.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <regex>
 #include <tuple>
 
 #include "../../support/bpf_stats.h"
+#include "../../support/files.h"
+#include "../../support/process.h"
 #include "../../support/run_command.h"
+#include "../../support/wait_until.h"
 
 namespace {
 
@@ -399,3 +406,137 @@ TEST(CudaGraph, GraphLaunchesReportTheGraphAndItsKernelNodeCount) {
 }
 
 }  // namespace
+
+// Issue 33: CUDA where AI workloads run. A PyTorch-like process loads the runtime with
+// dlopen() from a pip wheel's folder after it started, and the runtime loads the driver
+// from there; nothing the executable links names CUDA, and no --cuda-lib is given.
+namespace discovery {
+
+namespace fs = std::filesystem;
+
+const std::string kDlopenProgram = std::string(MCP_TEST_DIR) + "/fake_cuda_dlopen";
+const std::string kStaticProgram = std::string(MCP_TEST_DIR) + "/fake_cuda_static";
+
+// The stand-in runtime and driver copied into site-packages/nvidia/cu13/lib of a new folder:
+// new files (inodes) no other probe or test has attached.
+struct Wheel {
+  mcp::test::TempDir root{"mcp-wheel"};
+  fs::path lib = root.path() / "site-packages" / "nvidia" / "cu13" / "lib";
+  Wheel() {
+    fs::create_directories(lib);
+    for (const char* f : {"libcudart.so.13", "libcuda.so.1"}) fs::copy_file(kFakeDir + "/" + f, lib / f);
+  }
+};
+
+struct Counts {
+  std::map<std::string, int> launches;  // "api kernel" -> events with cuda.launch
+  std::map<std::string, int> calls;     // api -> events without
+  double weight = 0;                    // of the launches
+};
+
+Counts count(const std::vector<nlohmann::json>& events, int pid = 0) {
+  Counts c;
+  for (const auto& e : events) {
+    if (e["kind"] != "cuda" || (pid && e["pid"] != pid)) continue;
+    const auto& cu = e["cuda"];
+    EXPECT_TRUE(cu.contains("launch")) << e.dump();
+    if (cu.value("launch", false)) {
+      c.launches[cu["api"].get<std::string>() + " " + cu.value("kernel", "")]++;
+      c.weight += e["weight"].get<double>();
+    } else {
+      c.calls[cu["api"].get<std::string>()]++;
+    }
+  }
+  return c;
+}
+
+TEST(CudaDiscovery, ARuntimeDlopenedFromAWheelIsFoundAndEachLaunchCountedOnce) {
+  MCP_REQUIRE_BPF();
+  const Wheel wheel;
+  const EventFile out;
+  auto r = run_command({kAgent, "trace", "--cuda", "--output", out.path, "--", kDlopenProgram, wheel.lib.string(),
+                        "7", "5"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  ASSERT_NE(r.out.find("traced"), std::string::npos) << "the probes never reached the process: " << r.out << r.err;
+  ASSERT_EQ(r.out.find("untraced"), std::string::npos) << r.out << r.err;
+  const Counts c = count(out.events());
+  // The runtime's launches enter the driver's cuLaunchKernel: that call is not a second launch.
+  EXPECT_EQ(c.launches, (std::map<std::string, int>{{"cudaLaunchKernel fake_softmax_stub", 7},
+                                                    {"cuLaunchKernelEx nvjet_fake", 5}}))
+      << r.err;
+  EXPECT_DOUBLE_EQ(c.weight, 12.0);
+  EXPECT_EQ(c.calls, (std::map<std::string, int>{{"cudaMalloc", 1}, {"cudaDeviceSynchronize", 1}, {"cudaFree", 1}}))
+      << r.err;
+  // Where each library was found, and how long after its mapping it was traced.
+  for (const char* f : {"libcudart.so.13", "libcuda.so.1"})
+    EXPECT_NE(r.err.find("cuda library: " + (wheel.lib / f).string() + " (pid "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("after it was mapped"), std::string::npos) << "the watch found it: " << r.err;
+  EXPECT_NE(r.err.find("EST_LAUNCHES"), std::string::npos) << r.err;
+}
+
+// The same process at rate 0.5: a nested driver call is skipped before the draw, so kept
+// launches still carry weight 2 and never a driver-level duplicate.
+TEST(CudaDiscovery, SampledLaunchesKeepExactWeightsAndNoDriverDuplicates) {
+  MCP_REQUIRE_BPF();
+  const Wheel wheel;
+  const EventFile out;
+  auto r = run_command({kAgent, "trace", "--cuda", "-r", "0.5", "--output", out.path, "--", kDlopenProgram,
+                        wheel.lib.string(), "400", "0"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const Counts c = count(out.events());
+  int kept = 0;
+  for (const auto& [key, n] : c.launches) {
+    EXPECT_EQ(key, "cudaLaunchKernel fake_softmax_stub") << r.err;
+    kept += n;
+  }
+  EXPECT_DOUBLE_EQ(c.weight, 2.0 * kept);
+  // 400 draws at p = 0.5: 200 +- 50 is over 5 standard deviations.
+  EXPECT_GT(kept, 150) << r.err;
+  EXPECT_LT(kept, 250) << r.err;
+  for (const auto& [probe, row] : mcp::test::parse_summary(r.err))
+    if (probe.ends_with(":cuLaunchKernel")) EXPECT_EQ(row.seen, 0u) << "nested calls are not even seen: " << r.err;
+}
+
+// An executable holding its own runtime (nvcc's static default) that also calls the driver:
+// only the driver calls its runtime makes are nested, its own direct ones are launches.
+TEST(CudaDiscovery, AStaticRuntimeAndDirectDriverCallsInOneFileCountEachOnce) {
+  MCP_REQUIRE_BPF();
+  const EventFile out;
+  auto r = run_command({kAgent, "trace", "--cuda", "--output", out.path, "--", kStaticProgram, "6", "4"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(count(out.events()).launches,
+            (std::map<std::string, int>{{"cudaLaunchKernel fake_static_stub", 6},
+                                        {"cuLaunchKernel direct_driver_kernel", 4}}))
+      << r.err;
+}
+
+// The daemon (every process on the node): a process that starts after the agent and
+// dlopen()s CUDA from a wheel is traced from the default configuration.
+TEST(CudaDiscovery, TheDaemonFindsALibraryAProcessStartedLaterLoads) {
+  MCP_REQUIRE_BPF();
+  const Wheel wheel;
+  const fs::path config = wheel.root.path() / "agent.yaml";
+  std::ofstream(config) << "version: 1\nmetrics:\n  listen: 127.0.0.1:0\ncuda:\n  enabled: true\n";
+  chmod(config.c_str(), 0600);
+  mcp::test::Process agent({kAgent, "run", "--config", config.string()}, wheel.root.path(), "agent");
+  ASSERT_TRUE(agent.wait_for_err(std::regex("mcp-agent: ready: "), std::chrono::seconds(20))) << agent.err();
+  auto r = run_command({kDlopenProgram, wheel.lib.string(), "3", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  ASSERT_NE(r.out.find("traced"), std::string::npos) << agent.err();
+  ASSERT_EQ(r.out.find("untraced"), std::string::npos) << agent.err();
+  const std::string kernel = "cudaLaunchKernel fake_softmax_stub", driver = "cuLaunchKernelEx nvjet_fake";
+  auto ours = [&] {
+    std::map<std::string, int> n;
+    for (const auto& e : parse_json_lines(agent.out())) {
+      if (e["kind"] != "cuda" || e["comm"] != "fake_cuda_dlope" || !e["cuda"].value("launch", false)) continue;
+      n[e["cuda"]["api"].get<std::string>() + " " + e["cuda"].value("kernel", "")]++;
+    }
+    return n;
+  };
+  ASSERT_TRUE(mcp::test::wait_until([&] { return ours()[kernel] >= 3 && ours()[driver] >= 2; })) << agent.err();
+  agent.signal(SIGTERM);
+  EXPECT_EQ(agent.wait(std::chrono::seconds(30)).value_or(-1), 0) << agent.err();
+  EXPECT_EQ(ours(), (std::map<std::string, int>{{kernel, 3}, {driver, 2}})) << agent.err();
+}
+
+}  // namespace discovery

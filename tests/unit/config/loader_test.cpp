@@ -162,12 +162,17 @@ TEST(ConfigLoader, BrokerBatchGapReachesTheForwarderOptions) {
   EXPECT_EQ(runtime::forwarder_of(unset.broker).batch_gap, ForwarderOptions{}.batch_gap);
 }
 
-TEST(ConfigLoader, CudaEnabledAddsOneProbePerLibrary) {
+// Issue 33: by default one probe discovers every CUDA library processes load ("*"); listed
+// libraries are one probe each.
+TEST(ConfigLoader, CudaEnabledDiscoversByDefaultAndListedLibrariesAreOneProbeEach) {
   const Config cfg = parse_config("cuda:\n  enabled: true\n  sampling: {rate: 0.5}\n", "a.yaml");
-  ASSERT_EQ(cfg.probes.size(), 2u);
-  EXPECT_EQ(cfg.probes[0].key(), "cuda:libcudart.so");
-  EXPECT_EQ(cfg.probes[1].key(), "cuda:libcuda.so");
-  EXPECT_EQ(cfg.probes[1].sampling.rate, 0.5);
+  ASSERT_EQ(cfg.probes.size(), 1u);
+  EXPECT_EQ(cfg.probes[0].key(), "cuda:*");
+  EXPECT_EQ(cfg.probes[0].sampling.rate, 0.5);
+  const Config listed = parse_config("cuda:\n  enabled: true\n  libs: [libcudart.so, /opt/libcuda.so.1]\n", "a.yaml");
+  ASSERT_EQ(listed.probes.size(), 2u);
+  EXPECT_EQ(listed.probes[0].key(), "cuda:libcudart.so");
+  EXPECT_EQ(listed.probes[1].key(), "cuda:/opt/libcuda.so.1");
 }
 
 // Issue 18: launches are one trap at entry unless their latency is asked for; slow-launch
