@@ -51,14 +51,10 @@ static long lib_vma(struct task_struct *task, struct vm_area_struct *vma, void *
 	return 0;
 }
 
-/* The loader maps a library's text with its own mmap (PROT_EXEC): look at the mapping
- * each successful mmap made. Every mmap in scope pays one bpf_find_vma (the mmap lock,
- * uncontended right after the call) and a name compare. */
-SEC("tracepoint/syscalls/sys_exit_mmap")
-int mcp_lib_mmap(struct trace_event_raw_sys_exit *ctx)
+/* The mapping a successful mmap made: reported when it is a CUDA library's text. */
+static __always_inline int lib_mapped(long ret)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	long ret = ctx->ret;
 	struct lib_lookup l = {};
 
 	if ((ret < 0 && ret > -4096) || !mcp_wanted(id >> 32))
@@ -69,6 +65,33 @@ int mcp_lib_mmap(struct trace_event_raw_sys_exit *ctx)
 	l.rec.pid = id >> 32;
 	bpf_ringbuf_output(&lib_events, &l.rec, sizeof(l.rec), 0);
 	return 0;
+}
+
+/* The loader maps a library's text with its own mmap (PROT_EXEC): look at the mapping
+ * each successful mmap made. Every mmap in scope pays one bpf_find_vma (the mmap lock,
+ * uncontended right after the call) and a name compare. */
+SEC("tracepoint/syscalls/sys_exit_mmap")
+int mcp_lib_mmap(struct trace_event_raw_sys_exit *ctx)
+{
+	return lib_mapped(ctx->ret);
+}
+
+/* The same where syscall tracepoints cannot be attached (no tracefs mounted, as in some
+ * containers): the raw syscall-exit tracepoint, which needs only BTF, filtered on mmap's
+ * number. It runs at every syscall exit, so it is the fallback, not the default. */
+SEC("tp_btf/sys_exit")
+int BPF_PROG(mcp_lib_sys_exit, struct pt_regs *regs, long ret)
+{
+#if defined(__TARGET_ARCH_x86)
+	if (BPF_CORE_READ(regs, orig_ax) != 9) /* __NR_mmap */
+		return 0;
+#elif defined(__TARGET_ARCH_arm64)
+	if (BPF_CORE_READ(regs, syscallno) != 222) /* __NR_mmap */
+		return 0;
+#else
+	return 0;
+#endif
+	return lib_mapped(ret);
 }
 
 SEC("tp_btf/sched_process_fork")

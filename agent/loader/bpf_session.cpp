@@ -488,9 +488,16 @@ void BpfSession::watch_libraries() {
   if (lib_watchers_++ > 0) return;
   lib_watch_link_ = bpf_program__attach(skel_->progs.mcp_lib_mmap);
   if (!lib_watch_link_) {
+    // No syscall tracepoints (tracefs not mounted): the raw syscall exit, filtered on mmap.
     const int err = errno;
-    lib_watchers_ = 0;
-    throw runtime_error("cannot watch library mappings (tracepoint syscalls/sys_exit_mmap): " + errno_text(err));
+    lib_watch_link_ = bpf_program__attach(skel_->progs.mcp_lib_sys_exit);
+    if (!lib_watch_link_) {
+      lib_watchers_ = 0;
+      throw runtime_error("cannot watch library mappings (tracepoint syscalls/sys_exit_mmap: " + errno_text(err) +
+                          "; raw tracepoint sys_exit: " + errno_text(errno) + ")");
+    }
+    spdlog::warn("CUDA discovery: syscall tracepoints unavailable ({}); watching mmap through the raw sys_exit "
+                 "tracepoint, which runs at every syscall exit on the node", errno_text(err));
   }
 }
 

@@ -39,6 +39,7 @@ for line in open(sys.argv[2]):
 def base(name):
     # "void ns::softmax_warp_forward<...>(...)" -> "softmax_warp_forward": CUPTI names the
     # device function, the agent the host function or the driver's name for it.
+    name = name.replace("(anonymous namespace)", "anon")
     name = re.sub(r"\(.*$", "", re.sub(r"<.*>", "", name))
     return name.split("::")[-1].split(" ")[-1]
 
