@@ -35,4 +35,32 @@ int BPF_KPROBE(mcp_cuda_session)
 	return cuda_entry(ctx, bpf_session_cookie());
 }
 
+/* The entry-only programs again, attached as uprobe_multi links (BPF_TRACE_UPROBE_MULTI)
+ * for probes sampled in time windows: a multi link attaches without the perf event
+ * layer, whose close holds the lock the next attach needs for a whole grace period.
+ * Loaded only where uprobe sessions are (they imply multi links). */
+SEC("uprobe")
+int BPF_KPROBE(mcp_uprobe_multi)
+{
+	__u32 probe_id = bpf_get_attach_cookie(ctx);
+	struct task_struct *task = mcp_current();
+	__u64 id = mcp_pid_tgid(task);
+	__u64 args[MCP_MAX_ARGS], threshold, now = 0, trace_id[2];
+	__u32 flags;
+
+	if (!mcp_wanted(id >> 32))
+		return 0;
+	mcp_read_args(ctx, args);
+	if (mcp_sample(probe_id, args, &now, false, &threshold, &flags, trace_id) != MCP_KEEP)
+		return 0;
+	mcp_emit_call(task, id, probe_id, MCP_KIND_UPROBE, now, threshold, flags, args, 0, 0, trace_id);
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(mcp_cuda_launch_multi)
+{
+	return cuda_launch_at_entry(ctx);
+}
+
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -80,6 +80,7 @@ runtime::RuntimeSpec spec_of(const TraceOptions& o, pid_t target) {
   spec.session.cuda_slow_ns = static_cast<uint64_t>(o.slow_launch.count());
   spec.session.cuda_hold_ns = static_cast<uint64_t>(o.slow_hold.count());
   spec.session.ringbuf_bytes = o.ringbuf_bytes;
+  spec.session.sampling_windows = !o.no_windows;
   spec.session.wakeup_bytes = o.wakeup_bytes;
   // In a pod with a service account and NODE_NAME: names too; --config: its kubernetes section.
   spec.pod_names = o.config ? runtime::pod_names_of(*o.config) : k8s::PodNamesSpec{};
@@ -163,6 +164,9 @@ int run_trace(TraceOptions& o) {
   auto& session = rt.session();
   loader::ProbeConfig config;
   config.threshold = probability_to_threshold(o.sample_rate);
+  // Uprobes at a low fixed rate are attached in sampling windows; a trace-id decision needs
+  // every call, and the rate controller steers from every call seen.
+  config.windowed = !o.trace_id_arg && o.target_qps <= 0;
   if (o.trace_id_arg) {
     config.trace_id_arg = o.trace_id_arg->arg_index;
     config.trace_id_bytes16 = o.trace_id_arg->format == control::TraceIdFormat::kBytes16;

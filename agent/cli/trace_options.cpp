@@ -62,6 +62,10 @@ void add_trace_options(CLI::App& sub, TraceOptions& o) {
   sub.add_option("--ready-file", o.ready_file, "Write the readiness line to this file once every probe is attached");
   sub.add_flag("--cuda", o.cuda, "Trace CUDA kernel launches and API calls of the target");
   sub.add_option("--cuda-lib", o.cuda_libs, "CUDA runtime/driver library (or static binary) to probe (repeatable)");
+  sub.add_flag("--no-windows", o.no_windows,
+               "Below rate 0.5, uprobes and CUDA launches are attached only in short time windows (cost "
+               "scales with the rate); this samples every call instead (every call traps, tighter estimates "
+               "for short bursts)");
   sub.add_flag("--cuda-latency", o.cuda_latency,
                "Time each launch entry to return (ret and duration_ns): a second trap per launch");
   sub.add_option("--slow-launch", o.slow_launch_text,

@@ -92,6 +92,7 @@ struct TraceOptions {
   // CUDA
   bool cuda = false;
   std::vector<std::string> cuda_libs;
+  bool no_windows = false;            // sample calls, never time windows (loader/sampling_windows.h)
   bool cuda_latency = false;          // launches timed entry to return (validate(): also with slow_launch)
   std::string slow_launch_text = "0";
   std::string slow_hold_text = "10s";

@@ -67,6 +67,10 @@ AttachedCudaFile attach_cuda_file(loader::BpfSession& session, const std::string
     if (is_runtime_launch(t.api->api) && !shared_runtime) config.cuda_flags |= MCP_CUDA_CFG_MARK_THREAD;
     // A nested launch API is folded by an owner its return clears: those stay timed.
     if (!launch_latency && is_reported_launch(t.api->api) && !t.fold_nested) config.cuda_flags |= MCP_CUDA_CFG_AT_ENTRY;
+    // Only launches reported at entry may be windowed: a timed launch feeds slow-launch
+    // detection, and a marked runtime launch must be seen whenever its driver call is.
+    config.windowed = base.windowed && (config.cuda_flags & MCP_CUDA_CFG_AT_ENTRY) &&
+                      !(config.cuda_flags & MCP_CUDA_CFG_MARK_THREAD);
     out.probes.push_back({session.add_cuda_probe(t.target, pid, config, t.api->internal), t.api});
   }
   undo.done = true;

@@ -19,9 +19,12 @@
 #include <fstream>
 #include <mutex>
 #include <set>
+#include <random>
 #include <string>
+#include <tuple>
 
 #include "common/error.h"
+#include "common/event.h"
 #include "mcp_abi.h"
 #include "mcp_bpf.skel.h"
 
@@ -90,6 +93,7 @@ std::string errno_text(int err) { return std::strerror(err < 0 ? -err : err); }
 
 // From the kernel's uapi (6.13+); Debian 12's headers and libbpf 1.1 predate them.
 constexpr uint32_t kBpfTraceUprobeSession = 57;  // enum bpf_attach_type BPF_TRACE_UPROBE_SESSION
+constexpr uint32_t kBpfTraceUprobeMulti = 48;    // enum bpf_attach_type BPF_TRACE_UPROBE_MULTI
 
 // The link_create part of union bpf_attr, uprobe_multi variant (include/uapi/linux/bpf.h).
 struct UprobeMultiLinkAttr {
@@ -108,11 +112,13 @@ struct UprobeMultiLinkAttr {
 };
 static_assert(sizeof(UprobeMultiLinkAttr) == 64, "link_create.uprobe_multi layout");
 
-// One uprobe-session link: the program runs at entry and, when the entry returns 0, at return.
-int attach_uprobe_session(bpf_program* prog, const std::string& path, uint64_t offset, uint64_t cookie, pid_t pid) {
+// One uprobe_multi link of one offset: a uprobe session (`attach_type` kBpfTraceUprobeSession:
+// the program runs at entry and, when the entry returns 0, at return) or entry-only multi.
+int attach_uprobe_link(bpf_program* prog, uint32_t attach_type, const std::string& path, uint64_t offset,
+                       uint64_t cookie, pid_t pid) {
   UprobeMultiLinkAttr attr{};
   attr.prog_fd = static_cast<uint32_t>(bpf_program__fd(prog));
-  attr.attach_type = kBpfTraceUprobeSession;
+  attr.attach_type = attach_type;
   attr.path = reinterpret_cast<uint64_t>(path.c_str());
   attr.offsets = reinterpret_cast<uint64_t>(&offset);
   attr.cookies = reinterpret_cast<uint64_t>(&cookie);
@@ -169,15 +175,22 @@ std::unique_ptr<BpfSession> BpfSession::open(const SessionOptions& options) {
   s->skel_->rodata->cuda_slow_ns = options.cuda_slow_ns;
   s->skel_->rodata->cuda_hold_ns = options.cuda_hold_ns;
   s->ringbuf_bytes_ = round_ringbuf(options.ringbuf_bytes);
+  for (auto& f : s->window_fraction_) f.store(1, std::memory_order_relaxed);
+  const char* windows_env = getenv("MCP_SAMPLING_WINDOWS");
+  s->windows_enabled_ = options.sampling_windows && !(windows_env && std::string(windows_env) == "off");
+  s->window_seed_ = std::random_device{}();
   bpf_map__set_max_entries(s->skel_->maps.events, static_cast<uint32_t>(s->ringbuf_bytes_));
   // Session programs load only where the kernel can attach them; libbpf 1.1 has no
   // section name for them, so the attach type is set by hand.
   s->uprobe_sessions_ = kernel_has_uprobe_sessions();
   spdlog::info("latency uprobes: {}", s->uprobe_sessions_ ? "uprobe sessions (BPF_TRACE_UPROBE_SESSION)"
                                                           : "entry uprobe + uretprobe (no uprobe sessions)");
-  for (bpf_program* prog : {s->skel_->progs.mcp_uprobe_session, s->skel_->progs.mcp_cuda_session}) {
+  for (bpf_program* prog : {s->skel_->progs.mcp_uprobe_session, s->skel_->progs.mcp_cuda_session,
+                            s->skel_->progs.mcp_uprobe_multi, s->skel_->progs.mcp_cuda_launch_multi}) {
+    const bool multi = prog == s->skel_->progs.mcp_uprobe_multi || prog == s->skel_->progs.mcp_cuda_launch_multi;
     if (s->uprobe_sessions_)
-      bpf_program__set_expected_attach_type(prog, static_cast<bpf_attach_type>(kBpfTraceUprobeSession));
+      bpf_program__set_expected_attach_type(
+          prog, static_cast<bpf_attach_type>(multi ? kBpfTraceUprobeMulti : kBpfTraceUprobeSession));
     else
       bpf_program__set_autoload(prog, false);
   }
@@ -206,6 +219,7 @@ uint64_t BpfSession::ringbuf_pending_bytes() const {
 }
 
 BpfSession::~BpfSession() {
+  stop_windows();
   const long page = sysconf(_SC_PAGESIZE);
   if (consumer_pos_) munmap(const_cast<uint64_t*>(consumer_pos_), page);
   if (producer_pos_) munmap(const_cast<uint64_t*>(producer_pos_), page);
@@ -255,14 +269,15 @@ void BpfSession::Link::destroy() {
   fd = -1;
 }
 
-uint32_t BpfSession::register_probe(ProbeInfo info, std::vector<Link> links, const Programs& progs, pid_t pid) {
+uint32_t BpfSession::register_probe(ProbeInfo info, std::vector<Link> links, const Programs& progs, pid_t pid,
+                                    const UprobeTarget& target) {
   auto p = std::make_unique<Probe>();
   p->info = std::move(info);
   p->progs = progs;
   p->pid = pid;
   const uint32_t id = p->info.id;
   std::unique_lock lock(mu_);
-  if (!links.empty()) p->targets.push_back({next_target_key_++, std::move(links)});
+  if (!links.empty()) p->targets.push_back({next_target_key_++, std::move(links), target});
   names_.insert(p->info.name);
   probes_[id] = std::move(p);
   quarantine_.erase(id);
@@ -273,7 +288,8 @@ std::vector<BpfSession::Link> BpfSession::attach_uprobes(uint32_t id, const Upro
                                                          const Programs& progs) {
   std::vector<Link> links;
   if (progs.session) {
-    const int fd = attach_uprobe_session(progs.session, target.binary, target.offset, id, pid);
+    const int fd = attach_uprobe_link(progs.session, progs.multi ? kBpfTraceUprobeMulti : kBpfTraceUprobeSession,
+                                      target.binary, target.offset, id, pid);
     if (fd < 0)
       throw runtime_error("cannot attach uprobe session to " + target.name() + ":" + target.symbol + ": " +
                           errno_text(errno));
@@ -305,11 +321,15 @@ BpfSession::Programs BpfSession::uprobe_programs(bool latency) const {
 
 uint32_t BpfSession::add_uprobe(const UprobeTarget& target, bool latency, pid_t pid, const ProbeConfig& config) {
   const uint32_t id = reserve_id(config);
-  const Programs progs = uprobe_programs(latency);
+  Programs progs = uprobe_programs(latency);
+  if (config.windowed && windows_enabled_ && uprobe_sessions_ && !latency)
+    progs = {nullptr, nullptr, skel_->progs.mcp_uprobe_multi, true};
   auto links = attach_uprobes(id, target, pid, progs);
   ProbeInfo info{id, target.name() + ":" + target.symbol, ProbeFamily::kUprobe, latency};
   info.symbol = target.symbol;
-  return register_probe(std::move(info), std::move(links), progs, pid);
+  register_probe(std::move(info), std::move(links), progs, pid, target);
+  if (config.windowed) enable_windows(id, config.threshold);
+  return id;
 }
 
 uint32_t BpfSession::add_uprobe_without_file(const std::string& shown, const std::string& symbol, bool latency,
@@ -324,14 +344,18 @@ uint32_t BpfSession::add_cuda_probe(const UprobeTarget& target, pid_t pid, const
   const uint32_t id = reserve_id(config);
   Programs progs;
   const bool at_entry = config.cuda_flags & MCP_CUDA_CFG_AT_ENTRY;
-  if (at_entry) progs.entry = skel_->progs.mcp_cuda_launch;  // one trap, no return probe
+  if (at_entry && config.windowed && windows_enabled_ && uprobe_sessions_)
+    progs = {nullptr, nullptr, skel_->progs.mcp_cuda_launch_multi, true};  // windowed: cheap to attach
+  else if (at_entry) progs.entry = skel_->progs.mcp_cuda_launch;  // one trap, no return probe
   else if (uprobe_sessions_) progs.session = skel_->progs.mcp_cuda_session;
   else progs = {skel_->progs.mcp_cuda_entry, skel_->progs.mcp_cuda_return};
   auto links = attach_uprobes(id, target, pid, progs);
   ProbeInfo info{id, target.name() + ":" + target.symbol, ProbeFamily::kCuda, !at_entry};
   info.internal = internal;
   info.symbol = target.symbol;
-  return register_probe(std::move(info), std::move(links), progs, pid);
+  register_probe(std::move(info), std::move(links), progs, pid, target);
+  if (config.windowed && !internal) enable_windows(id, config.threshold);
+  return id;
 }
 
 std::map<std::string, uint64_t> BpfSession::program_runs() const {
@@ -374,6 +398,8 @@ uint32_t BpfSession::add_syscall(const std::string& name, const ProbeConfig& con
 }
 
 void BpfSession::remove_probe(uint32_t id) {
+  std::lock_guard toggle(toggle_mu_);
+  window_fraction_[id % MCP_MAX_PROBES].store(1, std::memory_order_relaxed);
   std::unique_ptr<Probe> p;
   {
     std::unique_lock lock(mu_);
@@ -393,6 +419,8 @@ void BpfSession::remove_probe(uint32_t id) {
 }
 
 void BpfSession::detach_all() {
+  stop_windows();
+  std::lock_guard toggle(toggle_mu_);
   std::vector<Link> links;
   {
     std::unique_lock lock(mu_);
@@ -405,14 +433,18 @@ void BpfSession::detach_all() {
   sweep_pending(0);
 }
 
-void BpfSession::sweep_pending(uint32_t id) {
+void BpfSession::sweep_pending(uint32_t id, uint64_t before_ktime) {
   // Latency entries still pending once their probe is detached never return.
   const int fd = bpf_map__fd(skel_->maps.call_entries);
   std::vector<mcp_call_key> doomed;
   mcp_call_key key{}, next{};
   const mcp_call_key* prev = nullptr;
   while (bpf_map_get_next_key(fd, prev, &next) == 0) {
-    if (id == 0 || next.probe_id == id) doomed.push_back(next);
+    // The value starts with the entry's ktime_ns (struct mcp_call_entry, bpf/maps.bpf.h).
+    uint64_t value[16];
+    if ((id == 0 || next.probe_id == id) &&
+        (before_ktime == UINT64_MAX || (bpf_map_lookup_elem(fd, &next, value) == 0 && value[0] < before_ktime)))
+      doomed.push_back(next);
     key = next;
     prev = &key;
   }
@@ -537,6 +569,7 @@ void BpfSession::erase_runtime_file(const mcp_file_key& key) {
 void BpfSession::follow_uprobe(uint32_t id, const UprobeTarget& target) { attach_file(id, target); }
 
 uint64_t BpfSession::attach_file(uint32_t id, const UprobeTarget& target) {
+  std::lock_guard toggle(toggle_mu_);
   Programs progs;
   pid_t pid;
   {
@@ -555,11 +588,12 @@ uint64_t BpfSession::attach_file(uint32_t id, const UprobeTarget& target) {
     throw runtime_error("probe " + std::to_string(id) + " was removed");
   }
   const uint64_t key = next_target_key_++;
-  it->second->targets.push_back({key, std::move(links)});
+  it->second->targets.push_back({key, std::move(links), target});
   return key;
 }
 
 void BpfSession::detach_file(uint32_t id, uint64_t key) {
+  std::lock_guard toggle(toggle_mu_);
   std::vector<Link> links;
   {
     std::unique_lock lock(mu_);
@@ -575,6 +609,7 @@ void BpfSession::detach_file(uint32_t id, uint64_t key) {
 }
 
 void BpfSession::drop_earlier_targets(uint32_t id) {
+  std::lock_guard toggle(toggle_mu_);
   std::vector<Target> old;
   {
     std::unique_lock lock(mu_);
@@ -619,6 +654,21 @@ void BpfSession::configure(uint32_t id, const ProbeConfig& config) {
 }
 
 void BpfSession::set_threshold(uint32_t id, uint64_t threshold) {
+  {
+    std::unique_lock lock(mu_);
+    auto it = probes_.find(id);
+    if (it != probes_.end() && it->second->windows) {
+      it->second->windows->rate = threshold_to_probability(threshold);
+      apply_window_plan(id, *it->second->windows);
+      lock.unlock();
+      window_cv_.notify_all();
+      return;
+    }
+  }
+  write_threshold(id, threshold);
+}
+
+void BpfSession::write_threshold(uint32_t id, uint64_t threshold) {
   mcp_probe_config value{};
   const int fd = bpf_map__fd(skel_->maps.probe_configs);
   // Only this agent writes the map, and the read-modify-write keeps the trace-id settings.
@@ -629,6 +679,11 @@ void BpfSession::set_threshold(uint32_t id, uint64_t threshold) {
 }
 
 uint64_t BpfSession::threshold(uint32_t id) const {
+  {
+    std::shared_lock lock(mu_);
+    auto it = probes_.find(id);
+    if (it != probes_.end() && it->second->windows) return probability_to_threshold(it->second->windows->rate);
+  }
   mcp_probe_config value{};
   bpf_map_lookup_elem(bpf_map__fd(skel_->maps.probe_configs), &id, &value);
   return value.threshold;
@@ -746,5 +801,224 @@ std::vector<ProbeInfo> BpfSession::probes() const {
 }
 
 int BpfSession::ringbuf_fd() const { return bpf_map__fd(skel_->maps.events); }
+
+}  // namespace mcp::loader
+
+namespace mcp::loader {
+
+void BpfSession::apply_window_plan(uint32_t id, Windows& w) {
+  w.plan = w.allowed ? plan_windows(w.rate) : WindowPlan{1, w.rate};
+  write_threshold(id, probability_to_threshold(w.plan.inner));
+  if (w.plan.fraction >= 1) {
+    w.schedule.reset();
+  } else if (!w.schedule || w.schedule->fraction() != w.plan.fraction) {
+    const auto now = std::chrono::steady_clock::now();
+    w.schedule.emplace(w.plan.fraction, kWindowLength, window_seed_++,
+                       std::chrono::nanoseconds(now.time_since_epoch()).count());
+    if (w.started == std::chrono::steady_clock::time_point{}) w.started = now;
+  }
+  w.stats.fraction = w.plan.fraction;
+  window_changes_++;
+  window_fraction_[id % MCP_MAX_PROBES].store(w.plan.fraction, std::memory_order_relaxed);
+  if (w.schedule && !window_thread_.joinable() && !windows_stopped_) {
+    window_thread_ = std::jthread([this](std::stop_token stop) { window_loop(stop); });
+    for (int i = 0; i < kReapers; i++) reapers_.emplace_back([this](std::stop_token stop) { reap_loop(stop); });
+  }
+}
+
+void BpfSession::enable_windows(uint32_t id, uint64_t threshold) {
+  if (!windows_enabled_) return;
+  {
+    std::unique_lock lock(mu_);
+    auto it = probes_.find(id);
+    if (it == probes_.end()) return;
+    auto& w = it->second->windows.emplace();
+    w.rate = threshold_to_probability(threshold);
+    w.on_since = std::chrono::steady_clock::now();
+    apply_window_plan(id, w);
+  }
+  window_cv_.notify_all();
+}
+
+void BpfSession::set_windows_allowed(uint32_t id, bool allowed) {
+  {
+    std::unique_lock lock(mu_);
+    auto it = probes_.find(id);
+    if (it == probes_.end() || !it->second->windows || it->second->windows->allowed == allowed) return;
+    it->second->windows->allowed = allowed;
+    apply_window_plan(id, *it->second->windows);
+  }
+  window_cv_.notify_all();
+}
+
+std::optional<WindowStats> BpfSession::window_stats(uint32_t id) const {
+  std::shared_lock lock(mu_);
+  auto it = probes_.find(id);
+  if (it == probes_.end() || !it->second->windows || it->second->windows->started == std::chrono::steady_clock::time_point{})
+    return std::nullopt;
+  const auto& w = *it->second->windows;
+  const auto now = std::chrono::steady_clock::now();
+  WindowStats s = w.stats;
+  s.elapsed_ns = static_cast<uint64_t>(std::chrono::nanoseconds(now - w.started).count());
+  if (!w.detached && w.schedule) s.covered_ns += static_cast<uint64_t>(std::chrono::nanoseconds(now - w.on_since).count());
+  return s;
+}
+
+void BpfSession::window_loop(std::stop_token stop) {
+  while (!stop.stop_requested()) {
+    std::vector<std::tuple<uint32_t, bool, std::chrono::nanoseconds>> todo;  // (id, open, for how long)
+    {
+      std::unique_lock lock(mu_);
+      const auto now = std::chrono::steady_clock::now();
+      const int64_t now_ns = std::chrono::nanoseconds(now.time_since_epoch()).count();
+      auto wake = now + std::chrono::seconds(1);
+      for (auto& [id, p] : probes_) {
+        if (!p->windows) continue;
+        auto& w = *p->windows;
+        bool want_on = true;
+        std::chrono::nanoseconds length{0};
+        if (w.schedule) {
+          const auto st = w.schedule->at(now_ns);
+          want_on = st.on;
+          length = std::chrono::nanoseconds(st.until_ns - now_ns);
+          wake = std::min(wake, std::chrono::steady_clock::time_point(std::chrono::nanoseconds(st.until_ns)));
+          // A window lasts its length from when its breakpoints are in place: the attach's
+          // delay shifts it (the offset stays uniform), it does not shorten it.
+          if (!w.detached && now < w.close_at) {
+            want_on = true;
+            wake = std::min(wake, w.close_at);
+          }
+        }
+        if (want_on == w.detached) todo.emplace_back(id, want_on, length);
+      }
+      if (todo.empty()) {
+        // Until the next toggle, or a plan changed (a rate, a new probe).
+        const uint64_t seen = window_changes_;
+        window_cv_.wait_until(lock, stop, wake, [&] { return window_changes_ != seen; });
+        continue;
+      }
+    }
+    for (const auto& [id, open, length] : todo) open ? open_window(id, length) : close_window(id);
+  }
+}
+
+void BpfSession::open_window(uint32_t id, std::chrono::nanoseconds length) {
+  std::lock_guard toggle(toggle_mu_);
+  std::vector<std::pair<uint64_t, UprobeTarget>> targets;
+  Programs progs;
+  pid_t pid;
+  {
+    std::shared_lock lock(mu_);
+    auto it = probes_.find(id);
+    if (windows_stopped_ || it == probes_.end() || !it->second->windows || !it->second->windows->detached) return;
+    for (const auto& t : it->second->targets)
+      if (t.links.empty()) targets.emplace_back(t.key, t.target);
+    progs = it->second->progs;
+    pid = it->second->pid;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::pair<uint64_t, std::vector<Link>>> made;
+  for (const auto& [key, target] : targets) {
+    try {
+      made.emplace_back(key, attach_uprobes(id, target, pid, progs));
+    } catch (const Error& e) {
+      spdlog::warn("sampling window of probe {}: {}", id, e.what());  // the file went: the next window retries
+    }
+  }
+  const auto t1 = std::chrono::steady_clock::now();
+  std::unique_lock lock(mu_);
+  auto it = probes_.find(id);
+  for (auto& [key, links] : made) {
+    Target* t = nullptr;
+    if (it != probes_.end() && !windows_stopped_)
+      for (auto& x : it->second->targets)
+        if (x.key == key && x.links.empty()) t = &x;
+    if (t) t->links = std::move(links);
+    else for (auto& l : links) l.destroy();
+  }
+  if (it == probes_.end() || !it->second->windows) return;
+  auto& w = *it->second->windows;
+  w.detached = false;
+  w.on_since = t1;
+  w.close_at = t1 + length;
+  w.stats.windows++;
+  w.stats.attach_ns += static_cast<uint64_t>(std::chrono::nanoseconds(t1 - t0).count());
+}
+
+void BpfSession::close_window(uint32_t id) {
+  std::lock_guard toggle(toggle_mu_);
+  std::vector<Link> links;
+  bool latency = false;
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    std::unique_lock lock(mu_);
+    auto it = probes_.find(id);
+    if (it == probes_.end() || !it->second->windows || it->second->windows->detached) return;
+    for (auto& t : it->second->targets) {
+      links.insert(links.end(), t.links.begin(), t.links.end());
+      t.links.clear();
+    }
+    auto& w = *it->second->windows;
+    w.detached = true;
+    w.stats.covered_ns += static_cast<uint64_t>(std::chrono::nanoseconds(t0 - w.on_since).count());
+    latency = it->second->info.latency;
+  }
+  // Closing a uprobe removes its breakpoints at once, then waits for a grace period (tens
+  // of ms here): the reapers wait, in parallel, so the schedule never does. A call entered
+  // in the window returns unseen: its pending entry is swept as an orphan after the close.
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  const uint64_t closed_ktime = static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+  {
+    std::lock_guard lock(reap_mu_);
+    for (auto& l : links) reap_queue_.push_back({l, latency ? id : 0, closed_ktime});
+  }
+  reap_cv_.notify_all();
+  const auto t1 = std::chrono::steady_clock::now();
+  std::unique_lock lock(mu_);
+  if (auto it = probes_.find(id); it != probes_.end() && it->second->windows)
+    it->second->windows->stats.attach_ns += static_cast<uint64_t>(std::chrono::nanoseconds(t1 - t0).count());
+}
+
+void BpfSession::reap_loop(std::stop_token stop) {
+  for (;;) {
+    Reap r;
+    {
+      std::unique_lock lock(reap_mu_);
+      reap_cv_.wait(lock, stop, [&] { return !reap_queue_.empty(); });
+      if (reap_queue_.empty()) return;  // stopped, and nothing left
+      r = reap_queue_.front();
+      reap_queue_.pop_front();
+    }
+    r.link.destroy();
+    if (r.sweep_id) sweep_pending(r.sweep_id, r.before_ktime);
+  }
+}
+
+void BpfSession::stop_windows() {
+  {
+    std::unique_lock lock(mu_);
+    windows_stopped_ = true;
+  }
+  if (window_thread_.joinable()) {
+    window_thread_.request_stop();
+    window_cv_.notify_all();
+    window_thread_.join();
+  }
+  for (auto& t : reapers_) t.request_stop();
+  reap_cv_.notify_all();
+  for (auto& t : reapers_) if (t.joinable()) t.join();
+  reapers_.clear();
+  // Whatever the reapers left (they stop between links): closed here.
+  std::deque<Reap> rest;
+  {
+    std::lock_guard lock(reap_mu_);
+    rest.swap(reap_queue_);
+  }
+  for (auto& r : rest) {
+    r.link.destroy();
+    if (r.sweep_id) sweep_pending(r.sweep_id, r.before_ktime);
+  }
+}
 
 }  // namespace mcp::loader

@@ -8,7 +8,11 @@
 #include <sys/types.h>
 
 #include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -16,9 +20,11 @@
 #include <set>
 #include <shared_mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "loader/kernel_maps.h"
+#include "loader/sampling_windows.h"
 #include "loader/target_resolver.h"
 #include "mcp_abi.h"
 
@@ -37,6 +43,9 @@ struct SessionOptions {
   bool quotas = false;                // compile in the tenant quota step
   uint64_t cuda_slow_ns = 0;          // launches slower than this switch on slow mode (0: off)
   uint64_t cuda_hold_ns = 10000000000ull; // how long slow mode lasts
+  // Probes configured windowed are sampled in time windows (loader/sampling_windows.h);
+  // false, or MCP_SAMPLING_WINDOWS=off in the environment: every call is sampled.
+  bool sampling_windows = true;
 };
 
 struct ProbeConfig {
@@ -54,6 +63,11 @@ struct ProbeConfig {
   // the control loop's scope table, runtime/scope_table.h); false: any task.
   bool scoped = false;
   bool trace_id_integer = false;  // the trace-id argument is the id itself
+  // A uprobe or CUDA launch at a rate below kWindowMaxRate is attached only in sampling
+  // windows (loader/sampling_windows.h). The front ends leave it off where every call must
+  // be seen: trace-id decisions, timed CUDA launches (slow-launch detection), the rate
+  // controller's probes.
+  bool windowed = false;
 };
 
 // Checks privileges and BTF; throws mcp::Error with one line naming what is missing.
@@ -103,8 +117,18 @@ class BpfSession : public KernelMaps {
   void detach_file(uint32_t id, uint64_t key);
 
   void configure(uint32_t id, const ProbeConfig& config);
+  // A windowed probe's threshold is its overall rate p: the kernel gets p / f, the window
+  // thread attaches it a fraction f of the time; threshold() answers p.
   void set_threshold(uint32_t id, uint64_t threshold) override;
   uint64_t threshold(uint32_t id) const override;
+  void set_windows_allowed(uint32_t id, bool allowed) override;
+  // The coverage f a kept event of probe `id` was sampled with (1: always attached): its
+  // weight is 1 / (f * the kernel's p / f). Lock-free, for the consumer thread.
+  double window_fraction(uint32_t id) const {
+    return window_fraction_[id % MCP_MAX_PROBES].load(std::memory_order_relaxed);
+  }
+  // What probe `id`'s windows did so far (nullopt: never windowed).
+  std::optional<WindowStats> window_stats(uint32_t id) const;
   ProbeCounters counters(uint32_t id) const;
   // Every probe id's counters with one batch lookup (index = probe id).
   std::vector<ProbeCounters> all_counters() const override;
@@ -178,17 +202,30 @@ class BpfSession : public KernelMaps {
     bpf_program* entry = nullptr;
     bpf_program* ret = nullptr;
     bpf_program* session = nullptr;  // used instead of entry+ret when set
+    bool multi = false;              // `session` is an entry-only uprobe_multi program
   };
   // The links of one attached file.
   struct Target {
     uint64_t key = 0;  // attach_file()'s answer
     std::vector<Link> links;
+    UprobeTarget target;  // to attach again when a sampling window opens
+  };
+  // A windowed probe's schedule and bookkeeping (under mu_).
+  struct Windows {
+    bool allowed = true;      // set_windows_allowed()
+    double rate = 1;          // the overall p asked for
+    WindowPlan plan;
+    std::optional<WindowSchedule> schedule;  // set while plan.fraction < 1
+    std::chrono::steady_clock::time_point on_since, started, close_at;
+    bool detached = false;    // the links are down (between windows)
+    WindowStats stats;
   };
   struct Probe {
     ProbeInfo info;
     std::vector<Target> targets;  // per attached file, oldest first
     Programs progs;               // uprobe/CUDA: to follow a replaced file
     pid_t pid = -1;
+    std::optional<Windows> windows;  // ProbeConfig::windowed
   };
   BpfSession() = default;
   uint32_t allocate_id();
@@ -197,10 +234,31 @@ class BpfSession : public KernelMaps {
   uint32_t reserve_id(const ProbeConfig& config);
   Programs uprobe_programs(bool latency) const;
   // links empty: a probe without a file yet (add_uprobe_without_file).
-  uint32_t register_probe(ProbeInfo info, std::vector<Link> links, const Programs& progs, pid_t pid = -1);
+  uint32_t register_probe(ProbeInfo info, std::vector<Link> links, const Programs& progs, pid_t pid = -1,
+                          const UprobeTarget& target = {});
+  void write_threshold(uint32_t id, uint64_t threshold);
   ProbeCounters read_counters(int map_fd, uint32_t key) const;
   // Deletes the pending latency entries of `id` (all ids: 0); counts them orphaned.
-  void sweep_pending(uint32_t id);
+  // Only entries made before `before_ktime` (CLOCK_MONOTONIC ns) when given: a sampling
+  // window's leftovers, not the next window's calls in flight.
+  void sweep_pending(uint32_t id, uint64_t before_ktime = UINT64_MAX);
+  // Sampling windows: the plan for `w` at its rate, written to the kernel (under mu_).
+  void apply_window_plan(uint32_t id, Windows& w);
+  void enable_windows(uint32_t id, uint64_t threshold);
+  void window_loop(std::stop_token stop);
+  // Opens (attaches every target) or closes (detaches, sweeps its pending entries) probe
+  // `id`'s window; holds toggle_mu_.
+  void open_window(uint32_t id, std::chrono::nanoseconds length);
+  void close_window(uint32_t id);
+  void stop_windows();
+  // A closed window's link, destroyed by a reaper thread (closing waits for a grace period).
+  struct Reap {
+    Link link;
+    uint32_t sweep_id = 0;       // a latency probe: sweep its entries older than before_ktime
+    uint64_t before_ktime = 0;
+  };
+  void reap_loop(std::stop_token stop);
+  static constexpr int kReapers = 8;
 
   struct mcp_bpf* skel_ = nullptr;
   uint64_t ringbuf_bytes_ = 0;
@@ -215,6 +273,19 @@ class BpfSession : public KernelMaps {
   std::map<uint32_t, std::string> retired_names_;
   std::array<uint64_t, MCP_MAX_PROBES> swept_orphans_{};  // counted by sweep_pending
   std::vector<bpf_link*> process_links_;
+  // Window toggles exclude every other change of a probe's links (remove, files, detach_all).
+  std::mutex toggle_mu_;
+  std::condition_variable_any window_cv_;
+  std::jthread window_thread_;
+  bool windows_stopped_ = false;  // under mu_: detach_all() came, nothing attaches again
+  bool windows_enabled_ = true;   // SessionOptions::sampling_windows
+  uint64_t window_changes_ = 0;   // under mu_: plans changed (wakes the window thread)
+  uint64_t window_seed_ = 0;
+  std::array<std::atomic<double>, MCP_MAX_PROBES> window_fraction_{};
+  std::mutex reap_mu_;
+  std::condition_variable_any reap_cv_;
+  std::deque<Reap> reap_queue_;
+  std::vector<std::jthread> reapers_;
   bpf_link* lib_watch_link_ = nullptr;  // under lib_mu_
   int lib_watchers_ = 0;
   ::ring_buffer* lib_ring_ = nullptr;

@@ -35,6 +35,10 @@ class KernelMaps {
   // Every probe id's counters (index = probe id), one batch read.
   virtual std::vector<ProbeCounters> all_counters() const = 0;
   virtual void set_threshold(uint32_t id, uint64_t threshold) = 0;
+  // Whether probe `id`, if configured for it, may be sampled in time windows
+  // (loader/sampling_windows.h). The rate controller turns them off for the probes it
+  // steers: it estimates the offered rate from every call seen. Default: nothing to do.
+  virtual void set_windows_allowed(uint32_t /*id*/, bool /*allowed*/) {}
   virtual uint64_t threshold(uint32_t id) const = 0;
   // Tenant bucket quota split over CPUs by cpu_shares (empty: evenly); burst 0 removes it.
   virtual void set_quota(uint32_t bucket, double rate_per_sec, uint64_t burst,

@@ -87,6 +87,13 @@ void ControlLoop::tick(uint64_t now_ns) {
     std::vector<control::ProbeSample> samples;
     const auto all = session_.all_counters();  // one batch lookup per tick
     for (const auto& p : session_.probes()) {
+      // The controller estimates the offered rate from every call seen: its probes are never
+      // sampled in time windows (loader/sampling_windows.h); a probe it lets go may be again.
+      if (const bool steered = steered_.count(p.id) > 0; steered != (unwindowed_.count(p.id) > 0)) {
+        session_.set_windows_allowed(p.id, !steered);
+        if (steered) unwindowed_.insert(p.id);
+        else unwindowed_.erase(p.id);
+      }
       if (!steered_.count(p.id)) continue;
       const auto& c = all[p.id];
       samples.push_back({p.id, {c.seen, c.kept, c.lost, c.quota_dropped}});
@@ -184,6 +191,7 @@ void ControlLoop::set_target(uint32_t probe_id, double target_qps) {
 
 void ControlLoop::forget(uint32_t probe_id) {
   std::lock_guard lock(rates_mu_);
+  unwindowed_.erase(probe_id);
   own_.erase(probe_id);
   scopes_.forget(probe_id);
   if (rates_) rates_->remove_probe(probe_id);

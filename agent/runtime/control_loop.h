@@ -115,6 +115,7 @@ class ControlLoop {
   mutable std::mutex rates_mu_;  // the controller is shared with apply_policy()
   std::unique_ptr<control::RateController> rates_;
   std::set<uint32_t> steered_;  // probes the controller owns; the others keep a fixed rate
+  std::set<uint32_t> unwindowed_;  // steered probes whose sampling windows are turned off
   // What a probe a policy changed had before (its own setting), restored when no policy
   // matching it is left; a config change (set_fixed_rate, set_target, forget) clears it.
   struct OwnSetting {

@@ -116,6 +116,10 @@ loader::ProbeConfig ProbeSet::base_config(const config::ProbeSpec& spec) const {
   }
   // Its cgroups come from the control loop (try_attach, ContainerProbe).
   c.scoped = !spec.selector.empty() || spec.container.has_value();
+  // A low fixed rate is sampled in time windows, unless every call is needed (a trace-id
+  // decision, the rate controller's target; CUDA: timed launches, cuda_attach.h).
+  c.windowed = spec.kind != config::ProbeKind::kSyscall && !spec.sampling.target_qps &&
+               !(spec.trace_id && spec.sampling.consistent);
   return c;
 }
 

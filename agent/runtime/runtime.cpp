@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <cstdio>
 
@@ -80,6 +81,30 @@ void print_kernels(std::map<std::string, Runtime::KernelLaunches> kernels) {
     };
     fprintf(stderr, "%-48s %10zu %12.0f %14s %14s\n", name.c_str(), k.launches, k.estimated, pct(0.5).c_str(),
             pct(0.99).c_str());
+  }
+}
+
+// Probes sampled in time windows: how much of the run they covered, and what an estimate
+// from so few windows can and cannot say (a burst between windows is not seen).
+void print_windows(const loader::BpfSession& session, const IntervalCounts& counts) {
+  bool header = false;
+  for (const auto& p : session.probes()) {
+    const auto w = session.window_stats(p.id);
+    if (!w || p.internal) continue;
+    if (!header) {
+      fprintf(stderr, "%-48s %8s %10s %10s %10s %14s\n", "SAMPLING WINDOWS", "WINDOWS", "NOMINAL%", "COVERED%",
+              "ATTACH_us", "EST_COUNT");
+      header = true;
+    }
+    const double covered = w->elapsed_ns ? 100.0 * static_cast<double>(w->covered_ns) / static_cast<double>(w->elapsed_ns) : 0;
+    const double est = counts.estimates().estimate(p.id);
+    const uint64_t kept = counts.delivered(p.id);
+    // Poisson on the kept count: a 95% interval of about +-2 sqrt(k); none kept: under ~3 / p.
+    std::string range = kept ? fmt::format("{:.0f} +-{:.0f}%", est, 200.0 / std::sqrt(static_cast<double>(kept)))
+                             : fmt::format("0 (<{:.0f})", 3.0 / std::max(1e-9, threshold_to_probability(session.threshold(p.id))));
+    fprintf(stderr, "%-48s %8llu %10.2f %10.2f %10.1f %14s\n", p.name.c_str(), (unsigned long long)w->windows,
+            100 * w->fraction, covered, w->windows ? static_cast<double>(w->attach_ns) / 1e3 / static_cast<double>(w->windows) : 0.0,
+            range.c_str());
   }
 }
 
@@ -180,6 +205,10 @@ void Runtime::start() {
 }
 
 void Runtime::on_event(Event& e) {
+  // A windowed probe's kernel kept p / f of the calls inside windows covering f of the time:
+  // the event's threshold (and so its weight) is that of p.
+  if (const double f = session_->window_fraction(e.probe_id); f < 1)
+    e.threshold = std::max<uint64_t>(1, static_cast<uint64_t>(static_cast<long double>(e.threshold) * f));
   const auto meta = labels_ ? labels_->meta(e.probe_id) : nullptr;
   if (e.kind == EventKind::kCuda) {
     if (meta) e.cuda.api = meta->cuda_api;
@@ -236,6 +265,7 @@ void Runtime::print_summary(double seconds) const {
   if (consumer_->malformed())
     fprintf(stderr, "mcp-agent: warning: %llu malformed records skipped\n", (unsigned long long)consumer_->malformed());
   print_return_mode(*session_);
+  print_windows(*session_, *counts_);
   if (spec_.control.quotas) print_tenants(*session_, *spec_.control.quotas);
   print_kernels(kernel_launches_);
 }

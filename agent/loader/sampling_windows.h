@@ -1,0 +1,66 @@
+// Sampling windows: a uprobe's cost is the breakpoint trap every call takes, whatever the
+// kernel then decides, so a probe sampled at rate p is attached only in short windows
+// covering a fraction f of the time, and the kernel keeps p / f of the calls inside them.
+// Time is cut into periods of W / f; each period holds W of window at a uniformly random
+// offset (wrapping around within its own period), so every instant is covered with
+// probability exactly f whatever the workload does: a kept call's weight 1 / (f * p / f) =
+// 1 / p is its true inclusion probability, estimates stay unbiased. Each period covers
+// exactly W, so a steady workload's estimate is off by at most about one window's calls;
+// calls in one window are kept or missed together, which a bursty workload feels.
+// This header is the arithmetic and the schedule; BpfSession attaches and detaches.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <random>
+
+namespace mcp::loader {
+
+// Rates at or above this are always attached: windows would save less than they cost in
+// attach/detach work and variance.
+inline constexpr double kWindowMaxRate = 0.5;
+// The smallest coverage: below it the windows of a short run would be too few to estimate
+// from, so the rest of the reduction is the in-window draw.
+inline constexpr double kWindowMinFraction = 0.01;
+// How long each window stays attached (bench/RESULTS.md, "sampling windows": attaching and
+// detaching one probe costs the agent ~0.1-0.3 ms here). At f = 0.01 a period is 200 ms: a
+// 5 s run has 25 windows.
+inline constexpr std::chrono::microseconds kWindowLength{2000};
+
+struct WindowPlan {
+  double fraction = 1;  // f: share of time attached (1: always)
+  double inner = 1;     // p / f: the in-window keep probability the kernel applies
+};
+WindowPlan plan_windows(double rate);
+
+// The on/off schedule of one probe, in nanoseconds of a steady clock.
+class WindowSchedule {
+ public:
+  WindowSchedule(double fraction, std::chrono::nanoseconds window, uint64_t seed, int64_t now_ns);
+  double fraction() const { return fraction_; }
+  // Whether `now_ns` is inside a window, and when that next changes (> now_ns).
+  struct State {
+    bool on;
+    int64_t until_ns;
+  };
+  State at(int64_t now_ns);
+
+ private:
+  void plan_period(int64_t start_ns);
+  double fraction_;
+  int64_t window_ns_, period_ns_;
+  std::mt19937_64 rng_;
+  int64_t period_start_ = 0;
+  // This period's windows as offsets in it: [a0, b0) and, wrapped, [a1, b1) (empty: a1 == b1).
+  int64_t a0_ = 0, b0_ = 0, a1_ = 0, b1_ = 0;
+};
+
+// What a probe's windows did, for summaries and metrics.
+struct WindowStats {
+  double fraction = 1;       // the nominal coverage now (1: always attached)
+  uint64_t windows = 0;      // windows opened
+  uint64_t covered_ns = 0;   // time attached (from each attach's completion to its detach)
+  uint64_t elapsed_ns = 0;   // time since windowing started
+  uint64_t attach_ns = 0;    // time spent attaching and detaching, summed
+};
+
+}  // namespace mcp::loader
