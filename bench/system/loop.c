@@ -2,6 +2,9 @@
  * bench/system/loop: the timed workload of bench/system/overhead.
  *   loop call N      N calls of the noinline function bench_work (uprobe target)
  *   loop getppid N   N getppid() syscalls (tracepoint target)
+ *   loop paced N     N calls of bench_work, 100 us apart, each timed alone: wall is the
+ *                    mean time inside one call, what a workload that is not call-bound
+ *                    feels (a traced call's trap, or nothing outside sampling windows)
  * It prints "ready" once SIGUSR1 is blocked, waits for SIGUSR1 so a tracer can
  * attach to its pid first, runs the loop once, and prints one more line:
  *   wall_ns_per_call=X cpu_ns_per_call=Y calls=N
@@ -35,12 +38,13 @@ static uint64_t now_ns(clockid_t c)
 
 int main(int argc, char **argv)
 {
-	if (argc != 3 || (strcmp(argv[1], "call") && strcmp(argv[1], "getppid"))) {
-		fprintf(stderr, "usage: %s call|getppid N\n", argv[0]);
+	if (argc != 3 || (strcmp(argv[1], "call") && strcmp(argv[1], "getppid") && strcmp(argv[1], "paced"))) {
+		fprintf(stderr, "usage: %s call|getppid|paced N\n", argv[0]);
 		return 2;
 	}
 	const long n = atol(argv[2]);
 	const int syscalls = !strcmp(argv[1], "getppid");
+	const int paced = !strcmp(argv[1], "paced");
 
 	sigset_t set;
 	int sig;
@@ -53,6 +57,20 @@ int main(int argc, char **argv)
 
 	volatile long sink = 0;
 	const uint64_t w0 = now_ns(CLOCK_MONOTONIC), c0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
+	if (paced) {
+		uint64_t inside = 0;
+		const struct timespec gap = { 0, 100000 };
+		for (long i = 0; i < n; i++) {
+			const uint64_t t0 = now_ns(CLOCK_MONOTONIC);
+			sink += bench_work(i, 2);
+			inside += now_ns(CLOCK_MONOTONIC) - t0;
+			nanosleep(&gap, NULL);
+		}
+		const uint64_t c1 = now_ns(CLOCK_THREAD_CPUTIME_ID);
+		printf("wall_ns_per_call=%.2f cpu_ns_per_call=%.2f calls=%ld\n", (double)inside / n,
+		       (double)(c1 - c0) / n, n);
+		return 0;
+	}
 	if (syscalls) {
 		/* syscall(), not getppid(): no libc caching can skip the kernel */
 		for (long i = 0; i < n; i++)
