@@ -42,19 +42,7 @@ int BPF_KPROBE(mcp_cuda_session)
 SEC("uprobe")
 int BPF_KPROBE(mcp_uprobe_multi)
 {
-	__u32 probe_id = bpf_get_attach_cookie(ctx);
-	struct task_struct *task = mcp_current();
-	__u64 id = mcp_pid_tgid(task);
-	__u64 args[MCP_MAX_ARGS], threshold, now = 0, trace_id[2];
-	__u32 flags;
-
-	if (!mcp_wanted(id >> 32))
-		return 0;
-	mcp_read_args(ctx, args);
-	if (mcp_sample(probe_id, args, &now, false, &threshold, &flags, trace_id) != MCP_KEEP)
-		return 0;
-	mcp_emit_call(task, id, probe_id, MCP_KIND_UPROBE, now, threshold, flags, args, 0, 0, trace_id);
-	return 0;
+	return uprobe_entry_only(ctx);
 }
 
 SEC("uprobe")

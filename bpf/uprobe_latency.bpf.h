@@ -1,12 +1,31 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * The two halves of a function traced with latency, shared by the fallback
- * uprobe + uretprobe pair (uprobe.bpf.c) and the uprobe session (session.bpf.c).
+ * A traced function's programs, shared by the perf-attached ones (uprobe.bpf.c) and the
+ * uprobe_multi ones (session.bpf.c): the entry-only program, and the two halves of a
+ * function traced with latency (the fallback uprobe + uretprobe pair, or the session).
  */
 #ifndef MCP_UPROBE_LATENCY_BPF_H
 #define MCP_UPROBE_LATENCY_BPF_H
 
 #include "sample.bpf.h"
+
+/* Entry of a function traced without latency: emit at once. */
+static __always_inline int uprobe_entry_only(struct pt_regs *ctx)
+{
+	__u32 probe_id = bpf_get_attach_cookie(ctx);
+	struct task_struct *task = mcp_current();
+	__u64 id = mcp_pid_tgid(task);
+	__u64 args[MCP_MAX_ARGS], threshold, now = 0, trace_id[2];
+	__u32 flags;
+
+	if (!mcp_wanted(id >> 32))
+		return 0;
+	mcp_read_args(ctx, args);
+	if (mcp_sample(probe_id, args, &now, false, &threshold, &flags, trace_id) != MCP_KEEP)
+		return 0;
+	mcp_emit_call(task, id, probe_id, MCP_KIND_UPROBE, now, threshold, flags, args, 0, 0, trace_id);
+	return 0;
+}
 
 /*
  * Entry of a function traced with latency: remember the call for its return,

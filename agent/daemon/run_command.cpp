@@ -97,6 +97,17 @@ void register_metrics(metrics::Registry& reg, loader::BpfSession& session, runti
       if (!p.internal) out.push_back({{p.name}, threshold_to_probability(session.threshold(p.id))});
     return out;
   });
+  // Probes sampled in time windows: how many opened, what share of the time they covered.
+  auto window_samples = [&session](bool coverage) {
+    std::vector<metrics::Sample> out;
+    for (const auto& p : session.probes())
+      if (const auto w = session.window_stats(p.id); w && !p.internal)
+        out.push_back({{p.name}, coverage ? (w->elapsed_ns ? static_cast<double>(w->covered_ns) / static_cast<double>(w->elapsed_ns) : 0.0)
+                                          : static_cast<double>(w->windows)});
+    return out;
+  };
+  reg.add_collector(metrics::kSamplingWindows, [window_samples] { return window_samples(false); });
+  reg.add_collector(metrics::kWindowCoverage, [window_samples] { return window_samples(true); });
   reg.add_collector(metrics::kProbeRate, [&session, &control] {
     std::vector<metrics::Sample> out;
     for (const auto& s : control.rate_stats()) out.push_back({{std::string(session.probe_name(s.probe_id))}, s.kept_qps});

@@ -39,6 +39,15 @@ inline constexpr MetricSpec kUprobeSessions{
     "1: latency uprobes and CUDA probes attach as uprobe sessions, so a call the entry does not keep takes no return trap; 0: separate uretprobes run on every call.",
     MetricType::kGauge, ""};
 
+// Sampling windows (loader/sampling_windows.h): probes below rate 0.5 attached only part of the time.
+inline constexpr MetricSpec kSamplingWindows{
+    "mcp_sampling_windows_total", "Sampling windows opened per probe (attached for 2 ms, then detached).",
+    MetricType::kCounter, kLabelProbe};
+inline constexpr MetricSpec kWindowCoverage{
+    "mcp_sampling_window_coverage_ratio",
+    "Share of time a windowed probe was attached since its windows started (its nominal share is its sampling probability, at least 0.01).",
+    MetricType::kGauge, kLabelProbe};
+
 // Probe lifecycle (daemon): a probe whose file is absent waits for it instead of stopping
 // the agent, and follows its file when it is replaced by a new one (a new inode).
 inline constexpr MetricSpec kProbeState{
@@ -101,7 +110,7 @@ inline constexpr std::array kAgentMetrics{
     kEventsSeen,  kEventsKept,  kEventsLost,          kQuotaDrops,     kRingbufOccupancy,
     kRingbufCapacity, kProbeRate, kSamplingProbability, kQueueDepth,  kSpoolBytes,
     kForwardErrors, kForwardDropped, kForwardUnreadable, kReloads,   kReloadFailures,      kClockDrift,     kClockResidual,
-    kProbeState,  kProbeReattach, kUprobeSessions};
+    kProbeState,  kProbeReattach, kUprobeSessions, kSamplingWindows, kWindowCoverage};
 
 // A Markdown table of `specs` (name, type, labels, help) for the docs; the broker's table is
 // generated from broker::kBrokerMetrics the same way.

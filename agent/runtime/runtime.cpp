@@ -208,7 +208,7 @@ void Runtime::on_event(Event& e) {
   // A windowed probe's kernel kept p / f of the calls inside windows covering f of the time:
   // the event's threshold (and so its weight) is that of p.
   if (const double f = session_->window_fraction(e.probe_id); f < 1)
-    e.threshold = std::max<uint64_t>(1, static_cast<uint64_t>(static_cast<long double>(e.threshold) * f));
+    e.threshold = std::max<uint64_t>(1, probability_to_threshold(threshold_to_probability(e.threshold) * f));
   const auto meta = labels_ ? labels_->meta(e.probe_id) : nullptr;
   if (e.kind == EventKind::kCuda) {
     if (meta) e.cuda.api = meta->cuda_api;

@@ -152,8 +152,9 @@ class AgentOtlp : public ::testing::Test {
 TEST_F(AgentOtlp, TraceExportsTimedUprobeCallsAsSpansWithAdjustedCounts) {
   constexpr int kCalls = 20000;
   constexpr double kP = 0.1;
+  // --no-windows: a burst of calls sampled call by call (binomial), not in time windows.
   std::vector<std::string> argv{kAgent, "trace", "--uprobe", kWorkload + ":mcp_work", "--latency", "--sample-rate", "0.1",
-                                "--service", "checkout"};
+                                "--no-windows", "--service", "checkout"};
   for (const auto& f : otlp_flags()) argv.push_back(f);
   for (const std::string a : {"--", kWorkload.c_str(), "calls", "20000"}) argv.push_back(a);
   auto r = run_command(argv);
@@ -347,7 +348,7 @@ TEST_F(AgentOtlp, ThroughTheBrokerTimedCallsBecomeSpansWhoseAdjustedCountsSumToT
       std::vector<std::string>{"--otlp-endpoint", collector_.address(), "--otlp-insecure", "--otlp-interval", "50ms",
                                "--otlp-metrics-interval", "100ms"},
       dir_ / "broker.log");
-  auto r = run_command({kAgent, "trace", "--uprobe", kWorkload + ":mcp_work", "--latency", "--sample-rate", "0.1",
+  auto r = run_command({kAgent, "trace", "--uprobe", kWorkload + ":mcp_work", "--latency", "--no-windows", "--sample-rate", "0.1",
                         "--broker", broker_->address(), "--service", "checkout", "--", kWorkload, "calls",
                         std::to_string(kCalls)});
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -390,8 +390,9 @@ TEST(UprobeSession, SampledOutLatencyCallsRunNoReturnProgram) {
   MCP_REQUIRE_BPF();
   mcp::test::BpfStats stats;
   if (!stats.enabled()) GTEST_SKIP() << "BPF_ENABLE_STATS refused";
+  // --no-windows: every call traps (sampling calls); sampling windows are windows_test.cpp's.
   auto r = run_command({kAgent, "trace", "--uprobe", probe("mcp_work"), "--latency", "--sample-rate", "0.01",
-                        "--no-follow", "--", kWorkload, "calls", "2000"});
+                        "--no-windows", "--no-follow", "--", kWorkload, "calls", "2000"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   if (r.err.find("uprobe returns: session") == std::string::npos)
     GTEST_SKIP() << "no uprobe sessions on this kernel\n" << r.err;

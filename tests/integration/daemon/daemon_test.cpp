@@ -568,7 +568,7 @@ TEST_F(DaemonTest, ConfigWritableByOthersIsRefusedAtStartup) {
 }
 
 // The agent's real /metrics page: promtool accepts it, it carries every metric of the names
-// table (the README's and the dashboard's source), and a real Prometheus scraping it answers
+// table (docs/metrics.md's and the dashboard's source), and a real Prometheus scraping it answers
 // PromQL and every dashboard panel over agent metrics.
 TEST_F(DaemonTest, MetricsPassPromtoolCoverTheNamesTableAndFeedPrometheusAndTheDashboard) {
   if (!mcp::test::has_prometheus()) GTEST_SKIP() << "prometheus not installed (scripts/setup installs it)";

@@ -56,8 +56,9 @@ TEST(TraceUprobe, RateOneDeliversEveryCallWithItsArguments) {
 TEST(TraceUprobe, RateTenthKeepsWithinFiveSigmaAndWeightsRestoreTheCount) {
   MCP_REQUIRE_BPF();
   constexpr double kCalls = 100000, kRate = 0.1;
-  auto r = run_command({kAgent, "trace", "--uprobe", kWorkload + ":mcp_work", "--sample-rate", "0.1", "--", kWorkload,
-                        "calls", "100000"});
+  // --no-windows: independent draws call by call (sampling windows: windows_test.cpp).
+  auto r = run_command({kAgent, "trace", "--uprobe", kWorkload + ":mcp_work", "--sample-rate", "0.1", "--no-windows",
+                        "--", kWorkload, "calls", "100000"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto row = parse_summary(r.err)[probe("mcp_work")];
   EXPECT_EQ(row.seen, 100000u);

@@ -34,7 +34,7 @@ TEST(BrokerMetrics, EveryNameIsValidUniqueAndApartFromTheAgents) {
 
 TEST(BrokerMetrics, BothReadmesListExactlyTheseMetrics) {
   const std::string table = metrics::metrics_markdown_table(kBrokerMetrics);
-  for (const char* doc : {"README.md", "packaging/README.md"}) {
+  for (const char* doc : {"docs/metrics.md", "packaging/README.md"}) {
     EXPECT_NE(read_doc(doc).find(table), std::string::npos)
         << "regenerate the broker table in " << doc << " from metrics_markdown_table(kBrokerMetrics):\n"
         << table;

@@ -219,7 +219,7 @@ namespace mcp::metrics {
 namespace {
 
 TEST(AgentMetrics, DeploymentDocsListExactlyTheseMetrics) {
-  for (const char* doc : {"packaging/README.md", "README.md"}) {
+  for (const char* doc : {"packaging/README.md", "docs/metrics.md"}) {
     std::ifstream in(std::string(MCP_SOURCE_DIR) + "/" + doc);
     ASSERT_TRUE(in) << doc << " missing";
     std::stringstream ss;

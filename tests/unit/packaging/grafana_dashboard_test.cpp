@@ -159,7 +159,7 @@ TEST(GrafanaDashboard, KustomizationShipsItAsAConfigMapGrafanaLoads) {
   bool included = false;
   for (const auto& r : top["resources"]) included |= r.as<std::string>() == "../grafana";
   EXPECT_TRUE(included) << "packaging/k8s/kustomization.yaml does not include ../grafana";
-  EXPECT_NE(slurp(source_dir() / "README.md").find("packaging/grafana/mcp-sampling.json"), std::string::npos);
+  EXPECT_NE(slurp(source_dir() / "docs/metrics.md").find("packaging/grafana/mcp-sampling.json"), std::string::npos);
 
   if (!have_tool("kubectl")) return;  // the rendering below is a bonus where kubectl exists
   const auto r = run_command("kubectl kustomize " + (source_dir() / "packaging/grafana").string());

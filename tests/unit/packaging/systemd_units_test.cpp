@@ -47,10 +47,11 @@ void stage_units(const fs::path& dir) {
 }
 
 // verify exits 0 on warnings it "ignores" (unknown keys, unparsable values), so any line
-// mentioning the unit also counts as a failure.
+// mentioning the unit also counts as a failure. --man=no: the units' Documentation= man pages
+// come with the package (DebLint.ManPagesCoverEveryCommandAndFlagOfHelp), not this host.
 bool verify_clean(const fs::path& unit, std::string* why) {
   auto r = run_command("cd " + unit.parent_path().string() +
-                       " && SYSTEMD_LOG_LEVEL=notice systemd-analyze verify ./" +
+                       " && SYSTEMD_LOG_LEVEL=notice systemd-analyze verify --man=no ./" +
                        unit.filename().string());
   *why = "exit " + std::to_string(r.status) + ": " + r.output;
   return r.status == 0 && r.output.find(unit.filename().string()) == std::string::npos;

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <functional>
 #include <string>
 
 #include "../../support/files.h"
@@ -56,6 +57,41 @@ inline std::filesystem::path build_deb(const std::filesystem::path& build_dir, c
   for (const auto& e : std::filesystem::directory_iterator(out_dir))
     if (e.path().extension() == ".deb") return e.path();
   return {};
+}
+
+// The .deb of this build tree, built once and kept in BUILD/tests/deb-cache/KEY for the
+// other test processes (ctest runs every TEST in a process of its own, and a CPack run takes
+// tens of seconds). KEY covers what goes into the package: the binaries, CPack's
+// configuration and every file under packaging/, by size and modification time (and
+// scripts/image, for the image built from it).
+inline std::filesystem::path cached_deb(const std::filesystem::path& build_dir, std::string* log) {
+  namespace fs = std::filesystem;
+  std::string inputs;
+  auto add = [&](const fs::path& p) {
+    std::error_code ec;
+    const auto t = fs::last_write_time(p, ec).time_since_epoch().count();
+    const auto n = fs::is_regular_file(p, ec) ? fs::file_size(p, ec) : 0;
+    inputs += p.string() + ":" + std::to_string(t) + ":" + std::to_string(n) + "\n";
+  };
+  for (const char* f : {"bin/mcp-agent", "bin/mcp-broker", "CPackConfig.cmake"}) add(build_dir / f);
+  for (const auto& e : fs::recursive_directory_iterator(source_dir() / "packaging")) add(e.path());
+  add(source_dir() / "cmake/packaging.cmake");
+  add(source_dir() / "scripts/image");  // the image test keeps its archive next to the package
+  const fs::path cache = build_dir / "tests/deb-cache";
+  const fs::path dir = cache / std::to_string(std::hash<std::string>{}(inputs));
+  if (fs::exists(dir))
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.path().extension() == ".deb") return e.path();
+  std::error_code ec;
+  fs::remove_all(cache, ec);  // older packages
+  fs::create_directories(cache);
+  const fs::path staging = cache / "staging";
+  const fs::path deb = build_deb(build_dir, staging, log);
+  if (deb.empty()) return {};
+  fs::create_directories(dir);
+  fs::rename(deb, dir / deb.filename());
+  fs::remove_all(staging, ec);
+  return dir / deb.filename();
 }
 
 }  // namespace mcp::packaging_test
