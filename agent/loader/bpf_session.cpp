@@ -822,7 +822,7 @@ void BpfSession::apply_window_plan(uint32_t id, Windows& w) {
   window_fraction_[id % MCP_MAX_PROBES].store(w.plan.fraction, std::memory_order_relaxed);
   if (w.schedule && !window_thread_.joinable() && !windows_stopped_) {
     window_thread_ = std::jthread([this](std::stop_token stop) { window_loop(stop); });
-    for (int i = 0; i < kReapers; i++) reapers_.emplace_back([this](std::stop_token stop) { reap_loop(stop); });
+    for (size_t i = 0; i < kReapers; i++) reapers_.emplace_back([this](std::stop_token stop) { reap_loop(stop); });
   }
 }
 
@@ -969,10 +969,16 @@ void BpfSession::close_window(uint32_t id) {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   const uint64_t closed_ktime = static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+  size_t waiting;
   {
     std::lock_guard lock(reap_mu_);
     for (auto& l : links) reap_queue_.push_back({l, latency ? id : 0, closed_ktime});
+    waiting = reap_queue_.size();
   }
+  // A close must start now: its breakpoints stay in place until it does. When every reaper
+  // is inside a close (waiting for its grace period), one more starts.
+  if (reap_busy_.load() + waiting > reapers_.size() && reapers_.size() < kMaxReapers)
+    reapers_.emplace_back([this](std::stop_token stop) { reap_loop(stop); });
   reap_cv_.notify_all();
   const auto t1 = std::chrono::steady_clock::now();
   std::unique_lock lock(mu_);
@@ -989,9 +995,11 @@ void BpfSession::reap_loop(std::stop_token stop) {
       if (reap_queue_.empty()) return;  // stopped, and nothing left
       r = reap_queue_.front();
       reap_queue_.pop_front();
+      reap_busy_++;
     }
     r.link.destroy();
     if (r.sweep_id) sweep_pending(r.sweep_id, r.before_ktime);
+    reap_busy_--;
   }
 }
 

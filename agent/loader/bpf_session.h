@@ -258,7 +258,8 @@ class BpfSession : public KernelMaps {
     uint64_t before_ktime = 0;
   };
   void reap_loop(std::stop_token stop);
-  static constexpr int kReapers = 8;
+  static constexpr size_t kReapers = 4;      // started with the window thread
+  static constexpr size_t kMaxReapers = 256;  // more start while every one is busy
 
   struct mcp_bpf* skel_ = nullptr;
   uint64_t ringbuf_bytes_ = 0;
@@ -285,7 +286,8 @@ class BpfSession : public KernelMaps {
   std::mutex reap_mu_;
   std::condition_variable_any reap_cv_;
   std::deque<Reap> reap_queue_;
-  std::vector<std::jthread> reapers_;
+  std::vector<std::jthread> reapers_;  // the window thread adds, stop_windows() joins
+  std::atomic<size_t> reap_busy_{0};   // reapers inside a close
   bpf_link* lib_watch_link_ = nullptr;  // under lib_mu_
   int lib_watchers_ = 0;
   ::ring_buffer* lib_ring_ = nullptr;
