@@ -63,7 +63,7 @@ void add_trace_options(CLI::App& sub, TraceOptions& o) {
   sub.add_flag("--cuda", o.cuda, "Trace CUDA kernel launches and API calls of the target");
   sub.add_option("--cuda-lib", o.cuda_libs, "CUDA runtime/driver library (or static binary) to probe (repeatable)");
   sub.add_flag("--no-windows", o.no_windows,
-               "Below rate 0.5, uprobes and CUDA launches are attached only in short time windows (cost "
+               "Below rate 0.5, uprobes are attached only in short time windows (cost "
                "scales with the rate); this samples every call instead (every call traps, tighter estimates "
                "for short bursts)");
   sub.add_flag("--cuda-latency", o.cuda_latency,

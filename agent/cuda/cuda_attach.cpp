@@ -1,5 +1,8 @@
 #include "cuda/cuda_attach.h"
 
+#include <cstdlib>
+#include <string>
+
 #include "common/error.h"
 #include "mcp_abi.h"
 
@@ -37,6 +40,8 @@ AttachedCudaFile attach_cuda_file(loader::BpfSession& session, const std::string
   // runtime the application may call the driver too, so there only a launch in progress
   // on the thread (marked at its entry) makes a driver launch nested.
   const bool shared_runtime = is_runtime_library(file);
+  const char* windows_env = getenv("MCP_CUDA_WINDOWS");
+  const bool cuda_windows = windows_env && std::string(windows_env) == "on";
   AttachedCudaFile out;
   if (runtime) {
     if (!key) key = kernel_file_key(file);
@@ -67,9 +72,12 @@ AttachedCudaFile attach_cuda_file(loader::BpfSession& session, const std::string
     if (is_runtime_launch(t.api->api) && !shared_runtime) config.cuda_flags |= MCP_CUDA_CFG_MARK_THREAD;
     // A nested launch API is folded by an owner its return clears: those stay timed.
     if (!launch_latency && is_reported_launch(t.api->api) && !t.fold_nested) config.cuda_flags |= MCP_CUDA_CFG_AT_ENTRY;
-    // Only launches reported at entry may be windowed: a timed launch feeds slow-launch
-    // detection, and a marked runtime launch must be seen whenever its driver call is.
-    config.windowed = base.windowed && (config.cuda_flags & MCP_CUDA_CFG_AT_ENTRY) &&
+    // Launches sample calls unless MCP_CUDA_WINDOWS=on: in PyTorch on an H200 windowed
+    // launches came out 8-18% low at rate 0.01 (bench/RESULTS.md, issue 34), while a launch's
+    // trap there is ~0.25 us of a 6-8 us launch. Only launches reported at entry can be
+    // windowed: a timed launch feeds slow-launch detection, and a marked runtime launch must
+    // be seen whenever its driver call is.
+    config.windowed = base.windowed && cuda_windows && (config.cuda_flags & MCP_CUDA_CFG_AT_ENTRY) &&
                       !(config.cuda_flags & MCP_CUDA_CFG_MARK_THREAD);
     out.probes.push_back({session.add_cuda_probe(t.target, pid, config, t.api->internal), t.api});
   }

@@ -541,3 +541,23 @@ TEST(CudaDiscovery, TheDaemonFindsALibraryAProcessStartedLaterLoads) {
 }
 
 }  // namespace discovery
+
+// Issue 34: launches sample calls by default (windowed, PyTorch's launches came out low on a
+// GPU); MCP_CUDA_WINDOWS=on attaches them in sampling windows, whose kept launches still weigh 1/p.
+TEST(CudaWindows, LaunchesSampleCallsUnlessWindowsAreAskedFor) {
+  MCP_REQUIRE_BPF();
+  const std::string bin = fixture("shared");
+  MCP_REQUIRE_FIXTURE(bin);
+  const std::string launch_probe = "libcudart.so.13:cudaLaunchKernel ";
+  for (const bool windows : {false, true}) {
+    const EventFile out;
+    auto r = run_command({"/usr/bin/env", std::string("MCP_CUDA_WINDOWS=") + (windows ? "on" : "off"), kAgent, "trace",
+                          "--cuda", "-r", "0.05", "--output", out.path, "--", bin});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto block = r.err.find("SAMPLING WINDOWS");
+    const bool listed = block != std::string::npos && r.err.find(launch_probe, block) != std::string::npos;
+    EXPECT_EQ(listed, windows) << r.err;
+    for (const auto& e : out.events())
+      if (e["cuda"].value("launch", false)) EXPECT_DOUBLE_EQ(e["weight"].get<double>(), 20.0) << e.dump();
+  }
+}
