@@ -53,9 +53,10 @@ std::string executable_of(const TraceOptions& o) {
 std::vector<config::ProbeSpec> cuda_specs(const TraceOptions& o) {
   std::vector<std::string> files;
   for (const auto& lib : o.cuda_libs) files.push_back(loader::resolve_binary(lib, o.command.empty() ? o.pid : 0));
-  const bool discover = o.cuda_libs.empty();
-  if (discover) files = cuda::linked_cuda_files(executable_of(o));
-  if (discover) files.insert(files.begin(), config::kCudaDiscover);
+  if (o.cuda_libs.empty()) {
+    files = cuda::linked_cuda_files(executable_of(o));
+    files.insert(files.begin(), config::kCudaDiscover);
+  }
   std::vector<config::ProbeSpec> specs;
   for (const auto& f : files) {
     config::ProbeSpec p;

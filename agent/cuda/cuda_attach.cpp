@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "mcp_abi.h"
+#include "pipeline/decoder.h"
 
 namespace mcp::cuda {
 namespace {
@@ -71,7 +72,7 @@ AttachedCudaFile attach_cuda_file(loader::BpfSession& session, const std::string
     if (is_driver_launch(t.api->api)) config.cuda_flags |= MCP_CUDA_CFG_DRIVER_LAUNCH;
     if (is_runtime_launch(t.api->api) && !shared_runtime) config.cuda_flags |= MCP_CUDA_CFG_MARK_THREAD;
     // A nested launch API is folded by an owner its return clears: those stay timed.
-    if (!launch_latency && is_reported_launch(t.api->api) && !t.fold_nested) config.cuda_flags |= MCP_CUDA_CFG_AT_ENTRY;
+    if (!launch_latency && pipeline::is_launch_api(t.api->api) && !t.fold_nested) config.cuda_flags |= MCP_CUDA_CFG_AT_ENTRY;
     // Launches sample calls unless MCP_CUDA_WINDOWS=on: in PyTorch on an H200 windowed
     // launches came out 8-18% low at rate 0.01 (bench/RESULTS.md, issue 34), while a launch's
     // trap there is ~0.25 us of a 6-8 us launch. Only launches reported at entry can be

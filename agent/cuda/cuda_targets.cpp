@@ -42,7 +42,6 @@ bool is_runtime_launch(uint8_t api) {
 
 bool is_driver_launch(uint8_t api) { return api == MCP_CUDA_CU_LAUNCH || api == MCP_CUDA_CU_LAUNCH_EX; }
 
-bool is_reported_launch(uint8_t api) { return pipeline::is_launch_api(api); }
 
 bool is_runtime_library(const std::string& name) {
   const auto base = name.substr(name.rfind('/') + 1);
@@ -57,10 +56,10 @@ bool is_cuda_library(const std::string& name) {
 std::optional<mcp_file_key> kernel_file_key(const std::string& path) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0) return std::nullopt;
-  // The kernel's dev_t is major << 20 | minor; userspace's is encoded differently.
-  return mcp_file_key{(static_cast<uint64_t>(major(st.st_dev)) << 20) | minor(st.st_dev),
-                      static_cast<uint64_t>(st.st_ino)};
+  return mcp_file_key{kernel_dev(st.st_dev), static_cast<uint64_t>(st.st_ino)};
 }
+
+uint64_t kernel_dev(uint64_t dev) { return (static_cast<uint64_t>(major(dev)) << 20) | minor(dev); }
 
 namespace {
 

@@ -29,10 +29,10 @@ struct ApiSpec {
 const std::vector<ApiSpec>& api_specs();
 
 // Launch APIs of the runtime (cudaLaunchKernel[ExC], __cudaLaunchKernel) and of the driver
-// (cuLaunchKernel[Ex]); a reported launch is either, or a graph launch: `cuda.launch`.
+// (cuLaunchKernel[Ex]). Either, or a graph launch, is a launch users see (`cuda.launch`,
+// pipeline::is_launch_api).
 bool is_runtime_launch(uint8_t api);
 bool is_driver_launch(uint8_t api);
-bool is_reported_launch(uint8_t api);
 
 struct ProbeTarget {
   loader::UprobeTarget target;
@@ -57,6 +57,8 @@ bool is_runtime_library(const std::string& name);
 
 // The file as the kernel names it (super block dev as MKDEV, inode), by stat.
 std::optional<mcp_file_key> kernel_file_key(const std::string& path);
+// A userspace dev_t (stat's st_dev, /proc/PID/maps' major:minor) as the kernel's: major << 20 | minor.
+uint64_t kernel_dev(uint64_t dev);
 
 // The CUDA files a process starts with: the executable if it holds the runtime (static,
 // nvcc's default) and the CUDA libraries it links (DT_NEEDED, through the linker cache).

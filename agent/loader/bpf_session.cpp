@@ -24,6 +24,7 @@
 #include <tuple>
 
 #include "common/error.h"
+#include "clock/clock_source.h"
 #include "common/event.h"
 #include "mcp_abi.h"
 #include "mcp_bpf.skel.h"
@@ -802,10 +803,6 @@ std::vector<ProbeInfo> BpfSession::probes() const {
 
 int BpfSession::ringbuf_fd() const { return bpf_map__fd(skel_->maps.events); }
 
-}  // namespace mcp::loader
-
-namespace mcp::loader {
-
 void BpfSession::apply_window_plan(uint32_t id, Windows& w) {
   w.plan = w.allowed ? plan_windows(w.rate) : WindowPlan{1, w.rate};
   write_threshold(id, probability_to_threshold(w.plan.inner));
@@ -966,9 +963,7 @@ void BpfSession::close_window(uint32_t id) {
   // Closing a uprobe removes its breakpoints at once, then waits for a grace period (tens
   // of ms here): the reapers wait, in parallel, so the schedule never does. A call entered
   // in the window returns unseen: its pending entry is swept as an orphan after the close.
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  const uint64_t closed_ktime = static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+  const auto closed_ktime = static_cast<uint64_t>(clock::SystemClockSource().monotonic_ns());
   size_t waiting;
   {
     std::lock_guard lock(reap_mu_);

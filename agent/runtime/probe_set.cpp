@@ -1,15 +1,15 @@
 #include "runtime/probe_set.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
-#include <time.h>
 
 #include <dirent.h>
 
 #include <filesystem>
 #include <set>
 
+#include "clock/clock_source.h"
 #include "common/error.h"
 #include "control/tenant_quota.h"
 #include "cuda/cuda_attach.h"
@@ -157,16 +157,14 @@ bool ProbeSet::cuda_file_attached(const mcp_file_key& key) const { return claime
 bool ProbeSet::attach_cuda(Entry& e, const std::string& file, const mcp_file_key& key) {
   if (cuda_file_attached(key)) return false;
   auto attached = cuda::attach_cuda_file(session_, file, -1, base_config(e.spec), symbolizer_, e.spec.latency, key);
-  const size_t first = e.handles.size();
-  for (const auto& p : attached.probes)
+  for (const auto& p : attached.probes) {
     add_handle(e, p.id, std::make_shared<ProbeMeta>(ProbeMeta{e.spec.service, e.spec.tags, p.api->display}),
                !p.api->internal);
+    // A file found after apply() tuned the entry (discovery) is tuned here.
+    if (e.state == ProbeState::kAttached && !p.api->internal) tune_id(e, p.id);
+  }
   e.runtime_marks.push_back(std::move(attached.runtime));
   e.cuda_files.emplace_back(*this, key);
-  // Probes found after apply() tuned the entry are tuned here.
-  if (e.state == ProbeState::kAttached)
-    for (size_t i = first; i < e.handles.size(); i++)
-      if (!attached.probes[i - first].api->internal) tune_id(e, e.handles[i].id());
   return true;
 }
 
@@ -228,22 +226,7 @@ void ProbeSet::try_attach(Entry& e) {
 
 namespace {
 
-// /proc/PID/maps shows makedev(major, minor); the kernel's dev_t is major << 20 | minor.
-mcp_file_key kernel_key_of(const loader::Mapping& m) {
-  return {(static_cast<uint64_t>(major(m.dev)) << 20) | minor(m.dev), m.inode};
-}
-
-std::string ms_text(uint64_t ns) {
-  char buf[32];
-  snprintf(buf, sizeof(buf), "%.1f ms", static_cast<double>(ns) / 1e6);
-  return buf;
-}
-
-uint64_t monotonic_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
+mcp_file_key kernel_key_of(const loader::Mapping& m) { return {cuda::kernel_dev(m.dev), m.inode}; }
 
 }  // namespace
 
@@ -254,23 +237,23 @@ void ProbeSet::scan_cuda_libraries(Entry& e) {
     if (ent->d_name[0] < '0' || ent->d_name[0] > '9') continue;
     const pid_t pid = static_cast<pid_t>(std::atol(ent->d_name));
     if (!session_.traces(pid)) continue;
-    for (const auto& m : loader::read_proc_maps(pid)) {
+    const auto maps = loader::read_proc_maps(pid);
+    for (const auto& m : maps) {
       if (!m.executable || !cuda::is_cuda_library(m.path)) continue;
       mcp_lib_mapped rec{};
       rec.dev = kernel_key_of(m).dev;
       rec.ino = m.inode;
       rec.start = m.start;
       rec.pid = static_cast<uint32_t>(pid);
-      attach_discovered(e, rec);  // ktime 0: mapped before the agent watched
+      attach_discovered(e, rec, maps);  // ktime 0: mapped before the agent watched
     }
   }
   closedir(d);
 }
 
-void ProbeSet::attach_discovered(Entry& e, const mcp_lib_mapped& rec) {
+void ProbeSet::attach_discovered(Entry& e, const mcp_lib_mapped& rec, const std::vector<loader::Mapping>& maps) {
   const mcp_file_key key{rec.dev, rec.ino};
   const pid_t pid = static_cast<pid_t>(rec.pid);
-  const auto maps = loader::read_proc_maps(pid);
   // Its code files, while it lives: a short-lived process's kernels are still named from
   // the host functions' files after it exited.
   for (const auto& m : maps)
@@ -301,8 +284,8 @@ void ProbeSet::attach_discovered(Entry& e, const mcp_lib_mapped& rec) {
   }
   std::string line = path + " (pid " + std::to_string(pid) + ")";
   if (rec.ktime_ns) {
-    const uint64_t now = monotonic_ns();
-    line += ": traced " + ms_text(now > rec.ktime_ns ? now - rec.ktime_ns : 0) + " after it was mapped";
+    const int64_t gap = clock::SystemClockSource().monotonic_ns() - static_cast<int64_t>(rec.ktime_ns);
+    line += fmt::format(": traced {:.1f} ms after it was mapped", static_cast<double>(std::max<int64_t>(gap, 0)) / 1e6);
   } else {
     line += ": already mapped when the agent looked";
   }
@@ -318,7 +301,8 @@ void ProbeSet::poll_libraries() {
     if (e.library_watch) d = &e;
   if (!d) return;
   // The watch's reports first: they know when each library was mapped.
-  for (const auto& rec : session_.take_mapped_libraries()) attach_discovered(*d, rec);
+  for (const auto& rec : session_.take_mapped_libraries())
+    attach_discovered(*d, rec, loader::read_proc_maps(static_cast<pid_t>(rec.pid)));
   if (d->scan_pending) {
     d->scan_pending = false;
     scan_cuda_libraries(*d);

@@ -43,6 +43,7 @@
 #include "cuda/kernel_symbolizer.h"
 #include "loader/attachment.h"
 #include "loader/bpf_session.h"
+#include "loader/proc_maps.h"
 #include "loader/target_resolver.h"
 #include "mcp_abi.h"
 #include "reload/diff.h"
@@ -184,7 +185,8 @@ class ProbeSet final : public ProbeLabels {
   bool cuda_file_attached(const mcp_file_key& key) const;
   // Discovery: the libraries every traced process maps now.
   void scan_cuda_libraries(Entry& e);
-  void attach_discovered(Entry& e, const mcp_lib_mapped& rec);
+  // `maps`: the mapping process's /proc/PID/maps, read once by the caller.
+  void attach_discovered(Entry& e, const mcp_lib_mapped& rec, const std::vector<loader::Mapping>& maps);
   void tune_id(const Entry& e, uint32_t id);
   // Attaches `e` if its file is there; throws when the file cannot be a target.
   void try_attach(Entry& e);
