@@ -58,24 +58,17 @@ class DebLint : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     for (std::string tool : {"cpack", "dpkg-deb"})
-      if (!have_tool(tool)) skip_reason_ = tool + " not installed (scripts/setup installs it)";
+      if (!have_tool(tool)) pkg_.skip_reason = tool + " not installed (scripts/setup installs it)";
     for (std::string bin : {"mcp-agent", "mcp-broker"})
-      if (!fs::exists(kBinDir / bin)) skip_reason_ = bin + " is not built in " + kBinDir.string();
-    if (!skip_reason_.empty()) return;
-    dir_ = new TempDir("mcp-deb-lint");
-    deb_ = cached_deb(kBuildDir, &cpack_output_);
-    if (!deb_.empty()) unpack_ = run_command("dpkg-deb -x " + quote(deb_) + " " + quote(dir_->path() / "root"));
+      if (!fs::exists(kBinDir / bin)) pkg_.skip_reason = bin + " is not built in " + kBinDir.string();
+    if (!pkg_.skip_reason.empty()) return;
+    pkg_.dir = new TempDir("mcp-deb-lint");
+    pkg_.deb = cached_deb(kBuildDir, &pkg_.cpack_output);
+    pkg_.unpack();
   }
-  static void TearDownTestSuite() {
-    delete dir_;
-    dir_ = nullptr;
-  }
-  void SetUp() override {
-    if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
-    ASSERT_FALSE(deb_.empty()) << "cpack produced no .deb:\n" << cpack_output_;
-    ASSERT_EQ(unpack_.status, 0) << unpack_.output;
-  }
-  static fs::path root() { return dir_->path() / "root"; }
+  static void TearDownTestSuite() { pkg_.close(); }
+  void SetUp() override { pkg_.require(); }
+  static fs::path root() { return pkg_.root(); }
   // `mcp-agent ARGS --help` of the packaged binary.
   static std::string help(const std::string& program, const std::string& args = "") {
     return run_command(quote(root() / "usr/bin" / program) + " " + args + " --help").output;
@@ -97,17 +90,13 @@ class DebLint : public ::testing::Test {
     return run_command("gzip -dc " + quote(root() / "usr/share/man/man8" / (program + ".8.gz"))).output;
   }
 
-  static inline std::string skip_reason_;
-  static inline TempDir* dir_ = nullptr;
-  static inline std::string cpack_output_;
-  static inline fs::path deb_;
-  static inline CommandResult unpack_;
+  static inline UnpackedDeb pkg_;
 };
 
 TEST_F(DebLint, LintianReportsNoErrorAndNoWarning) {
   if (!have_tool("lintian")) GTEST_SKIP() << "lintian not installed (scripts/setup installs it): package not linted";
   // --info: the informational tags go into the failure message, for context.
-  const auto r = run_command("lintian --info --display-info " + quote(deb_));
+  const auto r = run_command("lintian --info --display-info " + quote(pkg_.deb));
   std::vector<std::string> bad;
   std::istringstream in(r.output);
   for (std::string line; std::getline(in, line);)
@@ -189,7 +178,7 @@ TEST_F(DebLint, CopyrightIsMachineReadableAndChangelogIsGzippedWithoutTimestamp)
   EXPECT_EQ(gz.substr(4, 4), std::string(4, '\0')) << "gzip header carries a time stamp (use gzip -9n)";
   EXPECT_EQ(gz[3] & 0x08, 0) << "gzip header carries a file name (use gzip -9n)";
   const auto changelog = run_command("gzip -dc " + quote(doc / "changelog.gz")).output;
-  std::string version = run_command("dpkg-deb -f " + quote(deb_) + " Version").output;
+  std::string version = run_command("dpkg-deb -f " + quote(pkg_.deb) + " Version").output;
   version.erase(version.find_last_not_of('\n') + 1);
   EXPECT_EQ(changelog.rfind("mcp-sampling (" + version + ") ", 0), 0u) << "the newest entry is not " << version
                                                                        << ":\n" << changelog;

@@ -17,47 +17,32 @@ class DebPackage : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     for (std::string tool : {"cpack", "dpkg-deb"}) {
-      if (!have_tool(tool)) skip_reason_ = tool + " not installed";
+      if (!have_tool(tool)) pkg_.skip_reason = tool + " not installed";
     }
     for (std::string bin : {"mcp-agent", "mcp-broker"}) {
       if (!fs::exists(kBinDir / bin)) {
-        skip_reason_ = bin + " is not built in " + kBinDir.string() +
-                       " (the package installs it; build it first, with MCP_BUILD_BPF=ON)";
+        pkg_.skip_reason = bin + " is not built in " + kBinDir.string() +
+                           " (the package installs it; build it first, with MCP_BUILD_BPF=ON)";
       }
     }
-    if (!fs::exists(kBuildDir / "CPackConfig.cmake")) skip_reason_ = "no CPackConfig.cmake";
-    if (!skip_reason_.empty()) return;
-    dir_ = new TempDir();
-    deb_ = build_deb(kBuildDir, dir_->path(), &cpack_output_);
-    if (!deb_.empty()) {
-      root_ = dir_->path() / "root";
-      unpack_ = run_command("dpkg-deb -x " + deb_.string() + " " + root_.string());
-    }
+    if (!fs::exists(kBuildDir / "CPackConfig.cmake")) pkg_.skip_reason = "no CPackConfig.cmake";
+    if (!pkg_.skip_reason.empty()) return;
+    pkg_.dir = new TempDir();
+    pkg_.deb = build_deb(kBuildDir, pkg_.dir->path(), &pkg_.cpack_output);
+    pkg_.unpack();
   }
-  static void TearDownTestSuite() {
-    delete dir_;
-    dir_ = nullptr;
-  }
-  void SetUp() override {
-    if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
-    ASSERT_FALSE(deb_.empty()) << "cpack produced no .deb:\n" << cpack_output_;
-    ASSERT_EQ(unpack_.status, 0) << unpack_.output;
-  }
+  static void TearDownTestSuite() { pkg_.close(); }
+  void SetUp() override { pkg_.require(); }
   static std::string field(const std::string& name) {
-    auto r = run_command("dpkg-deb -f " + deb_.string() + " " + name);
+    auto r = run_command("dpkg-deb -f " + pkg_.deb.string() + " " + name);
     return r.output;
   }
 
-  static inline std::string skip_reason_;
-  static inline TempDir* dir_ = nullptr;
-  static inline std::string cpack_output_;
-  static inline fs::path deb_;
-  static inline fs::path root_;
-  static inline CommandResult unpack_;
+  static inline UnpackedDeb pkg_;
 };
 
 TEST_F(DebPackage, PackagedAgentRunsAndPrintsItsVersion) {
-  auto r = run_command((root_ / "usr/bin/mcp-agent").string() + " version");
+  auto r = run_command((pkg_.root() / "usr/bin/mcp-agent").string() + " version");
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find(std::string("mcp-agent ") + MCP_VERSION), std::string::npos) << r.output;
 }
@@ -68,26 +53,26 @@ TEST_F(DebPackage, ContainsBinariesUnitsAndDocs) {
                            "lib/systemd/system/mcp-broker.service",
                            "usr/share/doc/mcp-sampling/k8s/agent-daemonset.yaml",
                            "usr/share/doc/mcp-sampling/examples/agent.yaml"}) {
-    EXPECT_TRUE(fs::exists(root_ / path)) << path;
+    EXPECT_TRUE(fs::exists(pkg_.root() / path)) << path;
   }
-  EXPECT_EQ(slurp(root_ / "lib/systemd/system/mcp-agent.service"),
+  EXPECT_EQ(slurp(pkg_.root() / "lib/systemd/system/mcp-agent.service"),
             slurp(source_dir() / "packaging/systemd/mcp-agent.service"));
 }
 
 TEST_F(DebPackage, DefaultConfigIsAConffileTheAgentAccepts) {
   fs::path source = source_dir() / "packaging/config/agent.yaml";
   if (!fs::exists(source)) GTEST_SKIP() << "packaging/config/agent.yaml not written yet";
-  fs::path packaged = root_ / "etc/mcp-agent/agent.yaml";
+  fs::path packaged = pkg_.root() / "etc/mcp-agent/agent.yaml";
   ASSERT_TRUE(fs::exists(packaged));
-  auto control = dir_->path() / "control";
-  ASSERT_EQ(run_command("dpkg-deb -e " + deb_.string() + " " + control.string()).status, 0);
+  auto control = pkg_.dir->path() / "control";
+  ASSERT_EQ(run_command("dpkg-deb -e " + pkg_.deb.string() + " " + control.string()).status, 0);
   EXPECT_NE(slurp(control / "conffiles").find("/etc/mcp-agent/agent.yaml"), std::string::npos)
       << "an operator's edits would be overwritten on upgrade";
-  auto help = run_command((root_ / "usr/bin/mcp-agent").string() + " --help");
+  auto help = run_command((pkg_.root() / "usr/bin/mcp-agent").string() + " --help");
   if (help.output.find("check-config") == std::string::npos) {
     GTEST_SKIP() << "conffile checked; mcp-agent has no check-config subcommand yet to validate it";
   }
-  auto r = run_command((root_ / "usr/bin/mcp-agent").string() + " check-config " + packaged.string());
+  auto r = run_command((pkg_.root() / "usr/bin/mcp-agent").string() + " check-config " + packaged.string());
   EXPECT_EQ(r.status, 0) << "the packaged default config is rejected by the packaged agent:\n" << r.output;
   EXPECT_EQ(r.output.find("warning"), std::string::npos) << "the default must need nothing this host lacks:\n"
                                                          << r.output;
@@ -96,10 +81,10 @@ TEST_F(DebPackage, DefaultConfigIsAConffileTheAgentAccepts) {
 // The annotated example moved to the docs; the packaged agent accepts it (its example
 // binaries are absent here: warnings, exit 0).
 TEST_F(DebPackage, AnnotatedExampleIsInTheDocsAndTheAgentAcceptsIt) {
-  fs::path example = root_ / "usr/share/doc/mcp-sampling/examples/agent.yaml";
+  fs::path example = pkg_.root() / "usr/share/doc/mcp-sampling/examples/agent.yaml";
   ASSERT_TRUE(fs::exists(example));
   EXPECT_EQ(slurp(example), slurp(source_dir() / "packaging/config/agent.example.yaml"));
-  auto r = run_command((root_ / "usr/bin/mcp-agent").string() + " check-config " + example.string());
+  auto r = run_command((pkg_.root() / "usr/bin/mcp-agent").string() + " check-config " + example.string());
   EXPECT_EQ(r.status, 0) << r.output;
 }
 

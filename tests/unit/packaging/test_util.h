@@ -4,6 +4,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -42,6 +44,32 @@ using mcp::test::TempDir;
 using mcp::test::write_file;
 
 inline std::filesystem::path source_dir() { return MCP_SOURCE_DIR; }
+
+// A .deb of this build tree, unpacked for one test suite (DebPackage, DebLint): the suite's
+// SetUpTestSuite sets skip_reason or builds `deb` in a new `dir` and calls unpack(),
+// TearDownTestSuite calls close(), and each test's SetUp calls require().
+struct UnpackedDeb {
+  std::string skip_reason;
+  std::string cpack_output;
+  std::filesystem::path deb;  // empty: CPack failed (cpack_output says why)
+  CommandResult unpack_result;
+  TempDir* dir = nullptr;
+
+  std::filesystem::path root() const { return dir->path() / "root"; }
+  void unpack() {
+    if (!deb.empty()) unpack_result = run_command("dpkg-deb -x '" + deb.string() + "' '" + root().string() + "'");
+  }
+  void close() {
+    delete dir;
+    dir = nullptr;
+  }
+  // Skips the test, or fails it, unless the package was built and unpacked.
+  void require() const {
+    if (!skip_reason.empty()) GTEST_SKIP() << skip_reason;
+    ASSERT_FALSE(deb.empty()) << "cpack produced no .deb:\n" << cpack_output;
+    ASSERT_EQ(unpack_result.status, 0) << unpack_result.output;
+  }
+};
 
 // Builds the .deb with CPack from the build tree `build_dir` into `out_dir`, and returns its
 // path (empty on failure, with CPack's output in *log). -B keeps CPack's staging and output
