@@ -19,7 +19,6 @@
 #include "loader/elf_symbols.h"
 #include "loader/proc_maps.h"
 #include "mcp_abi.h"
-#include "pipeline/decoder.h"
 
 namespace mcp::cuda {
 namespace {
@@ -41,7 +40,6 @@ bool is_runtime_launch(uint8_t api) {
 }
 
 bool is_driver_launch(uint8_t api) { return api == MCP_CUDA_CU_LAUNCH || api == MCP_CUDA_CU_LAUNCH_EX; }
-
 
 bool is_runtime_library(const std::string& name) {
   const auto base = name.substr(name.rfind('/') + 1);
@@ -111,7 +109,7 @@ std::vector<std::string> linked_cuda_files(const std::string& executable) {
   if (executable.empty()) return files;
   if (has_cuda_api(executable)) files.push_back(executable);  // static runtime
   for (const auto& [name, path] : loader_list(executable))
-    if (is_cuda_library(name) && path.front() == '/') files.push_back(path);
+    if (is_cuda_library(name) && !path.empty() && path.front() == '/') files.push_back(path);
   return files;
 }
 

@@ -102,8 +102,7 @@ void register_metrics(metrics::Registry& reg, loader::BpfSession& session, runti
     std::vector<metrics::Sample> out;
     for (const auto& p : session.probes())
       if (const auto w = session.window_stats(p.id); w && !p.internal)
-        out.push_back({{p.name}, coverage ? (w->elapsed_ns ? static_cast<double>(w->covered_ns) / static_cast<double>(w->elapsed_ns) : 0.0)
-                                          : static_cast<double>(w->windows)});
+        out.push_back({{p.name}, coverage ? w->covered() : static_cast<double>(w->windows)});
     return out;
   };
   reg.add_collector(metrics::kSamplingWindows, [window_samples] { return window_samples(false); });

@@ -61,6 +61,10 @@ struct WindowStats {
   uint64_t covered_ns = 0;   // time attached (from each attach's completion to its detach)
   uint64_t elapsed_ns = 0;   // time since windowing started
   uint64_t attach_ns = 0;    // time spent attaching and detaching, summed
+  // The measured share of time attached (compare with `fraction`).
+  double covered() const {
+    return elapsed_ns ? static_cast<double>(covered_ns) / static_cast<double>(elapsed_ns) : 0.0;
+  }
 };
 
 }  // namespace mcp::loader

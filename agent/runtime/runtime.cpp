@@ -96,14 +96,13 @@ void print_windows(const loader::BpfSession& session, const IntervalCounts& coun
               "ATTACH_us", "EST_COUNT");
       header = true;
     }
-    const double covered = w->elapsed_ns ? 100.0 * static_cast<double>(w->covered_ns) / static_cast<double>(w->elapsed_ns) : 0;
     const double est = counts.estimates().estimate(p.id);
     const uint64_t kept = counts.delivered(p.id);
     // Poisson on the kept count: a 95% interval of about +-2 sqrt(k); none kept: under ~3 / p.
     std::string range = kept ? fmt::format("{:.0f} +-{:.0f}%", est, 200.0 / std::sqrt(static_cast<double>(kept)))
                              : fmt::format("0 (<{:.0f})", 3.0 / std::max(1e-9, threshold_to_probability(session.threshold(p.id))));
     fprintf(stderr, "%-48s %8llu %10.2f %10.2f %10.1f %14s\n", p.name.c_str(), (unsigned long long)w->windows,
-            100 * w->fraction, covered, w->windows ? static_cast<double>(w->attach_ns) / 1e3 / static_cast<double>(w->windows) : 0.0,
+            100 * w->fraction, 100 * w->covered(), w->windows ? static_cast<double>(w->attach_ns) / 1e3 / static_cast<double>(w->windows) : 0.0,
             range.c_str());
   }
 }
