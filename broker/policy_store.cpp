@@ -16,11 +16,13 @@ void write_file_atomically(const std::filesystem::path& file, const std::string&
 void validate_policy(const mcp::v1::Policy& policy) {
   const double rate = policy.sampling_rate();
   const double qps = policy.target_qps();
-  if (!std::isfinite(rate) || (rate != 0 && (rate < kMinSamplingRate || rate > 1)))
-    throw usage_error("sampling_rate must be in [1e-6, 1] (0: unset)");
-  if (!std::isfinite(qps) || (qps != 0 && (qps < kMinTargetQps || qps > kMaxTargetQps)))
-    throw usage_error("target_qps must be in [0.01, 1e7] events/s (0: unset)");
+  if (rate != 0 && !valid_sampling_rate(rate))
+    throw usage_error(std::string("sampling_rate must be in ") + kSamplingRateRange + " (0: unset)");
+  if (qps != 0 && !valid_target_qps(qps))
+    throw usage_error(std::string("target_qps must be in ") + kTargetQpsRange + " (0: unset)");
   if (rate == 0 && qps == 0) throw usage_error("a policy needs sampling_rate or target_qps");
+  // One steers the other away: a probe held at a rate has no QPS to steer to, and the reverse.
+  if (rate != 0 && qps != 0) throw usage_error("a policy takes sampling_rate or target_qps, not both");
   if (policy.service().size() > 1024 || policy.probe().size() > 1024)
     throw usage_error("service and probe must be at most 1024 bytes");
   const std::string& prefix = policy.trace_id_prefix();

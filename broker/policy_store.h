@@ -13,15 +13,14 @@
 
 #include "mcp/v1/sampling.pb.h"
 
+#include "common/sampling_bounds.h"
+
 namespace mcp::broker {
 
-// Policy bounds (README "Broker limits"): sampling_rate 0 (unset) or in [1e-6, 1]; target_qps
-// 0 (unset) or in [0.01, 1e7] events/s; at least one set; both finite; service and probe at most
+// Policy bounds (README "Broker limits", common/sampling_bounds.h): sampling_rate 0 (unset) or
+// in [1e-6, 1]; target_qps 0 (unset) or in [0.01, 1e7] events/s; exactly one set; service and probe at most
 // 1024 bytes; trace_id_prefix lowercase hex of at most 16 digits; at most 32 service_labels,
 // keys and values at most 256 bytes. Throws mcp::Error (usage) naming the field.
-inline constexpr double kMinSamplingRate = 1e-6;
-inline constexpr double kMinTargetQps = 0.01;
-inline constexpr double kMaxTargetQps = 1e7;
 void validate_policy(const mcp::v1::Policy& policy);
 // What the broker pushes to agents when the policy of (service, probe) is removed: the key with
 // neither sampling_rate nor target_qps, which no stored policy has (validate_policy), so an

@@ -1,6 +1,7 @@
 #include "broker/publish_check.h"
 
 #include "broker/event_block.h"
+#include "common/agent_id_rule.h"
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/wire_format_lite.h>
@@ -65,10 +66,7 @@ Verdict scan_agent_message(std::string_view wire, const PublishLimits& limits) {
 
 Verdict check_agent_id(std::string_view agent_id) {
   if (agent_id.empty()) return Verdict::invalid("agent id missing (Hello.agent_id or x-mcp-agent-id)");
-  if (agent_id.size() > 256) return Verdict::invalid("agent id longer than 256 bytes");
-  for (const char c : agent_id)
-    if (c <= ' ' || c > '~' || c == '|')
-      return Verdict::invalid("agent id must be printable ASCII without spaces or '|'");
+  if (const auto why = agent_id_problem(agent_id)) return Verdict::invalid(*why);
   return {};
 }
 

@@ -1,8 +1,11 @@
 #include "otlp/mapping.h"
 
+#include <algorithm>
+
 #include <map>
 #include <random>
 #include <tuple>
+#include <vector>
 
 #include "common/call_error.h"
 #include "common/event.h"
@@ -172,7 +175,33 @@ std::string_view kind_name(mcp::v1::EventKind kind) {
   }
 }
 
+// A span of one thread, for nesting the block's call trees.
+struct ThreadSpan {
+  uint64_t tid, start, end;
+  trace::Span* span;
+  bool own_trace_id;
+};
+
+// Each span's parent: the innermost span of its thread that encloses it (one stack per thread,
+// spans by start, the longer first where two start together).
+void nest(std::vector<ThreadSpan>& spans) {
+  std::sort(spans.begin(), spans.end(), [](const ThreadSpan& a, const ThreadSpan& b) {
+    return std::tie(a.tid, a.start, b.end) < std::tie(b.tid, b.start, a.end);
+  });
+  std::vector<const ThreadSpan*> open;
+  for (const auto& s : spans) {
+    while (!open.empty() && (open.back()->tid != s.tid || open.back()->end < s.end)) open.pop_back();
+    if (!open.empty()) {
+      trace::Span* parent = open.back()->span;
+      if (!s.own_trace_id) *s.span->mutable_trace_id() = parent->trace_id();
+      if (s.span->trace_id() == parent->trace_id()) *s.span->mutable_parent_span_id() = parent->span_id();
+    }
+    open.push_back(&s);
+  }
+}
+
 void append_block(const mcp::v1::EventBlock& block, const Origin& origin, Requests* out) {
+  std::vector<ThreadSpan> thread_spans;
   std::map<ResourceKey, trace::ScopeSpans*> span_scopes;
   std::map<ResourceKey, logs::ScopeLogs*> log_scopes;
   for (const auto& e : block.events()) {
@@ -196,9 +225,12 @@ void append_block(const mcp::v1::EventBlock& block, const Origin& origin, Reques
       if (consistent) span->set_trace_state(tracestate_for(e.threshold()));
       span->set_name(valid_utf8(probe));
       span->set_kind(trace::Span::SPAN_KIND_INTERNAL);
-      const uint64_t end = e.ts_ns();
-      span->set_end_time_unix_nano(end);
-      span->set_start_time_unix_nano(end >= e.duration_ns() ? end - e.duration_ns() : 0);
+      // A timed call's ts is its entry (the kernel stamps the entry and measures to the
+      // return), so the span is [entry, entry + duration]: nested calls nest.
+      const uint64_t start = e.ts_ns();
+      span->set_start_time_unix_nano(start);
+      span->set_end_time_unix_nano(start + std::min(e.duration_ns(), UINT64_MAX - start));
+      thread_spans.push_back({(uint64_t{e.pid()} << 32) | e.tid(), start, span->end_time_unix_nano(), span, has_trace_id(e)});
       add_event_attributes(block, e, span->mutable_attributes());
       if (error) span->mutable_status()->set_code(trace::Status::STATUS_CODE_ERROR);
       ++out->spans;
@@ -220,6 +252,7 @@ void append_block(const mcp::v1::EventBlock& block, const Origin& origin, Reques
       ++out->log_records;
     }
   }
+  nest(thread_spans);
 }
 
 }  // namespace mcp::otlp

@@ -3,8 +3,12 @@
 //
 // Contract:
 // - An event with a duration (has_duration: uretprobe, syscall with latency, timed CUDA API
-//   calls and launches) is a span ending at ts_ns and starting duration_ns before; any other
-//   event is a log record at ts_ns (body: the probe name).
+//   calls and launches) is a span [ts_ns, ts_ns + duration_ns] (a timed call's ts is its
+//   entry); any other event is a log record at ts_ns (body: the probe name).
+// - Call trees: within one block, a span of a thread that lies inside another span of the same
+//   thread is that span's child (parent_span_id, the innermost enclosing one) and, unless it
+//   carries a trace id of its own, shares its trace id; calls of one tree split across blocks
+//   stay separate traces.
 // - Resource (OTel semantic conventions): service.name (the event's service, else
 //   "unknown_service:<comm>"), host.name (the shipping agent's host), process.pid,
 //   process.executable.name (the task comm), container.id and k8s.pod.uid when known;

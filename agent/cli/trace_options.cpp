@@ -9,8 +9,12 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "common/duration.h"
 #include "common/error.h"
+#include "common/sampling_bounds.h"
+#include "loader/bpf_session.h"
 #include "config/loader.h"
 #include "runtime/config_spec.h"
 
@@ -170,21 +174,21 @@ void validate(TraceOptions& o) {
       throw usage_error(std::string("--batch-gap: ") + e.what());
     }
   }
-  if (!(o.sample_rate > 0.0 && o.sample_rate <= 1.0))
-    throw usage_error("--sample-rate must be in (0, 1], got " + std::to_string(o.sample_rate));
+  if (!valid_sampling_rate(o.sample_rate))
+    throw usage_error(fmt::format("--sample-rate must be in {}, got {:g}", kSamplingRateRange, o.sample_rate));
   if (o.format != "json" && o.format != "table")
     throw usage_error("unknown --format '" + o.format + "' (use json or table)");
   if (!o.duration_text.empty()) {
     o.duration = parse_duration(o.duration_text);
     if (o.duration.count() <= 0) throw usage_error("--duration must be positive");
   }
-  if (o.pid < 0) throw usage_error("--pid must be positive");
+  if (o.pid < 0 || (o.given.count("--pid") && o.pid == 0)) throw usage_error("--pid must be a positive process id");
   if (o.pid > 0 && !o.command.empty()) throw usage_error("--pid and -- COMMAND exclude each other");
   if (o.pid > 0 && kill(o.pid, 0) != 0 && errno == ESRCH)
     throw usage_error("no process with pid " + std::to_string(o.pid));
   o.ringbuf_bytes = parse_size(o.ringbuf_size_text);
-  if (o.ringbuf_bytes < 4096 || (o.ringbuf_bytes & (o.ringbuf_bytes - 1)))
-    throw usage_error("--ringbuf-size must be a power of two of at least 4K, got " + o.ringbuf_size_text);
+  if (o.ringbuf_bytes < 4096 || o.ringbuf_bytes > loader::kMaxRingbufBytes || (o.ringbuf_bytes & (o.ringbuf_bytes - 1)))
+    throw usage_error("--ringbuf-size must be a power of two from 4K to 1G, got " + o.ringbuf_size_text);
   o.tags.clear();
   for (const auto& t : o.tag_texts) {
     const auto eq = t.find('=');
@@ -199,13 +203,14 @@ void validate(TraceOptions& o) {
     throw usage_error("--also-stdout needs --broker or --otlp-endpoint");
   if (!any_broker && (!o.tls_ca.empty() || !o.token_file.empty() || !o.spool_dir.empty()))
     throw usage_error("--tls-*, --token-file and --spool-dir need --broker");
-  if (o.target_qps < 0) throw usage_error("--target-qps must be positive");
+  if (o.given.count("--target-qps") && !valid_target_qps(o.target_qps))
+    throw usage_error(fmt::format("--target-qps must be in {}, got {:g}", kTargetQpsRange, o.target_qps));
   o.tenant_quotas.clear();
   for (const auto& t : o.tenant_quota_texts) o.tenant_quotas.push_back(control::parse_tenant_quota(t));
   if (!o.default_quota_text.empty()) o.default_quota = control::parse_quota(o.default_quota_text);
   if (!o.trace_id_arg_text.empty()) o.trace_id_arg = control::parse_trace_id_arg(o.trace_id_arg_text);
-  if (!(o.export_sample_rate > 0.0 && o.export_sample_rate <= 1.0))
-    throw usage_error("--export-sample-rate must be in (0, 1], got " + std::to_string(o.export_sample_rate));
+  if (!valid_sampling_rate(o.export_sample_rate))
+    throw usage_error(fmt::format("--export-sample-rate must be in {}, got {:g}", kSamplingRateRange, o.export_sample_rate));
   o.export_filter = {};
   o.export_filter.error_only = o.error_only;
   o.export_filter.sample_rate = o.export_sample_rate;

@@ -20,9 +20,12 @@
 #include <cstring>
 #include <tuple>
 
+#include "common/agent_id_rule.h"
 #include "common/duration.h"
+#include "common/sampling_bounds.h"
 #include "common/text_file.h"
 #include "k8s/pod_ref.h"
+#include "mcp_abi.h"
 #include "otlp/exporter_options.h"
 
 namespace mcp::config {
@@ -232,12 +235,12 @@ void read_sampling(Ctx& ctx, const YAML::Node& n, Sampling& out) {
   }
   if (m.has("rate")) {
     if (auto r = read_number(ctx, m.get("rate"), "sampling.rate")) {
-      if (!(*r > 0 && *r <= 1)) ctx.error(m.get("rate"), "sampling.rate must be in (0, 1]");
+      if (!valid_sampling_rate(*r)) ctx.error(m.get("rate"), std::string("sampling.rate must be in ") + kSamplingRateRange);
       else out.rate = *r;
     }
   } else if (m.has("target_qps")) {
     if (auto q = read_number(ctx, m.get("target_qps"), "sampling.target_qps")) {
-      if (!(*q > 0)) ctx.error(m.get("target_qps"), "sampling.target_qps must be greater than 0");
+      if (!valid_target_qps(*q)) ctx.error(m.get("target_qps"), std::string("sampling.target_qps must be in ") + kTargetQpsRange);
       else out.target_qps = *q;
     }
   } else {
@@ -935,7 +938,13 @@ Config parse_config(std::string_view yaml, const std::string& file, const std::f
       if (v && *v != 1) ctx.error(top.get("version"), "unsupported version " + std::to_string(*v) + " (this agent reads version 1)");
     }
     if (top.has("node_name"))
-      if (auto s = read_string(ctx, top.get("node_name"), "node_name", true)) cfg.node_name = *s;
+      if (auto s = read_string(ctx, top.get("node_name"), "node_name", true)) {
+        // The node name is the agent id the broker sees: one it would refuse loses every batch.
+        if (const auto why = agent_id_problem(*s); why && !s->empty())
+          ctx.error(top.get("node_name"), "node_name '" + *s + "' cannot be an agent id: " + *why);
+        else
+          cfg.node_name = *s;
+      }
     if (top.has("ready_file"))  // relative: to the file's directory, as compliance.file
       if (auto s = read_string(ctx, top.get("ready_file"), "ready_file"); s && !s->empty())
         cfg.ready_file = (s->front() == '/' ? std::filesystem::path(*s) : base_dir / *s).string();
@@ -950,6 +959,12 @@ Config parse_config(std::string_view yaml, const std::string& file, const std::f
       if (!s.IsSequence()) ctx.error(s, "syscalls must be a list of names, found " + std::string(kind_name(s)));
       else for (const auto& item : s) read_syscall(ctx, item, cfg.probes);
     }
+    // Each uprobe and syscall takes one of the kernel's probe slots: `run` would refuse the
+    // rest only once it has attached the first ones.
+    if (cfg.probes.size() > MCP_MAX_PROBES - 1)
+      ctx.error(top.has("probes") ? top.get("probes") : top.get("syscalls"),
+                std::to_string(cfg.probes.size()) + " probes and syscalls: at most " +
+                    std::to_string(MCP_MAX_PROBES - 1) + " (the kernel side's probe slots)");
     if (top.has("cuda")) read_cuda(ctx, top.get("cuda"), cfg);
     if (top.has("quotas")) read_quotas(ctx, top.get("quotas"), cfg.quotas);
     if (top.has("exporter")) read_exporter(ctx, top.get("exporter"), base_dir, cfg);

@@ -10,6 +10,7 @@
 #include <optional>
 #include <thread>
 
+#include "common/agent_id_rule.h"
 #include "common/error.h"
 #include "clock/timestamper.h"
 #include "config/loader.h"
@@ -36,7 +37,10 @@ namespace {
 // state directory (stable across restarts, so the broker dedups spool replays), else one per run.
 std::string agent_id_for(const config::Config& cfg, const char* state_dir) {
   if (!cfg.node_name.empty()) return cfg.node_name;
-  if (const char* node = getenv("NODE_NAME"); node && *node) return node;
+  if (const char* node = getenv("NODE_NAME"); node && *node) {
+    if (const auto why = agent_id_problem(node)) throw usage_error("NODE_NAME '" + std::string(node) + "' cannot be an agent id: " + *why);
+    return node;
+  }
   if (state_dir && *state_dir) return stable_agent_id(state_dir);
   return unique_agent_id();
 }

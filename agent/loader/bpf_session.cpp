@@ -175,6 +175,8 @@ std::unique_ptr<BpfSession> BpfSession::open(const SessionOptions& options) {
   s->skel_->rodata->quotas_enabled = options.quotas;
   s->skel_->rodata->cuda_slow_ns = options.cuda_slow_ns;
   s->skel_->rodata->cuda_hold_ns = options.cuda_hold_ns;
+  if (options.ringbuf_bytes > kMaxRingbufBytes)
+    throw runtime_error("ring buffer of " + std::to_string(options.ringbuf_bytes) + " bytes is over the 1 GiB limit");
   s->ringbuf_bytes_ = round_ringbuf(options.ringbuf_bytes);
   for (auto& f : s->window_fraction_) f.store(1, std::memory_order_relaxed);
   const char* windows_env = getenv("MCP_SAMPLING_WINDOWS");
@@ -805,15 +807,17 @@ int BpfSession::ringbuf_fd() const { return bpf_map__fd(skel_->maps.events); }
 
 void BpfSession::apply_window_plan(uint32_t id, Windows& w) {
   w.plan = w.allowed ? plan_windows(w.rate) : WindowPlan{1, w.rate};
-  write_threshold(id, probability_to_threshold(w.plan.inner));
   if (w.plan.fraction >= 1) {
     w.schedule.reset();
   } else if (!w.schedule || w.schedule->fraction() != w.plan.fraction) {
     const auto now = std::chrono::steady_clock::now();
-    w.schedule.emplace(w.plan.fraction, kWindowLength, window_seed_++,
-                       std::chrono::nanoseconds(now.time_since_epoch()).count());
+    const int64_t now_ns = std::chrono::nanoseconds(now.time_since_epoch()).count();
+    w.schedule.emplace(w.plan.fraction, kWindowLength, window_seed_++, now_ns);
+    // Attached already (the first plan, or a rate change): the window owed now, if any, is this one.
+    if (!w.detached && w.schedule->at(now_ns, false).open) w.schedule->opened(now_ns);
     if (w.started == std::chrono::steady_clock::time_point{}) w.started = now;
   }
+  gate_window(id, w);
   w.stats.fraction = w.plan.fraction;
   window_changes_++;
   window_fraction_[id % MCP_MAX_PROBES].store(w.plan.fraction, std::memory_order_relaxed);
@@ -821,6 +825,10 @@ void BpfSession::apply_window_plan(uint32_t id, Windows& w) {
     window_thread_ = std::jthread([this](std::stop_token stop) { window_loop(stop); });
     for (size_t i = 0; i < kReapers; i++) reapers_.emplace_back([this](std::stop_token stop) { reap_loop(stop); });
   }
+}
+
+void BpfSession::gate_window(uint32_t id, const Windows& w) {
+  write_threshold(id, w.detached && w.schedule ? 0 : probability_to_threshold(w.plan.inner));
 }
 
 void BpfSession::enable_windows(uint32_t id, uint64_t threshold) {
@@ -863,7 +871,7 @@ std::optional<WindowStats> BpfSession::window_stats(uint32_t id) const {
 
 void BpfSession::window_loop(std::stop_token stop) {
   while (!stop.stop_requested()) {
-    std::vector<std::tuple<uint32_t, bool, std::chrono::nanoseconds>> todo;  // (id, open, for how long)
+    std::vector<std::pair<uint32_t, bool>> todo;  // (id, open)
     {
       std::unique_lock lock(mu_);
       const auto now = std::chrono::steady_clock::now();
@@ -873,21 +881,15 @@ void BpfSession::window_loop(std::stop_token stop) {
         if (!p->windows) continue;
         auto& w = *p->windows;
         bool want_on = true;
-        std::chrono::nanoseconds length{0};
         if (w.schedule) {
-          const auto st = w.schedule->at(now_ns);
-          want_on = st.on;
-          length = std::chrono::nanoseconds(st.until_ns - now_ns);
-          wake = std::min(wake, std::chrono::steady_clock::time_point(std::chrono::nanoseconds(st.until_ns)));
-          // A window lasts its length from when its breakpoints are in place: the attach's
-          // delay shifts it (the offset stays uniform), it does not shorten it.
-          if (!w.detached && now < w.close_at) {
-            want_on = true;
-            wake = std::min(wake, w.close_at);
-          }
+          const auto d = w.schedule->at(now_ns, !w.detached);
+          want_on = d.open;
+          wake = std::min(wake, std::chrono::steady_clock::time_point(std::chrono::nanoseconds(d.wake_ns)));
         }
-        if (want_on == w.detached) todo.emplace_back(id, want_on, length);
+        if (want_on == w.detached) todo.emplace_back(id, want_on);
       }
+      // Closes first: a window's count ends when its close starts, an open can wait.
+      std::stable_partition(todo.begin(), todo.end(), [](const auto& t) { return !t.second; });
       if (todo.empty()) {
         // Until the next toggle, or a plan changed (a rate, a new probe).
         const uint64_t seen = window_changes_;
@@ -895,11 +897,11 @@ void BpfSession::window_loop(std::stop_token stop) {
         continue;
       }
     }
-    for (const auto& [id, open, length] : todo) open ? open_window(id, length) : close_window(id);
+    for (const auto& [id, open] : todo) open ? open_window(id) : close_window(id);
   }
 }
 
-void BpfSession::open_window(uint32_t id, std::chrono::nanoseconds length) {
+void BpfSession::open_window(uint32_t id) {
   std::lock_guard toggle(toggle_mu_);
   std::vector<std::pair<uint64_t, UprobeTarget>> targets;
   Programs progs;
@@ -936,8 +938,9 @@ void BpfSession::open_window(uint32_t id, std::chrono::nanoseconds length) {
   if (it == probes_.end() || !it->second->windows) return;
   auto& w = *it->second->windows;
   w.detached = false;
-  w.on_since = t1;
-  w.close_at = t1 + length;
+  gate_window(id, w);  // counted from here: the kernel kept nothing while the attach ran
+  w.on_since = std::chrono::steady_clock::now();
+  if (w.schedule) w.schedule->opened(std::chrono::nanoseconds(w.on_since.time_since_epoch()).count());
   w.stats.windows++;
   w.stats.attach_ns += static_cast<uint64_t>(std::chrono::nanoseconds(t1 - t0).count());
 }
@@ -957,7 +960,10 @@ void BpfSession::close_window(uint32_t id) {
     }
     auto& w = *it->second->windows;
     w.detached = true;
-    w.stats.covered_ns += static_cast<uint64_t>(std::chrono::nanoseconds(t0 - w.on_since).count());
+    gate_window(id, w);  // nothing kept from here, though the breakpoints stay until the close
+    const auto closed = std::chrono::steady_clock::now();
+    w.stats.covered_ns += static_cast<uint64_t>(std::chrono::nanoseconds(closed - w.on_since).count());
+    if (w.schedule) w.schedule->closed(std::chrono::nanoseconds(closed.time_since_epoch()).count());
     latency = it->second->info.latency;
   }
   // Closing a uprobe removes its breakpoints at once, then waits for a grace period (tens

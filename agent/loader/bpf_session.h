@@ -35,10 +35,13 @@ struct bpf_program;
 
 namespace mcp::loader {
 
+// The largest ring buffer: the map's size is 32 bits, and a bigger one is memory no node spares.
+inline constexpr uint64_t kMaxRingbufBytes = uint64_t{1} << 30;
+
 struct SessionOptions {
   pid_t target_tgid = 0;              // trace only this process tree (0: all)
   bool follow_children = true;        // the tree: target_tgid and its descendants (strace -f)
-  uint64_t ringbuf_bytes = 16u << 20; // rounded up to a power of two >= page size
+  uint64_t ringbuf_bytes = 16u << 20; // rounded up to a power of two >= page size, <= kMaxRingbufBytes
   uint64_t wakeup_bytes = 64u << 10;  // consumer wake-up backlog
   bool quotas = false;                // compile in the tenant quota step
   uint64_t cuda_slow_ns = 0;          // launches slower than this switch on slow mode (0: off)
@@ -216,7 +219,7 @@ class BpfSession : public KernelMaps {
     double rate = 1;          // the overall p asked for
     WindowPlan plan;
     std::optional<WindowSchedule> schedule;  // set while plan.fraction < 1
-    std::chrono::steady_clock::time_point on_since, started, close_at;
+    std::chrono::steady_clock::time_point on_since, started;
     bool detached = false;    // the links are down (between windows)
     WindowStats stats;
   };
@@ -244,11 +247,14 @@ class BpfSession : public KernelMaps {
   void sweep_pending(uint32_t id, uint64_t before_ktime = UINT64_MAX);
   // Sampling windows: the plan for `w` at its rate, written to the kernel (under mu_).
   void apply_window_plan(uint32_t id, Windows& w);
+  // The kernel keeps calls (at the plan's in-window rate) only while the window is open: not
+  // while an attach is still placing breakpoints, nor once a close has started.
+  void gate_window(uint32_t id, const Windows& w);
   void enable_windows(uint32_t id, uint64_t threshold);
   void window_loop(std::stop_token stop);
   // Opens (attaches every target) or closes (detaches, sweeps its pending entries) probe
   // `id`'s window; holds toggle_mu_.
-  void open_window(uint32_t id, std::chrono::nanoseconds length);
+  void open_window(uint32_t id);
   void close_window(uint32_t id);
   void stop_windows();
   // A closed window's link, destroyed by a reaper thread (closing waits for a grace period).

@@ -17,6 +17,9 @@ WindowSchedule::WindowSchedule(double fraction, std::chrono::nanoseconds window,
       rng_(seed) {
   // The first period starts a uniform share of a period ago: now is as random as any instant.
   plan_period(now_ns - std::uniform_int_distribution<int64_t>(0, period_ns_ - 1)(rng_));
+  do pending_ = next_piece();
+  while (pending_.start_ns + pending_.length_ns <= now_ns);
+  if (pending_.start_ns < now_ns) pending_ = {now_ns, pending_.start_ns + pending_.length_ns - now_ns};
 }
 
 void WindowSchedule::plan_period(int64_t start_ns) {
@@ -24,17 +27,50 @@ void WindowSchedule::plan_period(int64_t start_ns) {
   const int64_t u = std::uniform_int_distribution<int64_t>(0, period_ns_ - 1)(rng_);
   a0_ = u;
   b0_ = std::min(u + window_ns_, period_ns_);
-  a1_ = 0;
   b1_ = u + window_ns_ - b0_;  // the part past the period's end wraps to its start
+  handed_ = 0;
 }
 
-WindowSchedule::State WindowSchedule::at(int64_t now_ns) {
-  while (now_ns >= period_start_ + period_ns_) plan_period(period_start_ + period_ns_);
-  const int64_t t = now_ns - period_start_;
-  if (t < b1_) return {true, period_start_ + b1_};                  // the wrapped part
-  if (t < a0_) return {false, period_start_ + a0_};
-  if (t < b0_) return {true, period_start_ + b0_};
-  return {false, period_start_ + period_ns_ + 0};                   // the next period decides
+WindowSchedule::Piece WindowSchedule::next_piece() {
+  for (;;) {
+    if (handed_ == 0) {
+      handed_ = 1;
+      if (b1_ > 0) return {period_start_, b1_};
+    }
+    if (handed_ == 1) {
+      handed_ = 2;
+      return {period_start_ + a0_, b0_ - a0_};
+    }
+    plan_period(period_start_ + period_ns_);
+  }
+}
+
+WindowSchedule::Decision WindowSchedule::at(int64_t now_ns, bool is_open) {
+  if (is_open) {
+    // A window owed before this one ends (contiguous, or this one started late) extends it
+    // by its own length: the time counted stays the sum of the windows.
+    while (pending_.start_ns <= close_at_) {
+      close_at_ += pending_.length_ns;
+      pending_ = next_piece();
+    }
+    if (now_ns < close_at_) return {true, close_at_};
+    return {false, now_ns};
+  }
+  if (now_ns >= pending_.start_ns) return {true, now_ns};
+  return {false, pending_.start_ns};
+}
+
+void WindowSchedule::opened(int64_t opened_ns) {
+  // Repaid from this window, which keeps at least a quarter of its length: the rest waits.
+  const int64_t length = std::max(pending_.length_ns - overrun_ns_, pending_.length_ns / 4);
+  overrun_ns_ -= pending_.length_ns - length;
+  close_at_ = opened_ns + length;
+  pending_ = next_piece();
+}
+
+void WindowSchedule::closed(int64_t closed_ns) {
+  if (close_at_) overrun_ns_ += closed_ns - close_at_;
+  close_at_ = 0;
 }
 
 }  // namespace mcp::loader

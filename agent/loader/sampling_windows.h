@@ -7,6 +7,10 @@
 // 1 / p is its true inclusion probability, estimates stay unbiased. Each period covers
 // exactly W, so a steady workload's estimate is off by at most about one window's calls;
 // calls in one window are kept or missed together, which a bursty workload feels.
+// The toggler (BpfSession) acts late: an attach takes time, and one thread serves every
+// probe. A late window is shifted, never shortened or skipped: it counts for its full length
+// from when its breakpoints are in place (the shift does not depend on the workload, so the
+// offset stays uniform), and the kernel counts only between then and the close's start.
 // This header is the arithmetic and the schedule; BpfSession attaches and detaches.
 #pragma once
 #include <chrono>
@@ -35,30 +39,49 @@ WindowPlan plan_windows(double rate);
 // The on/off schedule of one probe, in nanoseconds of a steady clock.
 class WindowSchedule {
  public:
+  // Windows that ended before `now_ns` are not owed; one in progress is owed from now on.
   WindowSchedule(double fraction, std::chrono::nanoseconds window, uint64_t seed, int64_t now_ns);
   double fraction() const { return fraction_; }
-  // Whether `now_ns` is inside a window, and when that next changes (> now_ns).
-  struct State {
-    bool on;
-    int64_t until_ns;
+  // What the toggler should do at `now_ns`, the window being open or not, and when to ask
+  // again (> now_ns unless an action is due now).
+  struct Decision {
+    bool open;
+    int64_t wake_ns;
   };
-  State at(int64_t now_ns);
+  Decision at(int64_t now_ns, bool is_open);
+  // The window asked for is open (its breakpoints in place) since `opened_ns`: it stays open
+  // for its full length from then, less what earlier windows overran.
+  void opened(int64_t opened_ns);
+  // The open window stopped counting at `closed_ns` (its close started). A toggler that wakes
+  // late keeps windows open past their end: the overrun is taken off the next windows, so the
+  // time counted stays the windows' sum.
+  void closed(int64_t closed_ns);
 
  private:
+  struct Piece {
+    int64_t start_ns, length_ns;
+  };
+  // The next window (or wrapped part of one) after the last one handed out.
+  Piece next_piece();
   void plan_period(int64_t start_ns);
   double fraction_;
   int64_t window_ns_, period_ns_;
   std::mt19937_64 rng_;
   int64_t period_start_ = 0;
-  // This period's windows as offsets in it: [a0, b0) and, wrapped, [a1, b1) (empty: a1 == b1).
-  int64_t a0_ = 0, b0_ = 0, a1_ = 0, b1_ = 0;
+  // This period's windows as offsets in it: [a0, b0) and, wrapped, [0, b1) (empty: b1 == 0);
+  // `handed_` of them given out already (the wrapped part comes first).
+  int64_t a0_ = 0, b0_ = 0, b1_ = 0;
+  int handed_ = 0;
+  Piece pending_{};        // the window owed next
+  int64_t close_at_ = 0;   // while open: when the window that is open ends
+  int64_t overrun_ns_ = 0; // counted beyond the windows' sum so far (negative: short of it)
 };
 
 // What a probe's windows did, for summaries and metrics.
 struct WindowStats {
   double fraction = 1;       // the nominal coverage now (1: always attached)
   uint64_t windows = 0;      // windows opened
-  uint64_t covered_ns = 0;   // time attached (from each attach's completion to its detach)
+  uint64_t covered_ns = 0;   // time counted (from each attach's completion to its close's start)
   uint64_t elapsed_ns = 0;   // time since windowing started
   uint64_t attach_ns = 0;    // time spent attaching and detaching, summed
   // The measured share of time attached (compare with `fraction`).

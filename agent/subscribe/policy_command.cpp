@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "common/error.h"
+#include "common/sampling_bounds.h"
 #include "forward/channel.h"
 #include "mcp/v1/sampling.grpc.pb.h"
 
@@ -30,9 +31,12 @@ void print(const mcp::v1::Policy& p) {
 }
 
 int apply(const PolicyFlags& f) {
-  if ((f.sampling_rate > 0) == (f.target_qps > 0))
+  if ((f.sampling_rate != 0) == (f.target_qps != 0))
     throw usage_error("give exactly one of --sampling-rate or --target-qps");
-  if (f.sampling_rate > 1) throw usage_error("--sampling-rate must be in (0, 1]");
+  if (f.sampling_rate != 0 && !valid_sampling_rate(f.sampling_rate))
+    throw usage_error(std::string("--sampling-rate must be in ") + kSamplingRateRange);
+  if (f.target_qps != 0 && !valid_target_qps(f.target_qps))
+    throw usage_error(std::string("--target-qps must be in ") + kTargetQpsRange);
   mcp::v1::Policy policy;
   policy.set_service(f.service);
   policy.set_probe(f.probe);

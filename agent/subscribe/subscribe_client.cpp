@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/error.h"
+#include "common/sampling_bounds.h"
 #include "forward/channel.h"
 #include "mcp/v1/sampling.grpc.pb.h"
 
@@ -15,8 +16,8 @@ namespace mcp {
 
 SubscribeClient::SubscribeClient(SubscribeOptions options) : options_(std::move(options)) {
   if (options_.brokers.empty()) throw usage_error("subscribe: no broker address");
-  if (options_.sampling_rate <= 0 || options_.sampling_rate > 1)
-    throw usage_error("--sampling-rate must be in (0, 1]");
+  if (!valid_sampling_rate(options_.sampling_rate))
+    throw usage_error(std::string("--sampling-rate must be in ") + kSamplingRateRange);
   token_ = read_token_file(options_.token_file);
 }
 

@@ -4,6 +4,9 @@
 //                              then one cudaDeviceSynchronize (known kernel durations)
 //   launch_loop flood N US     N launches of a US-microsecond kernel with no sync: once the
 //                              launch queue is full each launch call blocks (slow launches)
+//   launch_loop paced N        N launches of an empty kernel 100 us apart, each timed alone:
+//                              wall is the mean time inside one launch call, what a workload
+//                              that is not launch-bound feels (sampling windows, issue 34)
 // It prints "ready" once SIGUSR1 is blocked and waits for SIGUSR1, so a tracer can attach
 // first (--now skips the wait), runs once, and prints one line:
 //   launches=N wall_ns_per_launch=X cpu_ns_per_launch=Y first_error=STRING
@@ -33,7 +36,7 @@ static uint64_t now_ns(clockid_t c) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: %s empty|spin|flood N [US] [--now]\n", argv[0]);
+    fprintf(stderr, "usage: %s empty|spin|flood|paced N [US] [--now]\n", argv[0]);
     return 2;
   }
   const char* mode = argv[1];
@@ -55,6 +58,22 @@ int main(int argc, char** argv) {
 
   const uint64_t w0 = now_ns(CLOCK_MONOTONIC), c0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
   cudaError_t first = cudaSuccess;
+  if (!strcmp(mode, "paced")) {
+    uint64_t inside = 0;
+    const timespec gap = {0, 100000};
+    for (long i = 0; i < n; i++) {
+      const uint64_t t0 = now_ns(CLOCK_MONOTONIC);
+      empty_kernel<<<1, 1>>>();
+      inside += now_ns(CLOCK_MONOTONIC) - t0;
+      const cudaError_t e = cudaGetLastError();
+      if (first == cudaSuccess) first = e;
+      nanosleep(&gap, nullptr);
+    }
+    const uint64_t c1 = now_ns(CLOCK_THREAD_CPUTIME_ID);
+    printf("launches=%ld wall_ns_per_launch=%.1f cpu_ns_per_launch=%.1f first_error=%s\n", n,
+           double(inside) / double(n ? n : 1), double(c1 - c0) / double(n ? n : 1), cudaGetErrorName(first));
+    return 0;
+  }
   for (long i = 0; i < n; i++) {
     if (!strcmp(mode, "empty")) empty_kernel<<<1, 1>>>();
     else spin_kernel<<<1, 1>>>(cycles);

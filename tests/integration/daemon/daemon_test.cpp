@@ -26,6 +26,7 @@
 #include "../../support/prometheus.h"
 #include "../../support/quota.h"
 #include "../../support/run_command.h"
+#include "../../support/run_command.h"
 #include "../../support/wait_until.h"
 
 namespace {
@@ -61,6 +62,7 @@ class Daemon {
       port_ = std::stoi(m[1]);
   }
   int port() const { return port_; }
+  pid_t pid() const { return p_.pid(); }
   std::string log() const { return p_.err(); }
   // Waits until the agent's stderr matches `re` (false: it did not within the limit).
   bool wait_log(const std::regex& re, std::chrono::milliseconds limit = 10s) { return p_.wait_for_err(re, limit); }
@@ -406,6 +408,50 @@ size_t count(const std::string& text, const std::string& what) {
   size_t n = 0;
   for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) n++;
   return n;
+}
+
+// Issue 34: a reload that changes a windowed probe's rate while its windows cycle. The windows
+// go on at the new coverage (more open after the reload, the coverage gauge moves to the new
+// share), the weights follow the rate each event was kept at, their sum still estimates the
+// calls, and no link or descriptor is left behind.
+TEST_F(DaemonTest, ReloadWhileWindowsCycleRetunesTheWindowsAndKeepsTheEstimate) {
+  cm_->update(uprobe_config(kWorkload, "    sampling: { rate: 0.05 }\n"));
+  Daemon d(cm_->config_path(), dir_);
+  ASSERT_GT(d.port(), 0) << d.log();
+  const std::string windows = "mcp_sampling_windows_total{probe=\"" + kWorkload + ":mcp_work\"}";
+  const std::string coverage = "mcp_sampling_window_coverage_ratio{probe=\"" + kWorkload + ":mcp_work\"}";
+  std::string calls_out;
+  std::thread calls([&] { calls_out = mcp::test::run_command({kWorkload, "rate", "2000", "6"}).out; });
+  ASSERT_TRUE(wait_until([&] { return metric(d.get("/metrics"), windows) >= 30; }, 10s)) << d.get("/metrics");
+  const double fds_before = static_cast<double>(std::distance(fs::directory_iterator("/proc/" + std::to_string(d.pid()) + "/fd"), {}));
+  cm_->update(uprobe_config(kWorkload, "    sampling: { rate: 0.02 }\n"));
+  ASSERT_TRUE(d.wait_log(std::regex("reloaded"))) << d.log();
+  const double at_reload = metric(d.get("/metrics"), windows);
+  calls.join();
+  const std::string page = d.get("/metrics");
+  EXPECT_GE(metric(page, windows), at_reload + 15) << "2 ms windows every 100 ms for the ~3 s after the reload\n" << page;
+  EXPECT_GT(metric(page, coverage), 0.015) << page;  // between the old 5% and the new 2% share
+  EXPECT_LT(metric(page, coverage), 0.05) << page;
+  const double fds_after = static_cast<double>(std::distance(fs::directory_iterator("/proc/" + std::to_string(d.pid()) + "/fd"), {}));
+  EXPECT_LE(fds_after, fds_before + 24) << "closes in flight hold a few";
+  EXPECT_EQ(d.terminate(), 0) << d.log();
+
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(calls_out, m, std::regex("calls ([0-9]+)"))) << calls_out;
+  const double made = std::stod(m[1]);
+  double estimate = 0;
+  size_t at_20 = 0, at_50 = 0;
+  for (const auto& e : d.events()) {
+    if (e["kind"] != "uprobe") continue;
+    const double w = e["weight"];
+    estimate += w;
+    at_20 += std::abs(w - 20) < 1e-6;
+    at_50 += std::abs(w - 50) < 1e-6;
+    EXPECT_TRUE(std::abs(w - 20) < 1e-6 || std::abs(w - 50) < 1e-6) << e.dump();
+  }
+  EXPECT_GT(at_20, 0u);
+  EXPECT_GT(at_50, 0u);
+  EXPECT_NEAR(estimate, made, 0.15 * made) << at_20 << " events at weight 20, " << at_50 << " at 50";
 }
 
 // Issue 16: one configuration for a whole fleet; a node without the binary yet must not

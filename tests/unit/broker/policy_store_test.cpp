@@ -114,8 +114,27 @@ TEST(PolicyStore, RejectsNonFiniteTinyAndHugeNumbers) {
   EXPECT_TRUE(store.list().empty());
   mcp::v1::Policy edge;
   edge.set_sampling_rate(kMinSamplingRate);
+  EXPECT_NO_THROW(store.apply(edge));
+  edge.set_sampling_rate(0);
   edge.set_target_qps(kMaxTargetQps);
   EXPECT_NO_THROW(store.apply(edge));
+}
+
+// Issue 29: a policy naming both a rate and a target QPS was stored, and what the agent then
+// did with it depended on which it looked at first. One or the other.
+TEST(PolicyStore, APolicyWithBothARateAndATargetQpsIsRefused) {
+  PolicyStore store;
+  mcp::v1::Policy p;
+  p.set_service("checkout");
+  p.set_sampling_rate(0.1);
+  p.set_target_qps(100);
+  try {
+    store.apply(p);
+    ADD_FAILURE() << "stored a policy with both";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "a policy takes sampling_rate or target_qps, not both");
+  }
+  EXPECT_TRUE(store.list().empty());
 }
 
 TEST(PolicyStore, ABadStoredRecordIsQuarantinedNotFatal) {

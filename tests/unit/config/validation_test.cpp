@@ -52,6 +52,8 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"Version", "version: 2\n", 1, 10, "unsupported version 2"},
         Bad{"VersionNotInt", "version: one\n", 1, 10, "must be an integer"},
         Bad{"NodeNameList", "node_name: [a]\n", 1, 12, "node_name must be a string"},
+        // Issue 29: the broker refuses such an agent id, so every event would be lost.
+        Bad{"NodeNameNotAnAgentId", "node_name: \"node 7|eu\"\n", 1, 12, "cannot be an agent id"},
         // broker
         Bad{"BrokerNoAddresses", "broker:\n  token_file: /t\n", 2, 3, "needs 'addresses'"},
         Bad{"BrokerCompression", "broker:\n  addresses: [a:1]\n  compression: zstd\n", 3, 16, "must be none or gzip"},
@@ -122,13 +124,15 @@ INSTANTIATE_TEST_SUITE_P(
             "either 'rate' or 'target_qps'"},
         Bad{"SamplingNeither", "syscalls:\n  - name: read\n    sampling: {consistent: true}\n", 3, 15,
             "needs 'rate' or 'target_qps'"},
-        Bad{"RateZero", "syscalls:\n  - name: read\n    sampling: {rate: 0}\n", 3, 22, "(0, 1]"},
-        Bad{"RateAboveOne", "syscalls:\n  - name: read\n    sampling: {rate: 1.01}\n", 3, 22, "(0, 1]"},
+        Bad{"RateZero", "syscalls:\n  - name: read\n    sampling: {rate: 0}\n", 3, 22, "[1e-6, 1]"},
+        Bad{"RateAboveOne", "syscalls:\n  - name: read\n    sampling: {rate: 1.01}\n", 3, 22, "[1e-6, 1]"},
         Bad{"RateText", "syscalls:\n  - name: read\n    sampling: {rate: half}\n", 3, 22,
             "must be a number, found 'half'"},
         Bad{"RateQuoted", "syscalls:\n  - name: read\n    sampling: {rate: \"0.5\"}\n", 3, 22, "must be a number"},
         Bad{"TargetQpsNegative", "syscalls:\n  - name: read\n    sampling: {target_qps: -1}\n", 3, 28,
-            "greater than 0"},
+            "[0.01, 1e7]"},
+        Bad{"TargetQpsHuge", "syscalls:\n  - name: read\n    sampling: {target_qps: 1e9}\n", 3, 28, "[0.01, 1e7]"},
+        Bad{"RateTiny", "syscalls:\n  - name: read\n    sampling: {rate: 5e-324}\n", 3, 22, "[1e-6, 1]"},
         Bad{"ConsistentNotBool", "syscalls:\n  - name: read\n    sampling: {rate: 1, consistent: 2}\n", 3, 37,
             "true or false"},
         Bad{"SamplingTypo", "syscalls:\n  - name: read\n    sampling: {rate: 1, consisten: true}\n", 3, 25,
@@ -210,6 +214,27 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"MetricsListen", "metrics:\n  listen: 9464\n", 2, 11, "is not host:port"},
         Bad{"MetricsTypo", "metrics:\n  listn: a:1\n", 2, 3, "did you mean 'listen'"}),
     [](const ::testing::TestParamInfo<Bad>& i) { return std::string(i.param.name); });
+
+// Issue 29: check-config passed 2,000 uprobes that `run` refused 20 s later; the limit is the
+// kernel side's probe slots, counted over uprobes and syscalls together.
+TEST(ConfigValidation, MoreProbesThanTheKernelHasSlotsForAreRefused) {
+  auto config = [](int probes, int syscalls) {
+    std::string text = "probes:\n";
+    for (int i = 0; i < probes; i++) text += "  - {binary: /usr/bin/app, symbol: f" + std::to_string(i) + "}\n";
+    static const char* const kNames[] = {"getppid", "getpid", "read", "write", "openat", "close"};
+    text += "syscalls:\n";
+    for (int i = 0; i < syscalls; i++) text += std::string("  - ") + kNames[i] + "\n";
+    return text;
+  };
+  EXPECT_NO_THROW(parse_config(config(250, 5), "agent.yaml"));
+  try {
+    parse_config(config(250, 6), "agent.yaml");
+    ADD_FAILURE() << "256 probes accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("256 probes and syscalls: at most 255"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(parse_config(config(2000, 0), "agent.yaml"), ConfigError);
+}
 
 TEST(ConfigValidation, WeightsSummingTo100Pass) {
   const Config cfg = parse_config(

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <random>
 
 #include "../../support/trace_ids.h"
@@ -57,6 +58,42 @@ mcp::v1::CompactEvent* add_event(mcp::v1::EventBlock& b, bool duration) {
   return e;
 }
 
+// A call tree of one thread: outer [0, 1500] holds a [100, 600] that holds a [200, 300]; a
+// sibling [700, 900]; another thread's [150, 400] is nobody's child. Each nested span is the
+// child of the innermost span around it and shares its trace id.
+TEST(OtlpMapping, NestedCallsOfAThreadAreChildSpansOfOneTrace) {
+  auto b = base_block();
+  const uint64_t t0 = 1'700'000'000'000'000'000ull;
+  auto call = [&](uint64_t at, uint64_t dur, uint32_t tid) {
+    auto* e = add_event(b, true);
+    e->set_ts_ns(t0 + at);
+    e->set_duration_ns(dur);
+    e->set_tid(tid);
+  };
+  call(200, 100, 1);  // leaves come first in the block: returns arrive innermost first
+  call(100, 500, 1);
+  call(700, 200, 1);
+  call(150, 250, 2);
+  call(0, 1500, 1);
+  Requests out;
+  append_block(b, Origin{"agent-1", "node-a"}, &out);
+  ASSERT_EQ(out.spans, 5u);
+  const auto& spans = out.traces.resource_spans(0).scope_spans(0).spans();
+  std::map<uint64_t, const opentelemetry::proto::trace::v1::Span*> by_start;
+  for (const auto& s : spans) by_start[s.start_time_unix_nano() - t0] = &s;
+  ASSERT_EQ(by_start.size(), 5u);
+  const auto &outer = *by_start[0], &mid = *by_start[100], &leaf = *by_start[200], &sibling = *by_start[700],
+             &other = *by_start[150];
+  EXPECT_EQ(outer.end_time_unix_nano() - t0, 1500u);
+  EXPECT_TRUE(outer.parent_span_id().empty());
+  EXPECT_EQ(mid.parent_span_id(), outer.span_id());
+  EXPECT_EQ(leaf.parent_span_id(), mid.span_id());
+  EXPECT_EQ(sibling.parent_span_id(), outer.span_id());
+  for (const auto* s : {&mid, &leaf, &sibling}) EXPECT_EQ(s->trace_id(), outer.trace_id());
+  EXPECT_TRUE(other.parent_span_id().empty()) << "another thread's call is not nested";
+  EXPECT_NE(other.trace_id(), outer.trace_id());
+}
+
 TEST(OtlpMapping, EventsWithADurationAreSpansOthersLogRecords) {
   auto b = base_block();
   add_event(b, true);
@@ -72,8 +109,10 @@ TEST(OtlpMapping, EventsWithADurationAreSpansOthersLogRecords) {
   ASSERT_EQ(spans.spans_size(), 2);
   const auto& span = spans.spans(0);
   EXPECT_EQ(span.name(), "/usr/bin/app:handle");
-  EXPECT_EQ(span.end_time_unix_nano(), 1'700'000'000'000'000'000ull);
-  EXPECT_EQ(span.end_time_unix_nano() - span.start_time_unix_nano(), 1500u);
+  // ts is the call's entry: the span starts there and lasts its duration.
+  EXPECT_EQ(span.start_time_unix_nano(), 1'700'000'000'000'000'000ull);
+  EXPECT_EQ(span.end_time_unix_nano(), 1'700'000'000'000'001'500ull);
+  EXPECT_TRUE(span.parent_span_id().empty());
   EXPECT_EQ(span.trace_id().size(), 16u);
   EXPECT_EQ(span.span_id().size(), 8u);
   EXPECT_NE(span.trace_id(), std::string(16, '\0'));

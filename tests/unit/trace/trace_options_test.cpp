@@ -155,6 +155,22 @@ TEST(TraceOptions, NegativePidIsRejected) {
   expect_usage_error({"-s", "getppid", "--pid=-5"}, "--pid");
 }
 
+// Issue 29: each of these was accepted and then traced something else than asked (pid 0: every
+// process; a rate that rounds to no threshold: nothing; NaN QPS: no steering; 4G: a 32-bit
+// map size of 0).
+TEST(TraceOptions, NumbersThatCannotMeanWhatTheySayAreRejected) {
+  expect_usage_error({"-s", "getppid", "--pid", "0"}, "--pid must be a positive process id");
+  expect_usage_error({"-s", "getppid", "-r", "5e-324"}, "--sample-rate must be in [1e-6, 1], got 4.94066e-324");
+  expect_usage_error({"-s", "getppid", "-r", "nan"}, "--sample-rate must be in [1e-6, 1]");
+  expect_usage_error({"-s", "getppid", "--target-qps", "nan"}, "--target-qps must be in [0.01, 1e7] events/s, got nan");
+  expect_usage_error({"-s", "getppid", "--target-qps", "0"}, "--target-qps must be in");
+  expect_usage_error({"-s", "getppid", "--target-qps", "inf"}, "--target-qps must be in");
+  expect_usage_error({"-s", "getppid", "--ringbuf-size", "4G"}, "from 4K to 1G");
+  expect_usage_error({"-s", "getppid", "--export-sample-rate", "1e-300"}, "--export-sample-rate must be in");
+  EXPECT_EQ(parse_and_validate({"-s", "getppid", "-r", "1e-6"}).sample_rate, 1e-6);
+  EXPECT_EQ(parse_and_validate({"-s", "getppid", "--target-qps", "0.01"}).target_qps, 0.01);
+}
+
 TEST(TraceOptions, PidAndCommandExcludeEachOther) {
   expect_usage_error({"-s", "getppid", "-p", std::to_string(getpid()), "--", "/bin/true"}, "exclude");
 }
