@@ -26,7 +26,7 @@ void add_trace_options(CLI::App& sub, TraceOptions& o) {
   sub.add_flag("--latency,-l", o.latency, "Also attach the uretprobe: one event per call with ret and duration");
   sub.add_option("--pid,-p", o.pid, "Trace only this process and its descendants; exit when they are gone");
   sub.add_flag("--no-follow", o.no_follow, "With --pid or a command: not its children (default: follow forks like strace -f)");
-  sub.add_option("--sample-rate,-r", o.sample_rate, "Probability of keeping an event, 0 < R <= 1 (default 1)");
+  sub.add_option("--sample-rate,-r", o.sample_rate, "Probability of keeping an event, 1e-6 <= R <= 1 (default 1)");
   sub.add_option("--duration,-d", o.duration_text, "Stop after this long, e.g. 10s, 500ms");
   sub.add_option("--max-events,-n", o.max_events, "Stop after printing this many events");
   sub.add_option("--format,-f", o.format, "Output: json (one object per line) or table");
@@ -60,7 +60,7 @@ void add_trace_options(CLI::App& sub, TraceOptions& o) {
   otlp::add_otlp_flags(sub, o.otlp);
   sub.add_option("--rules", o.rules_file, "Compliance rules file (drop, redact, exempt, rate), as compliance.file");
   sub.add_flag("--error-only", o.error_only, "Export only events whose return value marks an error");
-  sub.add_option("--export-sample-rate", o.export_sample_rate, "Extra uniform sampling before export, (0, 1]");
+  sub.add_option("--export-sample-rate", o.export_sample_rate, "Extra uniform sampling before export, [1e-6, 1]");
   sub.add_option("--config,-c", o.config_file,
                  "agent.yaml: its probes, sampling, quotas, compliance, exporter and broker, as `run` reads them");
   sub.add_option("--ready-file", o.ready_file, "Write the readiness line to this file once every probe is attached");

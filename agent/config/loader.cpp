@@ -640,7 +640,7 @@ void read_exporter(Ctx& ctx, const YAML::Node& n, const std::filesystem::path& b
   if (m.has("error_only")) if (auto b = read_bool(ctx, m.get("error_only"), "exporter.error_only")) out.error_only = *b;
   if (m.has("sample_rate")) {
     if (auto r = read_number(ctx, m.get("sample_rate"), "exporter.sample_rate")) {
-      if (!(*r > 0 && *r <= 1)) ctx.error(m.get("sample_rate"), "exporter.sample_rate must be in (0, 1]");
+      if (!valid_sampling_rate(*r)) ctx.error(m.get("sample_rate"), std::string("exporter.sample_rate must be in ") + kSamplingRateRange);
       else out.sample_rate = *r;
     }
   }

@@ -306,7 +306,7 @@ TEST(TraceErrors, EachFailureIsOneLineWithTheRightExitCode) {
   const std::vector<Case> cases = {
       {{"trace", "--uprobe", kWorkload + ":no_such_fn", "--", "true"}, 1, "symbol no_such_fn not found in"},
       {{"trace", "--uprobe", "/no/such/bin:fn", "--", "true"}, 1, "binary not found: /no/such/bin"},
-      {{"trace", "--syscall", "getppid", "--sample-rate", "0"}, 2, "--sample-rate must be in (0, 1]"},
+      {{"trace", "--syscall", "getppid", "--sample-rate", "0"}, 2, "--sample-rate must be in [1e-6, 1], got 0"},
       {{"trace", "--syscall", "getppid", "--duration", "ten"}, 2, "bad duration"},
       {{"trace", "--no-such-flag"}, 2, "no-such-flag"},
       {{"trace"}, 2, "nothing to trace"},

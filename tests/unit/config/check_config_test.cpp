@@ -85,7 +85,7 @@ TEST(CheckConfig, InvalidFileExitsTwoWithFileLineColumn) {
   std::ostringstream out, err;
   EXPECT_EQ(run_check_config(f.path.string(), out, err), 2);
   EXPECT_EQ(out.str(), "");
-  EXPECT_EQ(err.str(), f.path.string() + ":4:22: sampling.rate must be in (0, 1]\n");
+  EXPECT_EQ(err.str(), f.path.string() + ":4:22: sampling.rate must be in [1e-6, 1]\n");
 }
 
 TEST(CheckConfig, MissingFileExitsTwo) {

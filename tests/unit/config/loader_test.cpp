@@ -324,7 +324,7 @@ TEST(ConfigLoader, ReportsEveryProblemInFileOrder) {
     FAIL();
   } catch (const ConfigError& e) {
     ASSERT_EQ(e.diagnostics().size(), 3u);
-    EXPECT_EQ(e.diagnostics()[0].str(), "a.yaml:2:16: exporter.sample_rate must be in (0, 1]");
+    EXPECT_EQ(e.diagnostics()[0].str(), "a.yaml:2:16: exporter.sample_rate must be in [1e-6, 1]");
     EXPECT_EQ(e.diagnostics()[1].str(), "a.yaml:3:1: unknown key 'probs' in agent.yaml (did you mean 'probes'?)");
     EXPECT_EQ(e.diagnostics()[2].str(), "a.yaml:5:11: metrics.listen 'nope' is not host:port");
     EXPECT_EQ(std::string(e.what()), e.diagnostics()[0].str());

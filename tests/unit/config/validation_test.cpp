@@ -158,7 +158,7 @@ INSTANTIATE_TEST_SUITE_P(
             4, 7, "duplicate quota for '/a' (first at line 3)"},
         // exporter
         Bad{"ExporterErrorOnly", "exporter:\n  error_only: 1\n", 2, 15, "true or false"},
-        Bad{"ExporterSampleRate", "exporter:\n  sample_rate: 0\n", 2, 16, "(0, 1]"},
+        Bad{"ExporterSampleRate", "exporter:\n  sample_rate: 0\n", 2, 16, "[1e-6, 1]"},
         Bad{"OtlpNoEndpoint", "exporter:\n  otlp: {insecure: true}\n", 2, 9, "needs 'endpoint'"},
         Bad{"OtlpEndpoint", "exporter:\n  otlp:\n    endpoint: collector\n", 3, 15, "is not host:port"},
         Bad{"OtlpTypo", "exporter:\n  otlp:\n    endpoint: c:4317\n    insecur: true\n", 4, 5,

@@ -56,7 +56,7 @@ TEST(Reloader, InvalidFileIsRejectedCountedAndThePreviousConfigStays) {
   EXPECT_EQ(applied, 1);
   ReloadStats s = r.stats();
   EXPECT_EQ(s.failures, 1u);
-  EXPECT_EQ(s.last_error, path.string() + ":4:22: sampling.rate must be in (0, 1]");
+  EXPECT_EQ(s.last_error, path.string() + ":4:22: sampling.rate must be in [1e-6, 1]");
 
   // The same bad content seen again (a second inotify event) is not counted twice...
   EXPECT_EQ(r.reload(), ReloadOutcome::kRejected);
