@@ -1,7 +1,6 @@
 #include "otlp/mapping.h"
 
 #include <algorithm>
-
 #include <map>
 #include <random>
 #include <tuple>
@@ -177,7 +176,7 @@ std::string_view kind_name(mcp::v1::EventKind kind) {
 
 // A span of one thread, for nesting the block's call trees.
 struct ThreadSpan {
-  uint64_t tid, start, end;
+  uint64_t thread, start, end;  // thread: pid << 32 | tid
   trace::Span* span;
   bool own_trace_id;
 };
@@ -186,11 +185,11 @@ struct ThreadSpan {
 // spans by start, the longer first where two start together).
 void nest(std::vector<ThreadSpan>& spans) {
   std::sort(spans.begin(), spans.end(), [](const ThreadSpan& a, const ThreadSpan& b) {
-    return std::tie(a.tid, a.start, b.end) < std::tie(b.tid, b.start, a.end);
+    return std::tie(a.thread, a.start, b.end) < std::tie(b.thread, b.start, a.end);
   });
   std::vector<const ThreadSpan*> open;
   for (const auto& s : spans) {
-    while (!open.empty() && (open.back()->tid != s.tid || open.back()->end < s.end)) open.pop_back();
+    while (!open.empty() && (open.back()->thread != s.thread || open.back()->end < s.end)) open.pop_back();
     if (!open.empty()) {
       trace::Span* parent = open.back()->span;
       if (!s.own_trace_id) *s.span->mutable_trace_id() = parent->trace_id();
