@@ -1,10 +1,16 @@
 #include "broker/broker.h"
 
 #include <grpcpp/grpcpp.h>
+#include <grp.h>
 #include <grpcpp/security/server_credentials.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-#include <cmath>
 #include <atomic>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <optional>
 #include <condition_variable>
 #include <deque>
 #include <thread>
@@ -259,9 +265,13 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
     if (!refused.ok()) return refused;
     std::string agent_id;
     otlp::Origin origin;
+    uint64_t incarnation = 0;  // fixed by the first hello: sequences count within it
+    bool refused_acks = false;  // a malformed batch is acked as refused, the stream goes on
     if (msg.has_hello()) {
       agent_id = msg.hello().agent_id();
       origin.host_name = msg.hello().hostname();
+      incarnation = msg.hello().incarnation();
+      for (const auto& c : msg.hello().capabilities()) refused_acks |= c == kCapabilityRefusedAcks;
     }
     if (agent_id.empty()) {
       const auto it = ctx->client_metadata().find("x-mcp-agent-id");
@@ -286,24 +296,34 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
     }
     Status status = Status::OK;
     if (backend_->pipelined()) {
-      status = publish_pipelined(ctx, stream, conn, agent_id, origin, &msg, wire_bytes);
+      status = publish_pipelined(ctx, stream, conn, agent_id, incarnation, refused_acks, origin, &msg,
+                                 wire_bytes);
     } else {
       mcp::v1::BrokerMessage reply;
       do {
-        if (!(status = check_message(agent_id, msg)).ok()) break;
-        if (!msg.has_batch()) continue;
-        bool duplicate = false;
-        try {
-          status = ingest(agent_id, credential, origin, msg.mutable_batch(), &duplicate);
-        } catch (const std::exception& e) {
-          spdlog::error("ingest from {}: {}", agent_id, e.what());
-          status = Status(StatusCode::INTERNAL, "broker could not store the batch");
-        }
-        if (!status.ok()) break;
+        PreparedBatch prepared;
+        status = check_message(agent_id, incarnation, msg);
+        if (status.ok() && msg.has_batch()) status = prepare(agent_id, incarnation, msg.mutable_batch(), &prepared);
         reply.Clear();
+        if (!status.ok()) {
+          if (!refused_acks || !msg.has_batch()) break;
+          refuse_batch(agent_id, msg.batch().sequence(), status, reply.mutable_ack());
+          status = Status::OK;
+        } else if (!msg.has_batch()) {
+          continue;
+        } else {
+          bool duplicate = false;
+          try {
+            status = ingest(agent_id, credential, origin, prepared, &duplicate);
+          } catch (const std::exception& e) {
+            spdlog::error("ingest from {}: {}", agent_id, e.what());
+            status = Status(StatusCode::INTERNAL, "broker could not store the batch");
+          }
+          if (!status.ok()) break;
+          reply.mutable_ack()->set_sequence(msg.batch().sequence());
+          reply.mutable_ack()->set_duplicate(duplicate);
+        }
         reply.set_broker_hlc(hlc_now());
-        reply.mutable_ack()->set_sequence(msg.batch().sequence());
-        reply.mutable_ack()->set_duplicate(duplicate);
         if (!conn->write(reply)) break;
         msg.Clear();
       } while (read_agent_message(stream, limits, &msg, &status, &wire_bytes) && status.ok());
@@ -404,12 +424,35 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
     } else {
       creds = grpc::InsecureServerCredentials();
     }
+    const std::optional<gid_t> group = socket_group(options_);
     grpc::ServerBuilder builder;
     builder.AddListeningPort(options_.listen, creds, &port_);
     builder.RegisterService(this);
     builder.SetMaxReceiveMessageSize(static_cast<int>(options_.limits.max_message_bytes));
     server_ = builder.BuildAndStart();
     if (!server_ || port_ == 0) throw runtime_error("cannot listen on " + options_.listen);
+    if (options_.listen.starts_with("unix:")) restrict_socket(options_.listen, group);
+  }
+
+  // Resolved before listening, so an unknown group fails with nothing started.
+  static std::optional<gid_t> socket_group(const BrokerOptions& o) {
+    if (o.socket_group.empty()) return std::nullopt;
+    if (!o.listen.starts_with("unix:"))
+      throw usage_error("--socket-group needs a unix:PATH --listen, not " + o.listen);
+    const struct group* g = ::getgrnam(o.socket_group.c_str());
+    if (g == nullptr) throw usage_error("--socket-group: no group named '" + o.socket_group + "'");
+    return g->gr_gid;
+  }
+
+  // Who may connect to a unix socket is who may write it: 0600 (the broker's user and root),
+  // or 0660 with the group.
+  static void restrict_socket(const std::string& listen, std::optional<gid_t> group) {
+    std::string path = listen.substr(std::string_view("unix:").size());
+    if (path.starts_with("//")) path.erase(0, 2);  // unix:///abs/path
+    if (group && ::chown(path.c_str(), static_cast<uid_t>(-1), *group) != 0)
+      throw runtime_error("cannot give " + path + " to group " + std::to_string(*group) + ": " + std::strerror(errno));
+    if (::chmod(path.c_str(), group ? 0660 : 0600) != 0)
+      throw runtime_error("cannot restrict " + path + ": " + std::strerror(errno));
   }
 
   // `role` 0: any valid credential. *identity: what a Publish binds its agent id to (access.h).
@@ -436,11 +479,15 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
     return Status::OK;
   }
 
-  // Every message after the first: a hello may only repeat the stream's agent id; a batch must
-  // pass check_batch().
-  Status check_message(const std::string& agent_id, const mcp::v1::AgentMessage& msg) const {
+  // Every message after the first: a hello may only repeat the stream's agent id and
+  // incarnation; a batch must pass check_batch().
+
+  Status check_message(const std::string& agent_id, uint64_t incarnation,
+                       const mcp::v1::AgentMessage& msg) const {
     if (msg.has_hello() && !msg.hello().agent_id().empty() && msg.hello().agent_id() != agent_id)
       return Status(StatusCode::INVALID_ARGUMENT, "a Publish stream carries one agent id");
+    if (msg.has_hello() && msg.hello().incarnation() != incarnation)
+      return Status(StatusCode::INVALID_ARGUMENT, "a Publish stream carries one incarnation");
     if (msg.has_hello()) return to_status(check_hello(msg.hello()));
     if (msg.has_batch()) return to_status(check_batch(msg.batch(), options_.limits));
     return Status::OK;
@@ -454,15 +501,17 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
   // Parses and checks Batch.events once (parse_event_block), sets every event id (in the parsed
   // block and, by with_event_ids, in its bytes: not re-encoded), merges the batch's newest HLC.
   // Swaps the batch's contents out.
-  Status prepare(const std::string& agent_id, mcp::v1::Batch* batch, PreparedBatch* out) {
+  Status prepare(const std::string& agent_id, uint64_t incarnation, mcp::v1::Batch* batch,
+                 PreparedBatch* out) {
     const uint64_t seq = batch->sequence();
     auto packet = std::make_shared<mcp::v1::SamplePacket>();
     packet->set_agent_id(agent_id);
     packet->set_sequence(seq);
+    packet->set_incarnation(incarnation);
     packet->mutable_counts()->Swap(batch->mutable_counts());
     uint64_t newest = 0;
     uint32_t index = 0;
-    const BatchEventIds id_of(agent_id, seq);
+    const BatchEventIds id_of(agent_id, seq, incarnation);
     if (!batch->events().empty()) {
       auto block = make_arena_block(batch->events().size());
       if (const Verdict v = parse_event_block(batch->events(), options_.limits, block.get()); !v.ok())
@@ -494,10 +543,17 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
 
   // *duplicate for a replay (acked, not stored again); a refused batch is neither stored nor
   // counted.
-  Status ingest(const std::string& agent_id, const std::string& credential,
-                const otlp::Origin& origin, mcp::v1::Batch* batch, bool* duplicate) {
-    PreparedBatch prepared;
-    if (Status st = prepare(agent_id, batch, &prepared); !st.ok()) return st;
+  // A malformed batch from an agent that takes refused acks: counted, logged, acked as refused.
+  void refuse_batch(const std::string& agent_id, uint64_t sequence, const Status& why, mcp::v1::Ack* ack) {
+    refused_.fetch_add(1, std::memory_order_relaxed);
+    spdlog::warn("agent {}: batch {} refused: {}", agent_id, sequence, why.error_message());
+    ack->set_sequence(sequence);
+    ack->set_refused(true);
+    ack->set_reason(why.error_message());
+  }
+
+  Status ingest(const std::string& agent_id, const std::string& credential, const otlp::Origin& origin,
+                PreparedBatch& prepared, bool* duplicate) {
     prepared.packet->set_broker_hlc(hlc_now());
     const PreparedBatch exported = prepared;  // the shared packet and block, for OTLP
     const Status st = backend_->store(agent_id, credential, prepared, duplicate, [&] {
@@ -535,12 +591,14 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
   // stream: past that the stream stops reading (HTTP/2 flow control then holds the agent back).
   Status publish_pipelined(ServerContext* ctx, RawStream* stream,
                            const std::shared_ptr<AgentConn>& conn, const std::string& agent_id,
-                           const otlp::Origin& origin, mcp::v1::AgentMessage* msg, size_t wire_bytes) {
+                           uint64_t incarnation, bool refused_acks, const otlp::Origin& origin,
+                           mcp::v1::AgentMessage* msg, size_t wire_bytes) {
     struct Entry {
       uint64_t sequence = 0;
       size_t bytes = 0;
       bool done = false;
       bool duplicate = false;
+      std::string refused;  // why the batch was refused (Ack.refused)
     };
     struct Window {
       std::mutex mu;
@@ -576,6 +634,10 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
           reply.set_broker_hlc(hlc_now());
           reply.mutable_ack()->set_sequence(e->sequence);
           reply.mutable_ack()->set_duplicate(e->duplicate);
+          if (!e->refused.empty()) {
+            reply.mutable_ack()->set_refused(true);
+            reply.mutable_ack()->set_reason(e->refused);
+          }
           if (!(written = conn->write(reply))) break;
         }
         lock.lock();
@@ -589,13 +651,28 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
     const PublishLimits& limits = options_.limits;
     Status refused = Status::OK;
     do {
-      if (!(refused = check_message(agent_id, *msg)).ok()) break;
-      if (!msg->has_batch()) continue;
       auto entry = std::make_shared<Entry>();
+      PreparedBatch prepared;
+      refused = check_message(agent_id, incarnation, *msg);
+      if (refused.ok() && msg->has_batch()) refused = prepare(agent_id, incarnation, msg->mutable_batch(), &prepared);
+      if (!refused.ok() && refused_acks && msg->has_batch()) {
+        // Acked in order with the batches around it, once those before it are.
+        mcp::v1::Ack ack;
+        refuse_batch(agent_id, msg->batch().sequence(), refused, &ack);
+        refused = Status::OK;
+        std::lock_guard lock(window->mu);
+        entry->sequence = ack.sequence();
+        entry->refused = ack.reason();
+        entry->done = true;
+        window->entries.push_back(entry);
+        window->cv.notify_all();
+        msg->Clear();
+        continue;
+      }
+      if (!refused.ok()) break;
+      if (!msg->has_batch()) continue;
       entry->sequence = msg->batch().sequence();
       entry->bytes = wire_bytes;
-      PreparedBatch prepared;
-      if (!(refused = prepare(agent_id, msg->mutable_batch(), &prepared)).ok()) break;
       prepared.packet->set_broker_hlc(hlc_now());
       ProbeTotals counts;
       count_events(*prepared.packet, prepared.block.get(), counts);

@@ -54,6 +54,9 @@ namespace mcp::broker {
 
 struct BrokerOptions {
   std::string listen = "127.0.0.1:9090";  // port 0 picks a free port, see Broker::port()
+  // With a unix:PATH listen the socket is made 0660 and this group's, so only root and its
+  // members can connect (the packaged broker: mcp-sampling); empty: 0600, its owner and root.
+  std::string socket_group;
   std::string tls_ca;                     // with tls_cert/tls_key: require client certificates
   std::string tls_cert;
   std::string tls_key;

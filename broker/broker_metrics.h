@@ -32,7 +32,7 @@ inline constexpr MetricSpec kDuplicateBatches{
     MetricType::kCounter, ""};
 inline constexpr MetricSpec kRefusedPublishes{
     "mcp_broker_refused_publishes_total",
-    "Publish streams refused: malformed or oversized input, unknown capability, bad credentials.",
+    "Publish streams refused (malformed or oversized input, unknown capability, bad credentials) and malformed batches acked as refused.",
     MetricType::kCounter, ""};
 inline constexpr MetricSpec kAgentsConnected{
     "mcp_broker_agents_connected", "Agents with an open Publish stream to this broker.",

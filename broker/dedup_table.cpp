@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -13,68 +14,136 @@ namespace mcp::broker {
 
 void write_file_atomically(const std::filesystem::path& file, const std::string& text);
 
+namespace {
+
+std::filesystem::path bindings_of(const std::filesystem::path& file) {
+  return file.string() + ".bindings";
+}
+
+std::string hex_of(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+}  // namespace
+
 DedupTable::DedupTable(std::filesystem::path file) : file_(std::move(file)) {
-  if (file_.empty() || !std::filesystem::exists(file_)) return;
-  std::ifstream in(file_);
+  if (file_.empty()) return;
   try {
-    const auto json = nlohmann::json::parse(in);
-    for (const auto& [agent, value] : json.items()) {
-      Mark& m = marks_[agent];
-      if (value.is_object()) {
-        m.sequence = value.at("sequence").get<uint64_t>();
-        m.credential = value.value("credential", "");
-      } else {
-        m.sequence = value.get<uint64_t>();  // before credentials were bound
+    if (std::filesystem::exists(file_)) {
+      std::ifstream in(file_);
+      const auto json = nlohmann::json::parse(in);
+      for (const auto& [agent, value] : json.items()) {
+        Agent& a = agents_[agent];
+        if (!value.is_object()) {
+          a.incarnations[0].sequence = value.get<uint64_t>();  // before credentials were bound
+          continue;
+        }
+        if (value.contains("sequence")) a.incarnations[0].sequence = value.at("sequence").get<uint64_t>();
+        a.credential = value.value("credential", "");
+        if (value.contains("incarnations"))
+          for (const auto& [inc, seq] : value.at("incarnations").items())
+            a.incarnations[std::stoull(inc, nullptr, 16)].sequence = seq.get<uint64_t>();
       }
+    }
+    std::ifstream bindings(bindings_of(file_));
+    std::string line;
+    while (std::getline(bindings, line)) {
+      // A line cut by a crash is the last one and bound nothing that was acknowledged.
+      const auto json = nlohmann::json::parse(line, nullptr, false);
+      if (json.is_discarded() || !json.is_object()) continue;
+      Agent& a = agents_[json.value("agent", "")];
+      if (a.credential.empty()) a.credential = json.value("credential", "");
     }
   } catch (const std::exception& e) {
     throw runtime_error("broker: bad " + file_.string() + ": " + e.what());
   }
 }
 
-Admission DedupTable::check(const std::string& agent, const std::string& credential,
-                            uint64_t sequence, uint64_t now_us) const {
-  const auto it = marks_.find(agent);
-  if (it == marks_.end()) return Admission::kNew;
-  const Mark& m = it->second;
-  if (!m.credential.empty() && m.credential != credential) return Admission::kForeignCredential;
-  if (sequence <= m.sequence) return Admission::kDuplicate;
-  const uint64_t by_mark = m.sequence > UINT64_MAX - kSequenceWindow ? UINT64_MAX : m.sequence + kSequenceWindow;
-  const uint64_t by_clock = now_us > UINT64_MAX - kClockAllowanceUs ? UINT64_MAX : now_us + kClockAllowanceUs;
-  if (sequence > std::max(by_mark, by_clock)) return Admission::kBeyondWindow;
-  return Admission::kNew;
+Admission DedupTable::check(const std::string& agent, uint64_t incarnation,
+                            const std::string& credential, uint64_t sequence, uint64_t now_us) const {
+  const auto sat_add = [](uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; };
+  uint64_t mark = 0;
+  if (const auto it = agents_.find(agent); it != agents_.end()) {
+    if (!it->second.credential.empty() && it->second.credential != credential)
+      return Admission::kForeignCredential;
+    if (const auto c = it->second.incarnations.find(incarnation); c != it->second.incarnations.end())
+      mark = c->second.sequence;
+  }
+  if (sequence <= mark) return Admission::kDuplicate;
+  uint64_t bound = sat_add(mark, kSequenceWindow);
+  if (incarnation == 0) bound = std::max(bound, sat_add(now_us, kClockAllowanceUs));
+  return sequence > bound ? Admission::kBeyondWindow : Admission::kNew;
 }
 
-bool DedupTable::record(const std::string& agent, const std::string& credential, uint64_t sequence) {
-  const auto [it, added] = marks_.try_emplace(agent);
-  Mark& m = it->second;
-  m.sequence = std::max(m.sequence, sequence);
-  const bool bound = m.credential.empty() && !credential.empty();
-  if (bound) m.credential = credential;
-  return added || bound;
+DedupTable::Count& DedupTable::count_of(const std::string& agent, uint64_t incarnation) {
+  auto& incs = agents_[agent].incarnations;
+  if (!incs.count(incarnation) && incs.size() >= kMaxIncarnations) {
+    incs.erase(std::min_element(incs.begin(), incs.end(), [](const auto& a, const auto& b) {
+      return a.second.used < b.second.used;
+    }));
+  }
+  Count& c = incs[incarnation];
+  c.used = ++tick_;
+  return c;
 }
 
-void DedupTable::advance(const std::string& agent, uint64_t sequence) {
-  Mark& m = marks_[agent];
-  m.sequence = std::max(m.sequence, sequence);
+bool DedupTable::record(const std::string& agent, uint64_t incarnation,
+                        const std::string& credential, uint64_t sequence) {
+  Count& c = count_of(agent, incarnation);
+  c.sequence = std::max(c.sequence, sequence);
+  Agent& a = agents_[agent];
+  if (!a.credential.empty() || credential.empty()) return false;
+  a.credential = credential;
+  append_binding(agent, credential);
+  return true;
 }
 
-uint64_t DedupTable::high_water(const std::string& agent) const {
-  const auto it = marks_.find(agent);
-  return it == marks_.end() ? 0 : it->second.sequence;
+void DedupTable::advance(const std::string& agent, uint64_t incarnation, uint64_t sequence) {
+  Count& c = count_of(agent, incarnation);
+  c.sequence = std::max(c.sequence, sequence);
+}
+
+uint64_t DedupTable::high_water(const std::string& agent, uint64_t incarnation) const {
+  const auto it = agents_.find(agent);
+  if (it == agents_.end()) return 0;
+  const auto c = it->second.incarnations.find(incarnation);
+  return c == it->second.incarnations.end() ? 0 : c->second.sequence;
 }
 
 std::string DedupTable::credential(const std::string& agent) const {
-  const auto it = marks_.find(agent);
-  return it == marks_.end() ? std::string() : it->second.credential;
+  const auto it = agents_.find(agent);
+  return it == agents_.end() ? std::string() : it->second.credential;
+}
+
+void DedupTable::append_binding(const std::string& agent, const std::string& credential) const {
+  if (file_.empty()) return;
+  const std::string line = nlohmann::json{{"agent", agent}, {"credential", credential}}.dump() + "\n";
+  std::ofstream out(bindings_of(file_), std::ios::app);
+  out << line;
+  if (!out.flush()) throw runtime_error("broker: cannot write " + bindings_of(file_).string());
+  ::chmod(bindings_of(file_).c_str(), 0600);
 }
 
 void DedupTable::persist() const {
   if (file_.empty()) return;
   nlohmann::json json = nlohmann::json::object();
-  for (const auto& [agent, m] : marks_)
-    json[agent] = {{"sequence", m.sequence}, {"credential", m.credential}};
+  for (const auto& [agent, a] : agents_) {
+    nlohmann::json entry = {{"credential", a.credential}};
+    nlohmann::json incs = nlohmann::json::object();
+    for (const auto& [inc, c] : a.incarnations) {
+      if (inc == 0)
+        entry["sequence"] = c.sequence;
+      else
+        incs[hex_of(inc)] = c.sequence;
+    }
+    if (!incs.empty()) entry["incarnations"] = std::move(incs);
+    json[agent] = std::move(entry);
+  }
   write_file_atomically(file_, json.dump());
+  std::error_code ec;
+  std::filesystem::remove(bindings_of(file_), ec);  // every binding is in the snapshot now
 }
 
 void write_file_atomically(const std::filesystem::path& file, const std::string& text) {

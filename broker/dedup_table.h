@@ -1,17 +1,24 @@
-// DedupTable: per agent id, the high-water mark of stored batch sequences and the credential
-// the id is bound to. Agents send strictly increasing sequences and replay unacknowledged
-// batches in order, so "sequence <= high-water mark" identifies a replay whose ack was lost.
+// DedupTable: per (agent id, incarnation), the high-water mark of stored batch sequences, and per
+// agent id the credential it is bound to. An agent counts its sequences within an incarnation
+// (its spool's id, Hello.incarnation) and replays unacknowledged batches in order, so
+// "sequence <= mark" identifies a replay whose ack was lost; an agent that lost its spool comes
+// back under a new incarnation and counts from 1 again, shadowed by nothing it sent before.
 //
-// Poisoning guards (issue 14, item 7): an id is bound to the credential that first published
-// it (a token's or client certificate's identity, see access.h; "" when the broker has no
-// authentication), and a known agent's sequence may not jump past
-//   max(mark + kSequenceWindow, now_us + kClockAllowanceUs)
-// (the forwarder's sequences are spool offsets: max(previous + 1, the agent's clock in µs)), so
-// one forged batch cannot silence an agent's later batches as "duplicates". A new id takes any
-// non-zero sequence. check() only decides; record() is called once the batch is stored.
-// Persisted as JSON {agent: {"sequence": N, "credential": ID}} (write-to-temp + rename; an older
-// {agent: N} file loads as unbound marks), so a killed broker keeps both; an empty path keeps
-// them in memory.
+// Poisoning guards (issues 14 and 29): an id is bound to the credential that first published it
+// (a token's or client certificate's identity, see access.h; "" when the broker has no
+// authentication). An incarnation's first sequence must be at most kSequenceWindow (spools count
+// from 1) and a later one may not jump more than kSequenceWindow past its mark, so a forged
+// batch can neither start a count high nor walk one far. Incarnation 0 is an older agent whose
+// sequences came from its clock in µs: its bound is max(mark + window, now_us + 1 h). Each agent
+// keeps its kMaxIncarnations most recently used incarnations (an older one is a spool long gone).
+// check() only decides; record() is called once the batch is stored.
+//
+// Persisted as JSON {agent: {"credential": ID, "sequence": N (incarnation 0),
+// "incarnations": {HEX: N}}} by persist() (write-to-temp + rename), plus an append-only
+// FILE.bindings of the credential bindings made since (one JSON line each), so binding 10,000
+// new ids costs 10,000 short appends, not 10,000 rewrites of a growing file. An older file
+// ({agent: N} or {agent: {"sequence": N}}) loads as incarnation-0 marks. An empty path keeps
+// everything in memory.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -20,41 +27,53 @@
 
 namespace mcp::broker {
 
-inline constexpr uint64_t kSequenceWindow = uint64_t{1} << 32;           // ~71 min of µs
+inline constexpr uint64_t kSequenceWindow = uint64_t{1} << 32;
 inline constexpr uint64_t kClockAllowanceUs = uint64_t{3600} * 1000000;  // agent clock ahead by 1 h
+inline constexpr size_t kMaxIncarnations = 16;
 
 enum class Admission {
   kNew,                // store it, then record()
   kDuplicate,          // at or below the mark: ack as duplicate, do not store
   kForeignCredential,  // the id is bound to another credential: PERMISSION_DENIED
-  kBeyondWindow,       // sequence jumps too far: INVALID_ARGUMENT
+  kBeyondWindow,       // sequence starts or jumps too far: INVALID_ARGUMENT
 };
 
 class DedupTable {
  public:
-  // Loads the file when it exists; throws mcp::Error (runtime) when it is unreadable JSON.
+  // Loads the file (and its bindings) when it exists; throws mcp::Error (runtime) when it is
+  // unreadable JSON.
   explicit DedupTable(std::filesystem::path file = {});
 
-  Admission check(const std::string& agent, const std::string& credential, uint64_t sequence,
-                  uint64_t now_us) const;
-  // Advances the mark (never lowers it) and binds an unbound id to `credential`. True when that
-  // made a binding (a new id, or a first credential): the caller persists it at once.
-  bool record(const std::string& agent, const std::string& credential, uint64_t sequence);
+  Admission check(const std::string& agent, uint64_t incarnation, const std::string& credential,
+                  uint64_t sequence, uint64_t now_us) const;
+  // Advances the mark (never lowers it) and binds an unbound id to `credential`, appending the
+  // binding to FILE.bindings at once. True when that made a binding.
+  bool record(const std::string& agent, uint64_t incarnation, const std::string& credential,
+              uint64_t sequence);
   // Start-up repair from the journal, which does not hold credentials: advances the mark only.
-  void advance(const std::string& agent, uint64_t sequence);
+  void advance(const std::string& agent, uint64_t incarnation, uint64_t sequence);
 
-  uint64_t high_water(const std::string& agent) const;
+  uint64_t high_water(const std::string& agent, uint64_t incarnation) const;
   std::string credential(const std::string& agent) const;
-  // Writes the marks; throws mcp::Error (runtime) on I/O failure.
+  // Writes every mark and binding, then empties FILE.bindings; throws mcp::Error (runtime) on
+  // I/O failure.
   void persist() const;
 
  private:
-  struct Mark {
+  struct Count {
     uint64_t sequence = 0;
-    std::string credential;  // "" : not bound yet
+    uint64_t used = 0;  // tick of the last record(): the least recent is evicted
   };
+  struct Agent {
+    std::string credential;  // "" : not bound yet
+    std::map<uint64_t, Count> incarnations;
+  };
+  Count& count_of(const std::string& agent, uint64_t incarnation);
+  void append_binding(const std::string& agent, const std::string& credential) const;
+
   std::filesystem::path file_;
-  std::map<std::string, Mark> marks_;
+  std::map<std::string, Agent> agents_;
+  uint64_t tick_ = 0;
 };
 
 }  // namespace mcp::broker

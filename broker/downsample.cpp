@@ -12,10 +12,11 @@ constexpr uint64_t kLow56 = (uint64_t{1} << 56) - 1;
 
 uint64_t mix64(uint64_t x) { return mcp::mix64(x + 0x9e3779b97f4a7c15ull); }
 
-BatchEventIds::BatchEventIds(const std::string& agent_id, uint64_t sequence) : sequence_(sequence) {
+BatchEventIds::BatchEventIds(const std::string& agent_id, uint64_t sequence, uint64_t incarnation)
+    : sequence_(sequence) {
   uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a of the agent id
   for (unsigned char c : agent_id) h = (h ^ c) * 0x100000001b3ull;
-  agent_hash_ = h;
+  agent_hash_ = incarnation == 0 ? h : h ^ mix64(incarnation);
 }
 
 uint64_t BatchEventIds::operator()(uint32_t index) const {

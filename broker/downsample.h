@@ -16,10 +16,11 @@ namespace mcp::broker {
 
 uint64_t mix64(uint64_t x);  // one splitmix64 step: the golden-ratio increment, then common/mix64.h
 // The broker's id for event `index` of an agent's batch `sequence` (when the agent set none):
-// stable across replays and brokers. The agent id is hashed once per batch, not per event.
+// stable across replays and brokers. The agent id is hashed once per batch, not per event; a
+// non-zero incarnation (Hello.incarnation) is mixed in, since each counts sequences from 1.
 class BatchEventIds {
  public:
-  BatchEventIds(const std::string& agent_id, uint64_t sequence);
+  BatchEventIds(const std::string& agent_id, uint64_t sequence, uint64_t incarnation = 0);
   uint64_t operator()(uint32_t index) const;
 
  private:

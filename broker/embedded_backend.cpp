@@ -7,7 +7,10 @@
 // (a kill between a segment's first append and its snapshot leaves the previous segment's tail
 // unsnapshotted), so a replay after a restart is still delivered once. A subscriber resuming
 // with resume_after = its last packet offset first gets the journal's later packets, then live
-// ones.
+// ones. Every subscription is told, in its initial metadata, the journal's id and the offset its
+// live packets start at (x-mcp-journal, x-mcp-journal-next), so a subscriber that has received
+// nothing yet can still resume from where it subscribed; one resuming in another journal (this
+// broker lost its state) gets the whole journal.
 #include <mutex>
 #include <set>
 
@@ -19,6 +22,7 @@
 #include "broker/packet_forms.h"
 #include "broker/policy_store.h"
 #include "broker/subscriber_queue.h"
+#include "common/journal_headers.h"
 #include "forward/segment_log.h"
 
 namespace mcp::broker {
@@ -56,7 +60,8 @@ class EmbeddedBackend final : public Backend {
                                             : options.state_dir / "policies.json") {
     for (const auto& record : journal_.newest_segments(2)) {
       mcp::v1::SamplePacket packet;
-      if (packet.ParseFromString(record.payload)) dedup_.advance(packet.agent_id(), packet.sequence());
+      if (packet.ParseFromString(record.payload))
+        dedup_.advance(packet.agent_id(), packet.incarnation(), packet.sequence());
     }
     snapshot_segment_ = journal_.newest_segment_start();
   }
@@ -68,8 +73,9 @@ class EmbeddedBackend final : public Backend {
                bool* duplicate, const std::function<void()>& on_stored) override {
     mcp::v1::SamplePacket& packet = *batch.packet;
     const uint64_t seq = packet.sequence();
+    const uint64_t incarnation = packet.incarnation();
     std::lock_guard lock(mu_);
-    switch (dedup_.check(agent_id, credential, seq, unix_us())) {
+    switch (dedup_.check(agent_id, incarnation, credential, seq, unix_us())) {
       case Admission::kDuplicate:
         *duplicate = true;
         return Status::OK;
@@ -78,15 +84,18 @@ class EmbeddedBackend final : public Backend {
                       "agent id '" + agent_id + "' is bound to another credential");
       case Admission::kBeyondWindow:
         return Status(StatusCode::INVALID_ARGUMENT,
-                      "sequence " + std::to_string(seq) + " jumps too far past the last stored " +
-                          std::to_string(dedup_.high_water(agent_id)) + " (see 'Broker limits')");
+                      "sequence " + std::to_string(seq) + " is too far past the last stored " +
+                          std::to_string(dedup_.high_water(agent_id, incarnation)) +
+                          " of this agent's incarnation (see 'Broker limits')");
       case Admission::kNew:
         break;
     }
     *duplicate = false;
+    packet.set_journal(journal_.id());
     const uint64_t offset = journal_.append(packet.SerializeAsString(), batch.events());
     const uint64_t segment = journal_.newest_segment_start();
-    if (dedup_.record(agent_id, credential, seq) || segment != snapshot_segment_) {
+    dedup_.record(agent_id, incarnation, credential, seq);  // a binding is appended at once
+    if (segment != snapshot_segment_) {
       snapshot_segment_ = segment;
       dedup_.persist();
     }
@@ -116,10 +125,14 @@ class EmbeddedBackend final : public Backend {
     }
     spdlog::info("subscriber {} (service '{}', rate {}{})", ctx->peer(), req.service_name(),
                  sub->filter.rate, sub->compact ? ", compact" : "");
+    ctx->AddInitialMetadata(std::string(kJournalHeader), std::to_string(journal_.id()));
+    ctx->AddInitialMetadata(std::string(kJournalNextHeader), std::to_string(live_from));
     uint64_t last = 0;
+    writer->SendInitialMetadata();
     bool ok = true;
-    if (req.resume_after() > 0) {
-      uint64_t from = req.resume_after() + 1;
+    if (req.resume_after() > 0 || req.resume_journal() != 0) {
+      const bool same_journal = req.resume_journal() == 0 || req.resume_journal() == journal_.id();
+      uint64_t from = same_journal ? req.resume_after() + 1 : 0;
       while (ok && !ctx->IsCancelled()) {
         auto records = journal_.read_from(from, 64);
         bool caught_up = records.empty();
@@ -130,7 +143,7 @@ class EmbeddedBackend final : public Backend {
           }
           from = record.offset + 1;
           auto packet = std::make_shared<mcp::v1::SamplePacket>();
-          if (!packet->ParseFromString(record.payload)) continue;
+          if (record.damaged || !packet->ParseFromString(record.payload)) continue;
           packet->set_offset(record.offset);
           PacketForms forms(std::move(packet));
           const PacketPtr p = forms.for_subscriber(sub->filter, sub->compact);

@@ -29,6 +29,7 @@
 namespace mcp::broker {
 
 inline constexpr std::string_view kCapabilityEventsV2 = "events-v2";
+inline constexpr std::string_view kCapabilityRefusedAcks = "refused-acks";  // Ack.refused
 
 // An empty block on its own protobuf Arena, freed with the last reference: parsing a block of N
 // events then costs a few arena blocks instead of N+ heap allocations. `wire_bytes` sizes them.

@@ -64,8 +64,11 @@ int main(int argc, char** argv) {
   mcp::broker::BrokerOptions options;
   std::string token_file;
   std::string log_level = "info";
-  app.add_option("--listen", options.listen, "HOST:PORT to listen on (port 0: any free port)")
+  app.add_option("--listen", options.listen,
+                 "HOST:PORT to listen on (port 0: any free port), or unix:PATH")
       ->capture_default_str();
+  app.add_option("--socket-group", options.socket_group,
+                 "with --listen unix:PATH: the socket is 0660 and this group's (default: 0600)");
   app.add_option("--tls-ca", options.tls_ca, "CA bundle; clients must present a certificate it signed")
       ->check(CLI::ExistingFile);
   app.add_option("--tls-cert", options.tls_cert, "server certificate (PEM)")->check(CLI::ExistingFile);
@@ -217,9 +220,13 @@ int main(int argc, char** argv) {
       controller.emplace(*controller_options, mcp::broker::broker_policy_target(broker));
       controller->start();
     }
-    const auto colon = options.listen.rfind(':');
-    std::fprintf(stderr, "mcp-broker: listening on %s:%d\n",
-                 options.listen.substr(0, colon).c_str(), broker.port());
+    if (options.listen.starts_with("unix:")) {
+      std::fprintf(stderr, "mcp-broker: listening on %s\n", options.listen.c_str());
+    } else {
+      const auto colon = options.listen.rfind(':');
+      std::fprintf(stderr, "mcp-broker: listening on %s:%d\n",
+                   options.listen.substr(0, colon).c_str(), broker.port());
+    }
     std::fflush(stderr);
     int sig = 0;
     sigwait(&stop_signals, &sig);

@@ -302,6 +302,7 @@ class NatsBackend::Impl {
         message.Clear();
         message.set_agent_id(packet.agent_id());
         message.set_sequence(packet.sequence());
+        message.set_incarnation(packet.incarnation());
         message.set_broker_hlc(packet.broker_hlc());
         if (block != nullptr) {
           if (begin == 0 && end == members.size() && groups.size() == 1) {
@@ -323,7 +324,7 @@ class NatsBackend::Impl {
           continue;
         }
         parts.push_back(Part{subject,
-                             message_id(packet.agent_id(), packet.sequence(),
+                             message_id(packet.agent_id(), packet.incarnation(), packet.sequence(),
                                         static_cast<uint32_t>(parts.size())),
                              std::move(data)});
         begin = end;

@@ -1,5 +1,7 @@
 #include "broker/nats_naming.h"
 
+#include <cstdio>
+
 #include "common/error.h"
 
 namespace mcp::broker {
@@ -57,11 +59,17 @@ std::string subject_filter(std::string_view service) {
   return service.empty() ? std::string(kSubjectPrefix) + ".>" : subject_for(service);
 }
 
-std::string message_id(std::string_view agent_id, uint64_t sequence, uint32_t part) {
+std::string message_id(std::string_view agent_id, uint64_t incarnation, uint64_t sequence,
+                       uint32_t part) {
   const bool plain = agent_id.find('|') == std::string_view::npos &&
                      agent_id.find('%') == std::string_view::npos;
-  return (plain ? std::string(agent_id) : "%" + hex(agent_id)) + "|" + std::to_string(sequence) +
-         "|" + std::to_string(part);
+  std::string id = (plain ? std::string(agent_id) : "%" + hex(agent_id)) + "|";
+  if (incarnation != 0) {
+    char buf[24];
+    std::snprintf(buf, sizeof buf, "%016llx:", static_cast<unsigned long long>(incarnation));
+    id += buf;
+  }
+  return id + std::to_string(sequence) + "|" + std::to_string(part);
 }
 
 std::string policy_key(std::string_view service, std::string_view probe) {

@@ -5,7 +5,7 @@
 // tokens may not hold '.', '*', '>' or whitespace), the empty service becomes "_". Distinct
 // services may share a token ("a.b" and "a_b"); the subject is only a coarse server-side filter
 // and the broker still matches the exact service on every sample.
-// Message ids: "<agent>|<sequence>|<part>" (the agent id hex-escaped where it could hold '|'),
+// Message ids: "<agent>|[<incarnation %016x>:]<sequence>|<part>" (the agent id hex-escaped where it could hold '|'),
 // stable across replays of the same spooled batch, so JetStream's duplicate window drops them.
 // Policy keys: "p." + hex(service) + "." + hex(probe), because probes hold ':' and '/', which KV
 // keys do not allow; hex keeps the key reversible and collision-free.
@@ -24,7 +24,9 @@ inline constexpr std::string_view kSubjectPrefix = "mcp.samples";
 std::string subject_token(std::string_view service);
 std::string subject_for(std::string_view service);     // "mcp.samples.<token>"
 std::string subject_filter(std::string_view service);  // empty: "mcp.samples.>"
-std::string message_id(std::string_view agent_id, uint64_t sequence, uint32_t part);
+// A batch part's Nats-Msg-Id. The agent's incarnation (Hello.incarnation) is in it when set: a
+// new incarnation counts its sequences from 1 again, inside JetStream's duplicate window.
+std::string message_id(std::string_view agent_id, uint64_t incarnation, uint64_t sequence, uint32_t part);
 std::string policy_key(std::string_view service, std::string_view probe);
 // policy_key's inverse: (service, probe), or nullopt for a key policy_key cannot have made.
 std::optional<std::pair<std::string, std::string>> parse_policy_key(std::string_view key);

@@ -72,9 +72,10 @@ Verdict check_agent_id(std::string_view agent_id) {
 
 Verdict check_hello(const mcp::v1::Hello& hello) {
   for (const auto& c : hello.capabilities())
-    if (c != kCapabilityEventsV2)
-      return Verdict::unsupported("this broker does not speak the wire capability '" + c +
-                                  "' (it speaks '" + std::string(kCapabilityEventsV2) + "')");
+    if (c != kCapabilityEventsV2 && c != kCapabilityRefusedAcks)
+      return Verdict::unsupported("this broker does not speak the wire capability '" + c + "' (it speaks '" +
+                                  std::string(kCapabilityEventsV2) + "' and '" +
+                                  std::string(kCapabilityRefusedAcks) + "')");
   if (has_unknown_fields(hello))
     return Verdict::unsupported("Hello carries fields this broker does not know (a newer agent?)");
   return {};

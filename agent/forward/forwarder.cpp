@@ -345,6 +345,8 @@ class Forwarder::Impl {
     hello.mutable_hello()->set_hostname(host_name());  // the broker's OTLP host.name
     hello.mutable_hello()->set_version("0.1.0");
     hello.mutable_hello()->add_capabilities("events-v2");
+    hello.mutable_hello()->add_capabilities("refused-acks");
+    hello.mutable_hello()->set_incarnation(log_.id());
     bool ok = stream->Write(hello);
     wire_idle_.store(ok);
 
@@ -363,7 +365,15 @@ class Forwarder::Impl {
             log_.release_through(seq);
             const bool was_full = in_flight.size() >= options_.max_in_flight;
             while (!in_flight.empty() && in_flight.front().sequence <= seq) {
-              acked_ += in_flight.front().events;
+              if (msg.ack().refused() && in_flight.front().sequence == seq) {
+                // Malformed (a misread spool): lost and counted, and nothing waits behind it.
+                ++unreadable_batches_;
+                unreadable_events_ += in_flight.front().events;
+                spdlog::error("forward: the broker refused batch {} ({}); its {} events are lost", seq,
+                              msg.ack().reason(), in_flight.front().events);
+              } else {
+                acked_ += in_flight.front().events;
+              }
               in_flight.pop_front();
             }
             if (in_flight.empty() && skipped_through > seq) log_.release_through(skipped_through);
@@ -412,7 +422,7 @@ class Forwarder::Impl {
       if (room == 0) continue;
       for (auto& record : log_.read_from(cursor, room)) {
         auto* batch = msg.mutable_batch();
-        if (!batch->ParseFromString(record.payload)) {
+        if (record.damaged || !batch->ParseFromString(record.payload)) {
           // Counted once per batch (a replay meets it again), never silent.
           bool flushed = false;
           {
@@ -451,7 +461,9 @@ class Forwarder::Impl {
         sent_ += record.items;
       }
     }
-    context.TryCancel();
+    // Cancelled only when stopping: a stream the broker ended keeps its status, so its reason
+    // (a refusal) reaches the log instead of CANCELLED.
+    if (stop_) context.TryCancel();
     reader.join();
     const grpc::Status status = stream->Finish();
     {

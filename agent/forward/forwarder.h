@@ -105,7 +105,8 @@ struct ForwarderStats {
   uint64_t dropped_oldest = 0;  // events lost to a full spool or a failed spool write
   uint64_t unacked = 0;         // events in stored batches not yet acknowledged
   uint64_t corrupt_batches = 0; // spool records failing their checksum
-  uint64_t unreadable_batches = 0;  // spooled batches that did not parse back: skipped
+  uint64_t unreadable_batches = 0;  // spooled batches that did not parse back, or that the
+                                    // broker refused as malformed (Ack.refused): skipped
   uint64_t unreadable_events = 0;   // the events in them (lost)
   uint64_t forward_errors = 0;  // broken streams and failed connects
   uint64_t reconnects = 0;      // streams opened after the first

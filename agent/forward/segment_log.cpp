@@ -1,6 +1,7 @@
 #include "forward/segment_log.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -10,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "common/error.h"
@@ -21,10 +23,11 @@ constexpr uint32_t kMagic = 0x3150434d;  // "MCP1" little-endian
 constexpr size_t kHeaderBytes = 24;  // magic u32, length u32, offset u64, items u32, crc u32
 constexpr uint32_t kMaxRecordBytes = 64u << 20;
 
-uint64_t now_us() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
+uint64_t random_id() {
+  std::random_device rd;
+  uint64_t id = 0;
+  while (id == 0) id = (uint64_t{rd()} << 32) | rd();
+  return id;
 }
 
 template <typename T>
@@ -66,6 +69,7 @@ struct SegmentLog::Segment {
   std::string mem;             // memory mode: the segment's bytes
   std::vector<Entry> entries;
   uint64_t bytes = 0;
+  bool sealed = false;  // a write failed: appends go to a new segment
 
   ~Segment() {
     if (fd >= 0) ::close(fd);
@@ -80,12 +84,77 @@ SegmentLog::SegmentLog(SegmentLogOptions options) : options_(std::move(options))
     const bool created = std::filesystem::create_directories(options_.dir, ec);
     if (ec) throw runtime_error("spool: cannot create " + options_.dir.string() + ": " + ec.message());
     if (created) std::filesystem::permissions(options_.dir, std::filesystem::perms::owner_all, ec);
+    lock_directory();
     open_existing();
+    load_meta(!segments_.empty());
+  } else {
+    id_ = random_id();
   }
-  next_offset_ = std::max(next_offset_, now_us());
+  next_offset_ = std::max<uint64_t>(next_offset_, 1);
 }
 
-SegmentLog::~SegmentLog() = default;
+SegmentLog::~SegmentLog() {
+  segments_.clear();
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
+}
+
+void SegmentLog::lock_directory() {
+  const auto path = options_.dir / ".lock";
+  lock_fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock_fd_ < 0) fail("cannot open", path);
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char pid[32] = {};
+    const ssize_t n = ::pread(lock_fd_, pid, sizeof pid - 1, 0);
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+    if (err != EWOULDBLOCK) {
+      errno = err;
+      fail("cannot lock", path);
+    }
+    std::string holder(pid, n > 0 ? static_cast<size_t>(n) : 0);
+    holder.erase(holder.find_last_not_of(" \n") + 1);
+    throw runtime_error("spool: " + options_.dir.string() + " is in use by another process" +
+                        (holder.empty() ? std::string() : " (pid " + holder + ")") +
+                        "; each process needs its own directory");
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(lock_fd_, 0) == 0) (void)!::pwrite(lock_fd_, pid.data(), pid.size(), 0);
+}
+
+// log.meta: "id HEX\nnext N\n". A missing file in a directory with segments is an older
+// version's log (clock-based offsets): id 0.
+void SegmentLog::load_meta(bool had_segments) {
+  const auto path = options_.dir / "log.meta";
+  std::ifstream in(path);
+  if (in) {
+    std::string key, id_hex;
+    uint64_t next = 0;
+    if (!(in >> key >> id_hex) || key != "id" || !(in >> key >> next) || key != "next")
+      throw runtime_error("spool: " + path.string() + " is damaged; move it away to start a new log");
+    id_ = std::strtoull(id_hex.c_str(), nullptr, 16);
+    next_offset_ = std::max(next_offset_, next);
+    return;
+  }
+  id_ = had_segments ? 0 : random_id();
+  next_offset_ = std::max<uint64_t>(next_offset_, 1);
+  persist_meta();
+}
+
+bool SegmentLog::persist_meta() noexcept {
+  if (options_.dir.empty()) return true;
+  char text[64];
+  const int len = std::snprintf(text, sizeof text, "id %016llx\nnext %llu\n",
+                                static_cast<unsigned long long>(id_),
+                                static_cast<unsigned long long>(next_offset_));
+  const auto path = options_.dir / "log.meta";
+  const auto tmp = options_.dir / "log.meta.tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  const bool ok = ::write(fd, text, static_cast<size_t>(len)) == len && ::fsync(fd) == 0;
+  ::close(fd);
+  return ok && ::rename(tmp.c_str(), path.c_str()) == 0;
+}
 
 void SegmentLog::open_existing() {
   std::vector<std::filesystem::path> files;
@@ -141,6 +210,13 @@ void SegmentLog::open_existing() {
 }
 
 void SegmentLog::start_segment(uint64_t first_offset) {
+  // A sealed segment that took no record would share the new one's name.
+  if (!segments_.empty() && segments_.back()->entries.empty()) {
+    bytes_ -= segments_.back()->bytes;
+    std::error_code ec;
+    if (!segments_.back()->path.empty()) std::filesystem::remove(segments_.back()->path, ec);
+    segments_.pop_back();
+  }
   auto seg = std::make_unique<Segment>();
   seg->first_offset = first_offset;
   if (options_.dir.empty()) {
@@ -155,6 +231,7 @@ void SegmentLog::start_segment(uint64_t first_offset) {
     if (seg->fd < 0) fail("cannot create", seg->path);
   }
   segments_.push_back(std::move(seg));
+  persist_meta();
 }
 
 void SegmentLog::drop_segment_front(bool count_as_dropped) {
@@ -168,8 +245,12 @@ void SegmentLog::drop_segment_front(bool count_as_dropped) {
   }
   bytes_ -= seg.bytes;
   if (!seg.path.empty()) {
-    std::error_code ec;
-    std::filesystem::remove(seg.path, ec);
+    // The last segment on disk is the floor of the next offset: it goes only once log.meta
+    // holds that floor.
+    if (segments_.size() > 1 || persist_meta()) {
+      std::error_code ec;
+      std::filesystem::remove(seg.path, ec);
+    }
   } else if (seg.mem.capacity() > spare_mem_.capacity()) {
     spare_mem_.swap(seg.mem);
   }
@@ -179,8 +260,9 @@ void SegmentLog::drop_segment_front(bool count_as_dropped) {
 uint64_t SegmentLog::append(std::string_view payload, uint32_t items) {
   if (payload.size() > kMaxRecordBytes) throw runtime_error("spool: record too large");
   std::lock_guard lock(mu_);
-  const uint64_t offset = std::max(next_offset_, now_us());
-  if (segments_.empty() || segments_.back()->bytes >= options_.segment_bytes) start_segment(offset);
+  const uint64_t offset = next_offset_;
+  if (segments_.empty() || segments_.back()->sealed || segments_.back()->bytes >= options_.segment_bytes)
+    start_segment(offset);
   Segment& seg = *segments_.back();
 
   char header[kHeaderBytes];
@@ -194,22 +276,35 @@ uint64_t SegmentLog::append(std::string_view payload, uint32_t items) {
   std::memcpy(header + 20, &crc, 4);
   const size_t size = kHeaderBytes + payload.size();
 
+  uint64_t at = seg.bytes;  // where the record starts
   if (seg.fd >= 0) {
+    // The file's real size, not our count: a file cut under us must not shift positions.
+    struct stat st {};
+    if (::fstat(seg.fd, &st) != 0) fail("cannot stat", seg.path);
+    at = static_cast<uint64_t>(st.st_size);
     std::string record(header, kHeaderBytes);  // one write(2): a crash leaves no header alone
     record.append(payload);
     size_t done = 0;
     while (done < record.size()) {
       const ssize_t n = ::write(seg.fd, record.data() + done, record.size() - done);
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) fail("cannot write", seg.path);
+      if (n <= 0) {
+        // ENOSPC or EIO: cut back what part of the record went out; appends move on to a new
+        // segment, so nothing after this depends on the cut succeeding.
+        const int err = n == 0 ? ENOSPC : errno;
+        if (::ftruncate(seg.fd, static_cast<off_t>(at)) != 0) {}
+        seg.sealed = true;
+        errno = err;
+        fail("cannot write", seg.path);
+      }
       done += static_cast<size_t>(n);
     }
   } else {
     seg.mem.append(header, kHeaderBytes).append(payload);
   }
-  seg.entries.push_back({offset, seg.bytes + kHeaderBytes, len, items});
-  seg.bytes += size;
-  bytes_ += size;
+  seg.entries.push_back({offset, at + kHeaderBytes, len, items});
+  bytes_ = bytes_ - seg.bytes + at + size;
+  seg.bytes = at + size;
   next_offset_ = offset + 1;
   last_offset_ = offset;
 
@@ -217,19 +312,30 @@ uint64_t SegmentLog::append(std::string_view payload, uint32_t items) {
   return offset;
 }
 
-std::string SegmentLog::read_payload(const Segment& seg, size_t index) const {
+bool SegmentLog::read_payload(const Segment& seg, size_t index, std::string* out) const {
   const auto& e = seg.entries[index];
-  if (seg.fd < 0) return seg.mem.substr(e.pos, e.len);
-  std::string out(e.len, '\0');
+  if (seg.fd < 0) {
+    out->assign(seg.mem, e.pos, e.len);
+    return true;
+  }
+  out->assign(e.len, '\0');
   size_t done = 0;
   while (done < e.len) {
-    const ssize_t n = ::pread(seg.fd, out.data() + done, e.len - done,
+    const ssize_t n = ::pread(seg.fd, out->data() + done, e.len - done,
                               static_cast<off_t>(e.pos + done));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) fail("cannot read", seg.path);
+    if (n <= 0) {
+      // Cut or removed under the log: this record is gone, the rest of the log is not.
+      out->clear();
+      if (e.offset > damaged_through_) {
+        damaged_through_ = e.offset;
+        ++corrupt_records_;
+      }
+      return false;
+    }
     done += static_cast<size_t>(n);
   }
-  return out;
+  return true;
 }
 
 std::vector<SegmentLog::Record> SegmentLog::read_from(uint64_t from, size_t max_records) const {
@@ -242,8 +348,8 @@ std::vector<SegmentLog::Record> SegmentLog::read_from(uint64_t from, size_t max_
     auto it = std::lower_bound(seg->entries.begin(), seg->entries.end(), from,
                                [](const Segment::Entry& e, uint64_t o) { return e.offset < o; });
     for (; it != seg->entries.end() && out.size() < max_records; ++it) {
-      out.push_back({it->offset, it->items,
-                     read_payload(*seg, static_cast<size_t>(it - seg->entries.begin()))});
+      Record& r = out.emplace_back(Record{it->offset, it->items, {}});
+      r.damaged = !read_payload(*seg, static_cast<size_t>(it - seg->entries.begin()), &r.payload);
     }
   }
   return out;
@@ -262,8 +368,10 @@ std::vector<SegmentLog::Record> SegmentLog::newest_segments(size_t count) const 
   std::vector<Record> out;
   for (size_t s = segments_.size() - std::min(count, segments_.size()); s < segments_.size(); ++s) {
     const Segment& seg = *segments_[s];
-    for (size_t i = 0; i < seg.entries.size(); ++i)
-      out.push_back({seg.entries[i].offset, seg.entries[i].items, read_payload(seg, i)});
+    for (size_t i = 0; i < seg.entries.size(); ++i) {
+      Record r{seg.entries[i].offset, seg.entries[i].items, {}};
+      if (read_payload(seg, i, &r.payload)) out.push_back(std::move(r));
+    }
   }
   return out;
 }

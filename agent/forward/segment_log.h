@@ -3,12 +3,20 @@
 //
 // Contract:
 // - append() assigns the record an offset greater than every offset ever handed out in this
-//   directory: max(last offset on disk + 1, microseconds since the epoch), so offsets stay
-//   increasing across restarts without a metadata file (assumes < 1M appends/s on average and a
-//   clock that does not jump back by more than the log's lifetime).
+//   directory, counting from 1 and never from a clock (a clock stepped back cannot reuse one):
+//   the directory's log.meta keeps the next offset (rewritten when a segment starts or is
+//   deleted) beside the last record on disk. A directory is one log: id() is random, made with
+//   log.meta and kept with it (0 for a directory an older version wrote, whose offsets were
+//   clock based), so a reader can tell a new log from an old one that went backwards. In memory
+//   each SegmentLog is a new log.
+// - A directory has one writer: a second SegmentLog on it (another process) throws, naming the
+//   holder's pid (flock on .lock, released when the process dies).
+// - A write that fails (ENOSPC, EIO) leaves no record: the segment is cut back and sealed, the
+//   next append starts a new one, and positions always come from the file's real size.
 // - Each record in a file carries a CRC32 over its offset, item count and payload; a corrupt record found on
 //   open is skipped (the scan resynchronises on the next valid header) and counted, never returned. (In
-//   memory the field is 0: nothing reads it back.)
+//   memory the field is 0: nothing reads it back.) A record that cannot be read back later (its file
+//   truncated or removed under the log) comes back with `damaged` set and no payload, counted once.
 // - When the total size exceeds max_bytes, whole segments are dropped oldest first and their
 //   records counted in dropped_records; the newest segment is never dropped.
 // - release_through(o) marks every record with offset <= o as no longer needed; segments whose
@@ -39,7 +47,7 @@ struct SegmentLogStats {
   uint64_t segments = 0;
   uint64_t dropped_records = 0;  // lost to max_bytes
   uint64_t dropped_items = 0;    // the items in those records
-  uint64_t corrupt_records = 0;  // failed their checksum on open
+  uint64_t corrupt_records = 0;  // failed their checksum on open, or unreadable later
   uint64_t first_offset = 0;     // first unreleased offset, 0 when empty
   uint64_t next_offset = 0;      // lower bound of the next append's offset
 };
@@ -59,6 +67,7 @@ class SegmentLog {
     uint64_t offset;
     uint32_t items;
     std::string payload;
+    bool damaged = false;  // could not be read back: payload empty, counted in corrupt_records
   };
   // Up to max_records stored, unreleased records with offset >= from, in offset order.
   std::vector<Record> read_from(uint64_t from, size_t max_records) const;
@@ -77,12 +86,18 @@ class SegmentLog {
 
   SegmentLogStats stats() const;
 
+  // This log's identity (see the contract); never changes while it is open.
+  uint64_t id() const { return id_; }
+
  private:
   struct Segment;
+  void lock_directory();
   void open_existing();
+  void load_meta(bool had_segments);
+  bool persist_meta() noexcept;  // false when log.meta could not be written
   void start_segment(uint64_t first_offset);
   void drop_segment_front(bool count_as_dropped);
-  std::string read_payload(const Segment& seg, size_t index) const;
+  bool read_payload(const Segment& seg, size_t index, std::string* out) const;
 
   SegmentLogOptions options_;
   mutable std::mutex mu_;
@@ -93,7 +108,10 @@ class SegmentLog {
   uint64_t bytes_ = 0;
   uint64_t dropped_records_ = 0;
   uint64_t dropped_items_ = 0;
-  uint64_t corrupt_records_ = 0;
+  mutable uint64_t corrupt_records_ = 0;
+  mutable uint64_t damaged_through_ = 0;  // the highest offset already counted as unreadable
+  uint64_t id_ = 0;
+  int lock_fd_ = -1;
   std::string spare_mem_;  // memory mode: a released segment's buffer, reused by the next
 };
 

@@ -85,7 +85,7 @@ inline constexpr MetricSpec kForwardDropped{
     MetricType::kCounter, ""};
 inline constexpr MetricSpec kForwardUnreadable{
     "mcp_forward_unreadable_batches_total",
-    "Spooled batches that could not be read back and were skipped; their events are lost.",
+    "Batches lost in delivery: spooled ones that could not be read back, or that the broker refused as malformed; their events are lost.",
     MetricType::kCounter, ""};
 
 // Configuration.

@@ -301,7 +301,10 @@ void ProbeSet::poll_libraries() {
     if (e.library_watch) d = &e;
   if (!d) return;
   // The watch's reports first: they know when each library was mapped.
-  for (const auto& rec : session_.take_mapped_libraries())
+  const auto mapped = session_.take_mapped_libraries();
+  if (mapped.empty() && !d->scan_pending) return;  // the usual poll: nothing to publish either
+  const StatusPublisher publish(*this);
+  for (const auto& rec : mapped)
     attach_discovered(*d, rec, loader::read_proc_maps(static_cast<pid_t>(rec.pid)));
   if (d->scan_pending) {
     d->scan_pending = false;
@@ -340,6 +343,7 @@ void ProbeSet::tune(const Entry& e) {
 
 void ProbeSet::apply(const reload::ConfigDiff& d) {
   std::lock_guard lock(mu_);
+  const StatusPublisher publish(*this);
   // Stage: attach every new probe next to the running ones. A throw destroys `staged`,
   // whose handles detach what was attached here; entries_ is untouched.
   std::map<std::string, Entry> staged;
@@ -397,6 +401,7 @@ void ProbeSet::follow(Entry& e, const loader::FileId& now) {
 
 void ProbeSet::set_pod_names(const k8s::PodNames* pods) {
   std::lock_guard lock(mu_);
+  const StatusPublisher publish(*this);
   pods_ = pods;
   follow_containers_ = true;
   update_containers();
@@ -419,6 +424,7 @@ void ProbeSet::update_containers(const std::vector<Entry*>& fresh) {
 
 void ProbeSet::refresh() {
   std::lock_guard lock(mu_);
+  const StatusPublisher publish(*this);
   if (follow_containers_) update_containers();
   bool any_earlier = false;
   for (auto& [key, e] : entries_) {
@@ -461,17 +467,22 @@ void ProbeSet::refresh() {
   }
 }
 
-std::vector<ProbeStatus> ProbeSet::status() const {
-  std::lock_guard lock(mu_);
+ProbeSet::StatusPublisher::~StatusPublisher() {
   std::vector<ProbeStatus> out;
-  for (const auto& [key, e] : entries_) out.push_back({e.name, e.state, e.detail, e.reattaches});
-  return out;
+  for (const auto& [key, e] : set_.entries_) out.push_back({e.name, e.state, e.detail, e.reattaches});
+  std::lock_guard lock(set_.status_mu_);
+  set_.status_ = std::move(out);
+}
+
+std::vector<ProbeStatus> ProbeSet::status() const {
+  std::lock_guard lock(status_mu_);
+  return status_;
 }
 
 size_t ProbeSet::size() const {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(status_mu_);
   size_t n = 0;
-  for (const auto& [key, e] : entries_) n += e.state == ProbeState::kAttached;
+  for (const auto& s : status_) n += s.state == ProbeState::kAttached;
   return n;
 }
 

@@ -85,6 +85,8 @@ class ProbeSet final : public ProbeLabels {
   // Never throws; each state change is logged once.
   void refresh();
 
+  // As of the last change the set finished: never waits for a reload or a refresh in progress
+  // (/healthz asks; a rejected reload once held it 7-9 s).
   std::vector<ProbeStatus> status() const;
 
   // The run thread, often (each poll): attaches the CUDA libraries processes mapped since
@@ -202,7 +204,19 @@ class ProbeSet final : public ProbeLabels {
   cuda::KernelSymbolizer& symbolizer_;
   const k8s::PodNames* pods_ = nullptr;
   bool follow_containers_ = false;  // set_pod_names() was called
+  // Declared after taking mu_ in each method that changes entries_: copies their states into
+  // status_ as the method returns.
+  class StatusPublisher {
+   public:
+    explicit StatusPublisher(ProbeSet& set) : set_(set) {}
+    ~StatusPublisher();
+   private:
+    ProbeSet& set_;
+  };
+
   mutable std::mutex mu_;
+  mutable std::mutex status_mu_;  // guards status_ only; never held while taking mu_
+  std::vector<ProbeStatus> status_;
   std::set<std::pair<uint64_t, uint64_t>> claimed_;  // CUDA files attached (CudaClaim)
   std::map<std::string, Entry> entries_;  // ProbeSpec::key() -> probe
   std::array<std::atomic<std::shared_ptr<const ProbeMeta>>, MCP_MAX_PROBES> meta_{};

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/error.h"
+#include "common/journal_headers.h"
 #include "common/sampling_bounds.h"
 #include "forward/channel.h"
 #include "mcp/v1/sampling.grpc.pb.h"
@@ -56,10 +57,24 @@ void SubscribeClient::run(const std::function<bool(const mcp::v1::SamplePacket&)
       if (stop_) return;
       if (!first) ++stats_.reconnects;
       req.set_resume_after(stats_.last_offset);
+      req.set_resume_journal(stats_.journal);
       context_ = &context;
     }
     first = false;
     auto reader = stub->Subscribe(&context, req);
+    reader->WaitForInitialMetadata();
+    {
+      // The first subscription's start: a reconnect resumes from there, not live.
+      const auto& meta = context.GetServerInitialMetadata();
+      const auto journal = meta.find(std::string(kJournalHeader));
+      const auto next = meta.find(std::string(kJournalNextHeader));
+      std::lock_guard lock(mu_);
+      if (stats_.journal == 0 && journal != meta.end() && next != meta.end()) {
+        stats_.journal = std::strtoull(std::string(journal->second.data(), journal->second.size()).c_str(), nullptr, 10);
+        const uint64_t start = std::strtoull(std::string(next->second.data(), next->second.size()).c_str(), nullptr, 10);
+        if (stats_.last_offset == 0 && start > 0) stats_.last_offset = start - 1;
+      }
+    }
     mcp::v1::SamplePacket packet;
     bool keep_going = true;
     bool got_any = false;
@@ -69,6 +84,11 @@ void SubscribeClient::run(const std::function<bool(const mcp::v1::SamplePacket&)
         std::lock_guard lock(mu_);
         stats_.dropped_packets += packet.dropped_packets();
         stats_.dropped_samples += packet.dropped_samples();
+        if (packet.journal() != 0 && packet.journal() != stats_.journal) {
+          // Another journal (the broker lost its state): its offsets start over.
+          if (stats_.journal != 0) stats_.last_offset = 0;
+          stats_.journal = packet.journal();
+        }
         if (packet.offset() <= stats_.last_offset) continue;  // already delivered
         stats_.last_offset = packet.offset();
         ++stats_.packets;

@@ -1,7 +1,9 @@
 // SubscribeClient: a consumer of the broker's Subscribe stream. run() delivers packets in order
 // to a callback; when the stream breaks it reconnects (next broker address, exponential backoff
 // with jitter) and resumes after the last journal offset it received, skipping anything at or
-// below it, so a consumer sees each packet once across broker restarts. Drops the broker reports
+// below it, so a consumer sees each packet once across broker restarts. Before its first packet it
+// resumes from where it first subscribed (the broker's x-mcp-journal-next), and a broker that
+// restarted without its journal (another SamplePacket.journal) replays all it has. Drops the broker reports
 // for this subscription (its queue overflowed) are summed in stats(). A rejected subscription
 // (bad token, bad argument) is not retried: run() throws mcp::Error (runtime).
 #pragma once
@@ -48,7 +50,9 @@ struct SubscribeStats {
   uint64_t dropped_packets = 0;  // reported by the broker
   uint64_t dropped_samples = 0;
   uint64_t reconnects = 0;
+  // The offset resumed after: the last packet's, or where the first subscription started.
   uint64_t last_offset = 0;
+  uint64_t journal = 0;  // the journal last_offset counts in (SamplePacket.journal); 0: unknown
 };
 
 class SubscribeClient {

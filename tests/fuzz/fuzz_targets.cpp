@@ -118,7 +118,9 @@ int publish_one_input(const uint8_t* data, size_t size) {
   // Two credentials, picked by the input, so bindings are exercised too.
   const std::string credential = size % 2 ? "token:a" : "token:b";
   const uint64_t now_us = 1'700'000'000'000'000;
-  if (dedup.check("fuzz-agent", credential, msg.batch().sequence(), now_us) != Admission::kNew) return 0;
+  const uint64_t incarnation = size % 3;  // 0: an older agent's clock-based count
+  if (dedup.check("fuzz-agent", incarnation, credential, msg.batch().sequence(), now_us) != Admission::kNew)
+    return 0;
   mcp::v1::SamplePacket packet;
   packet.set_agent_id("fuzz-agent");
   packet.set_sequence(msg.batch().sequence());
@@ -126,7 +128,7 @@ int publish_one_input(const uint8_t* data, size_t size) {
   if (!msg.batch().events().empty()) block.SerializeToString(packet.mutable_events());
   const std::string payload = packet.SerializeAsString();
   const uint64_t offset = journal.append(payload, static_cast<uint32_t>(packet.samples_size() + block.events_size()));
-  dedup.record("fuzz-agent", credential, msg.batch().sequence());
+  dedup.record("fuzz-agent", incarnation, credential, msg.batch().sequence());
   const auto back = journal.read_from(offset, 1);
   mcp::v1::SamplePacket read;
   if (back.empty() || back[0].offset != offset || !read.ParseFromString(back[0].payload) ||

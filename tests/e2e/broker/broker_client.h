@@ -77,9 +77,10 @@ inline mcp::v1::StatsReply broker_stats(const std::string& address, const std::s
 }
 
 // One hand-made Publish stream, as an agent (or someone pretending to be one) would send it.
-inline mcp::v1::AgentMessage hello_message(const std::string& agent) {
+inline mcp::v1::AgentMessage hello_message(const std::string& agent, uint64_t incarnation = 0) {
   mcp::v1::AgentMessage m;
   m.mutable_hello()->set_agent_id(agent);
+  m.mutable_hello()->set_incarnation(incarnation);
   return m;
 }
 // `samples` samples of service "checkout", args[0] = first_arg + i, keep-all threshold.

@@ -39,8 +39,11 @@ class BrokerProcess {
  public:
   BrokerProcess(std::vector<std::string> args, std::filesystem::path log, int port = 0)
       : log_(std::move(log)) {
-    if (std::find(args.begin(), args.end(), "--listen") == args.end())
+    const auto listen = std::find(args.begin(), args.end(), "--listen");
+    if (listen == args.end())
       args.insert(args.begin(), {"--listen", "127.0.0.1:" + std::to_string(port)});
+    else if (listen + 1 != args.end() && (listen + 1)->starts_with("unix:"))
+      unix_ = *(listen + 1);  // the same address across restarts
     args.insert(args.begin(), broker_binary());
     pid_ = fork();
     if (pid_ == 0) {
@@ -57,6 +60,7 @@ class BrokerProcess {
     while (std::chrono::steady_clock::now() < deadline) {
       std::smatch m;
       const std::string text = log_text();
+      if (!unix_.empty() && text.find("listening on " + unix_) != std::string::npos) return;
       if (std::regex_search(text, m, re)) {
         port_ = std::stoi(m[1]);
         return;
@@ -74,7 +78,7 @@ class BrokerProcess {
 
   int port() const { return port_; }
   pid_t pid() const { return pid_; }
-  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  std::string address() const { return unix_.empty() ? "127.0.0.1:" + std::to_string(port_) : unix_; }
   std::string log_text() const {
     std::ifstream in(log_);
     std::ostringstream s;
@@ -95,6 +99,7 @@ class BrokerProcess {
   std::filesystem::path log_;
   pid_t pid_ = -1;
   int port_ = 0;
+  std::string unix_;  // --listen unix:PATH
 };
 
 // Runs mcp-broker with `args` until it exits by itself (e.g. refusing to start); returns the

@@ -3,19 +3,28 @@
 // agent run exactly as their units start them, since systemd is not PID 1 here:
 //   - argv is the unit's ExecStart= line and the environment its Environment= lines;
 //   - StateDirectory=NAME becomes STATE_DIRECTORY=/var/lib/NAME (created), as systemd does;
+//     RuntimeDirectory=NAME creates /run/NAME;
 //   - the only rewrite: absolute paths (/usr/..., /etc/..., /var/...) are prefixed with the
 //     scratch root, in argv and in the environment. The packaged default config is used as
 //     shipped (it names no file).
-// The packaged ports (127.0.0.1:9090, 9464) are used as shipped, inside a private network
-// namespace so they cannot collide with anything on the machine. Root and BPF are needed.
+// The packaged addresses (the broker's unix:/run/mcp-sampling/broker.sock, metrics on
+// 127.0.0.1:9464) are used as shipped, inside private network and mount namespaces (a tmpfs on
+// /run, and an /etc/group holding the mcp-sampling group postinst would create), so they cannot
+// collide with anything on the machine. Root and BPF are needed.
 #include <gtest/gtest.h>
+#include <grp.h>
 #include <net/if.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <fstream>
 
 #include <chrono>
 #include <map>
@@ -73,6 +82,8 @@ UnitCommand unit_command(const fs::path& unit, const fs::path& root) {
       const std::string dir = in_root(root, "/var/lib/" + *v);
       fs::create_directories(dir);
       c.env["STATE_DIRECTORY"] = dir;
+    } else if (auto v = value("RuntimeDirectory")) {
+      fs::create_directories("/run/" + *v);  // the private /run (private_namespaces)
     }
   }
   return c;
@@ -128,9 +139,19 @@ class Process {
   int status_ = -1;
 };
 
-// A network namespace of our own with loopback up: the packaged fixed ports are ours.
-std::string private_loopback() {
-  if (unshare(CLONE_NEWNET) != 0) return std::string("unshare(CLONE_NEWNET): ") + std::strerror(errno);
+constexpr gid_t kGroupId = 64999;  // mcp-sampling in the private /etc/group
+
+// Network and mount namespaces of our own: loopback up (the packaged fixed ports are ours), a
+// tmpfs on /run, and /etc/group with the group postinst creates.
+std::string private_namespaces(const fs::path& scratch) {
+  if (unshare(CLONE_NEWNET | CLONE_NEWNS) != 0) return std::string("unshare: ") + std::strerror(errno);
+  if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+      mount("tmpfs", "/run", "tmpfs", 0, "mode=0755") != 0)
+    return std::string("a private /run: ") + std::strerror(errno);
+  const fs::path group = scratch / "group";
+  std::ofstream(group) << slurp("/etc/group") << "mcp-sampling:x:" << kGroupId << ":\n";
+  if (mount(group.c_str(), "/etc/group", nullptr, MS_BIND, nullptr) != 0)
+    return std::string("binding /etc/group: ") + std::strerror(errno);
   const int fd = socket(AF_INET, SOCK_DGRAM, 0);
   ifreq ifr{};
   std::strcpy(ifr.ifr_name, "lo");
@@ -149,6 +170,23 @@ std::set<std::string> bpffs_entries() {
   return out;
 }
 
+// connect(2) to a unix socket from a child running as `uid` with supplementary `groups`:
+// 0 or the errno.
+int connect_as(const std::string& path, uid_t uid, const std::vector<gid_t>& groups) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (setgroups(groups.size(), groups.data()) != 0 || setgid(uid) != 0 || setuid(uid) != 0) _exit(200);
+    const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+    _exit(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 ? 0 : errno);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
 TEST(DebInstall, PackagedUnitsAndDefaultConfigDeliverEventsToSubscribe) {
   MCP_REQUIRE_BPF();
   for (std::string tool : {"cpack", "dpkg-deb"})
@@ -161,8 +199,8 @@ TEST(DebInstall, PackagedUnitsAndDefaultConfigDeliverEventsToSubscribe) {
   const fs::path root = dir.path() / "root";
   auto unpack = mcp::packaging_test::run_command("dpkg-deb -x " + deb.string() + " " + root.string());
   ASSERT_EQ(unpack.status, 0) << unpack.output;
-  const std::string why = private_loopback();
-  if (!why.empty()) GTEST_SKIP() << "no private network namespace: " << why;
+  const std::string why = private_namespaces(dir.path());
+  if (!why.empty()) GTEST_SKIP() << "no private namespaces: " << why;
 
   const auto broker_cmd = unit_command(root / "lib/systemd/system/mcp-broker.service", root);
   const auto agent_cmd = unit_command(root / "lib/systemd/system/mcp-agent.service", root);
@@ -172,8 +210,17 @@ TEST(DebInstall, PackagedUnitsAndDefaultConfigDeliverEventsToSubscribe) {
   const auto pins_before = bpffs_entries();
 
   Process broker(broker_cmd, dir.path() / "broker.log");
-  ASSERT_TRUE(wait_until([&] { return broker.log().find("listening on 127.0.0.1:9090") != std::string::npos; }, 30s))
+  const std::string socket = "/run/mcp-sampling/broker.sock";
+  ASSERT_TRUE(wait_until([&] { return broker.log().find("listening on unix:" + socket) != std::string::npos; }, 30s))
       << broker.log();
+  // Issue 29: on loopback TCP any local user read root's events and pushed policies. The socket
+  // lets in root and the group only: the kernel decides, for a real unprivileged process.
+  struct stat st {};
+  ASSERT_EQ(stat(socket.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0660u);
+  EXPECT_EQ(st.st_gid, kGroupId);
+  EXPECT_EQ(connect_as(socket, 65534, {}), EACCES) << "user nobody connected";
+  EXPECT_EQ(connect_as(socket, 65534, {kGroupId}), 0) << "a member of mcp-sampling could not connect";
   {
     Process agent(agent_cmd, dir.path() / "agent.log");
     ASSERT_TRUE(wait_until([&] { return agent.log().find("mcp-agent running") != std::string::npos || agent.exited(); },
@@ -184,7 +231,7 @@ TEST(DebInstall, PackagedUnitsAndDefaultConfigDeliverEventsToSubscribe) {
 
     // What the README tells a new user to run.
     const fs::path sub_out = dir.path() / "subscribe.out";
-    Process subscriber({{agent_cmd.argv[0], "subscribe", "--broker", "127.0.0.1:9090", "--max-events", "5"}, {}},
+    Process subscriber({{agent_cmd.argv[0], "subscribe", "--broker", "unix:" + socket, "--max-events", "5"}, {}},
                        sub_out);
     // The default traces execve, openat and connect node-wide: starting programs makes events.
     const bool got = wait_until([&] {

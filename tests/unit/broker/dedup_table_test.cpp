@@ -11,9 +11,10 @@ namespace {
 constexpr uint64_t kNowUs = 1'700'000'000'000'000;
 
 // The broker's order: check, store, record.
-bool accept(DedupTable& table, const std::string& agent, uint64_t seq, const std::string& cred = "") {
-  if (table.check(agent, cred, seq, kNowUs) != Admission::kNew) return false;
-  table.record(agent, cred, seq);
+bool accept(DedupTable& table, const std::string& agent, uint64_t seq, const std::string& cred = "",
+            uint64_t incarnation = 0) {
+  if (table.check(agent, incarnation, cred, seq, kNowUs) != Admission::kNew) return false;
+  table.record(agent, incarnation, cred, seq);
   return true;
 }
 
@@ -21,21 +22,21 @@ TEST(DedupTable, AcceptsIncreasingSequencesAndRejectsReplays) {
   DedupTable table;
   EXPECT_TRUE(accept(table, "a", 10));
   EXPECT_TRUE(accept(table, "a", 11));
-  EXPECT_EQ(table.check("a", "", 11, kNowUs), Admission::kDuplicate);  // replay after a lost ack
-  EXPECT_EQ(table.check("a", "", 5, kNowUs), Admission::kDuplicate);
+  EXPECT_EQ(table.check("a", 0, "", 11, kNowUs), Admission::kDuplicate);  // replay after a lost ack
+  EXPECT_EQ(table.check("a", 0, "", 5, kNowUs), Admission::kDuplicate);
   EXPECT_TRUE(accept(table, "b", 5));  // marks are per agent
-  EXPECT_EQ(table.high_water("a"), 11u);
+  EXPECT_EQ(table.high_water("a", 0), 11u);
 }
 
 TEST(DedupTable, AnIdIsBoundToTheCredentialThatFirstPublishedIt) {
   DedupTable table;
   EXPECT_TRUE(accept(table, "a", 10, "token:aaaa"));
-  EXPECT_EQ(table.check("a", "token:bbbb", UINT64_MAX, kNowUs), Admission::kForeignCredential);
-  EXPECT_EQ(table.check("a", "token:bbbb", 5, kNowUs), Admission::kForeignCredential);
-  EXPECT_EQ(table.check("a", "", 11, kNowUs), Admission::kForeignCredential);
+  EXPECT_EQ(table.check("a", 0, "token:bbbb", UINT64_MAX, kNowUs), Admission::kForeignCredential);
+  EXPECT_EQ(table.check("a", 0, "token:bbbb", 5, kNowUs), Admission::kForeignCredential);
+  EXPECT_EQ(table.check("a", 0, "", 11, kNowUs), Admission::kForeignCredential);
   EXPECT_TRUE(accept(table, "a", 11, "token:aaaa"));
   // A mark repaired from the journal has no credential yet: the next publisher binds it.
-  table.advance("c", 20);
+  table.advance("c", 0, 20);
   EXPECT_TRUE(accept(table, "c", 21, "x509:node-c"));
   EXPECT_EQ(table.credential("c"), "x509:node-c");
 }
@@ -43,17 +44,47 @@ TEST(DedupTable, AnIdIsBoundToTheCredentialThatFirstPublishedIt) {
 TEST(DedupTable, AKnownAgentsSequenceMayNotJumpPastTheWindow) {
   DedupTable table;
   EXPECT_TRUE(accept(table, "a", 1000));
-  EXPECT_EQ(table.check("a", "", UINT64_MAX, kNowUs), Admission::kBeyondWindow);
-  EXPECT_EQ(table.check("a", "", 1000 + kSequenceWindow + 1, kNowUs), Admission::kNew)
+  EXPECT_EQ(table.check("a", 0, "", UINT64_MAX, kNowUs), Admission::kBeyondWindow);
+  EXPECT_EQ(table.check("a", 0, "", 1000 + kSequenceWindow + 1, kNowUs), Admission::kNew)
       << "still below the broker's clock in µs: an agent back after an outage";
-  EXPECT_EQ(table.check("a", "", kNowUs + kClockAllowanceUs, kNowUs), Admission::kNew);
-  EXPECT_EQ(table.check("a", "", kNowUs + kClockAllowanceUs + 1, kNowUs), Admission::kBeyondWindow);
+  EXPECT_EQ(table.check("a", 0, "", kNowUs + kClockAllowanceUs, kNowUs), Admission::kNew);
+  EXPECT_EQ(table.check("a", 0, "", kNowUs + kClockAllowanceUs + 1, kNowUs), Admission::kBeyondWindow);
   // Past the clock, the window is relative to the mark.
   EXPECT_TRUE(accept(table, "a", kNowUs + kClockAllowanceUs));
-  EXPECT_EQ(table.check("a", "", kNowUs + kClockAllowanceUs + kSequenceWindow, kNowUs), Admission::kNew);
-  EXPECT_EQ(table.check("a", "", kNowUs + kClockAllowanceUs + kSequenceWindow + 1, kNowUs),
+  EXPECT_EQ(table.check("a", 0, "", kNowUs + kClockAllowanceUs + kSequenceWindow, kNowUs), Admission::kNew);
+  EXPECT_EQ(table.check("a", 0, "", kNowUs + kClockAllowanceUs + kSequenceWindow + 1, kNowUs),
             Admission::kBeyondWindow);
-  EXPECT_EQ(table.check("new", "", UINT64_MAX, kNowUs), Admission::kNew);  // unknown: any
+  // Issue 29: an unseen id took any sequence, so one forged batch at 2^64-1 silenced it forever.
+  EXPECT_EQ(table.check("new", 0, "", UINT64_MAX, kNowUs), Admission::kBeyondWindow);
+  EXPECT_EQ(table.check("new", 0, "", kNowUs, kNowUs), Admission::kNew);  // an older agent's first
+}
+
+// Issue 29: sequences count per incarnation (the agent's spool). A daemon restarted without its
+// spool, or after its clock stepped back, counts from 1 again: under its new incarnation its
+// batches are new, not "duplicates" of what the old one (or a forger) sent.
+TEST(DedupTable, EachIncarnationCountsFromOneAndMayNotStartHigh) {
+  DedupTable table;
+  EXPECT_TRUE(accept(table, "node-7", 1, "", 0xaaaa));
+  EXPECT_TRUE(accept(table, "node-7", 1000, "", 0xaaaa));
+  EXPECT_TRUE(accept(table, "node-7", 1, "", 0xbbbb)) << "a new incarnation is not shadowed";
+  EXPECT_EQ(table.check("node-7", 0xaaaa, "", 1000, kNowUs), Admission::kDuplicate);
+  EXPECT_EQ(table.check("node-7", 0xbbbb, "", 1, kNowUs), Admission::kDuplicate);
+  // A forged first sequence, or a walk past the window, is refused; within it is taken.
+  EXPECT_EQ(table.check("node-7", 0xcccc, "", kSequenceWindow + 1, kNowUs), Admission::kBeyondWindow);
+  EXPECT_EQ(table.check("node-7", 0xcccc, "", UINT64_MAX, kNowUs), Admission::kBeyondWindow);
+  EXPECT_EQ(table.check("node-7", 0xaaaa, "", 1000 + kSequenceWindow + 1, kNowUs), Admission::kBeyondWindow)
+      << "no clock allowance for an incarnation";
+  EXPECT_EQ(table.check("node-7", 0xaaaa, "", 1000 + kSequenceWindow, kNowUs), Admission::kNew);
+  EXPECT_EQ(table.high_water("node-7", 0xaaaa), 1000u);
+  EXPECT_EQ(table.high_water("node-7", 0xbbbb), 1u);
+}
+
+TEST(DedupTable, KeepsTheMostRecentlyUsedIncarnationsOfAnAgent) {
+  DedupTable table;
+  for (uint64_t inc = 1; inc <= kMaxIncarnations + 4; ++inc) ASSERT_TRUE(accept(table, "a", 5, "", inc));
+  EXPECT_EQ(table.high_water("a", 1), 0u) << "the least recently used went";
+  EXPECT_EQ(table.high_water("a", kMaxIncarnations + 4), 5u);
+  EXPECT_EQ(table.high_water("a", 5), 5u);
 }
 
 TEST(DedupTable, MarksAndBindingsSurviveARestart) {
@@ -62,12 +93,37 @@ TEST(DedupTable, MarksAndBindingsSurviveARestart) {
   {
     DedupTable table(file);
     accept(table, "agent-1", 42, "token:aaaa");
+    accept(table, "agent-1", 9, "token:aaaa", 7);
     table.persist();
   }
   DedupTable reloaded(file);
-  EXPECT_EQ(reloaded.check("agent-1", "token:aaaa", 42, kNowUs), Admission::kDuplicate);
-  EXPECT_EQ(reloaded.check("agent-1", "token:bbbb", 43, kNowUs), Admission::kForeignCredential);
+  EXPECT_EQ(reloaded.check("agent-1", 0, "token:aaaa", 42, kNowUs), Admission::kDuplicate);
+  EXPECT_EQ(reloaded.check("agent-1", 7, "token:aaaa", 9, kNowUs), Admission::kDuplicate);
+  EXPECT_EQ(reloaded.check("agent-1", 0, "token:bbbb", 43, kNowUs), Admission::kForeignCredential);
   EXPECT_TRUE(accept(reloaded, "agent-1", 43, "token:aaaa"));
+  std::filesystem::remove(file);
+}
+
+// Issue 29: each new id rewrote the whole file under the broker's lock (16 s per 1000 new ids
+// at 10,000). A binding is now one appended line, read back after the snapshot.
+TEST(DedupTable, BindingsMadeSinceTheSnapshotSurviveAKillWithoutRewritingIt) {
+  const auto file = std::filesystem::temp_directory_path() /
+                    ("mcp-dedup-bind-" + std::to_string(std::random_device{}()) + ".json");
+  {
+    DedupTable table(file);
+    accept(table, "early", 1, "token:aaaa");
+    table.persist();
+    for (int i = 0; i < 2000; ++i) accept(table, "node-" + std::to_string(i), 1, "token:" + std::to_string(i));
+    // killed here: no persist()
+  }
+  EXPECT_LT(std::filesystem::file_size(file), 200u) << "the snapshot was rewritten per binding";
+  DedupTable reloaded(file);
+  EXPECT_EQ(reloaded.credential("early"), "token:aaaa");
+  EXPECT_EQ(reloaded.credential("node-1999"), "token:1999");
+  EXPECT_EQ(reloaded.check("node-5", 0, "token:6", kNowUs, kNowUs), Admission::kForeignCredential);
+  reloaded.persist();
+  EXPECT_FALSE(std::filesystem::exists(file.string() + ".bindings"));
+  EXPECT_EQ(DedupTable(file).credential("node-1999"), "token:1999");
   std::filesystem::remove(file);
 }
 
@@ -76,7 +132,7 @@ TEST(DedupTable, LoadsTheOlderFormatAsUnboundMarks) {
                     ("mcp-dedup-old-" + std::to_string(std::random_device{}()) + ".json");
   std::ofstream(file) << R"({"agent-1": 42})";
   DedupTable table(file);
-  EXPECT_EQ(table.high_water("agent-1"), 42u);
+  EXPECT_EQ(table.high_water("agent-1", 0), 42u);
   EXPECT_TRUE(accept(table, "agent-1", 43, "token:aaaa"));
   std::filesystem::remove(file);
 }

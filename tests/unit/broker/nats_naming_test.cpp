@@ -19,12 +19,16 @@ TEST(SubjectToken, ReplacesCharactersNatsForbidsAndNamesTheEmptyService) {
 }
 
 TEST(MessageId, IsStablePerAgentSequenceAndPartAndUnambiguous) {
-  EXPECT_EQ(message_id("node-1", 42, 0), "node-1|42|0");
-  EXPECT_NE(message_id("node-1", 42, 0), message_id("node-1", 42, 1));
-  EXPECT_NE(message_id("node-1", 42, 0), message_id("node-1", 43, 0));
+  EXPECT_EQ(message_id("node-1", 0, 42, 0), "node-1|42|0");
+  EXPECT_NE(message_id("node-1", 0, 42, 0), message_id("node-1", 0, 42, 1));
+  EXPECT_NE(message_id("node-1", 0, 42, 0), message_id("node-1", 0, 43, 0));
+  // Issue 29: a restarted agent without its spool counts from 1 again under a new incarnation;
+  // JetStream must not take its batches for the old ones.
+  EXPECT_NE(message_id("node-1", 0x1234, 42, 0), message_id("node-1", 0, 42, 0));
+  EXPECT_NE(message_id("node-1", 0x1234, 42, 0), message_id("node-1", 0x1235, 42, 0));
   // An agent id holding the separator cannot collide with another agent's id.
-  EXPECT_NE(message_id("a|1", 2, 0), message_id("a", 1, 0) + "|2|0");
-  EXPECT_EQ(message_id("a|1", 2, 0).find("a|1"), std::string::npos);
+  EXPECT_NE(message_id("a|1", 0, 2, 0), message_id("a", 0, 1, 0) + "|2|0");
+  EXPECT_EQ(message_id("a|1", 0, 2, 0).find("a|1"), std::string::npos);
 }
 
 TEST(PolicyKey, UsesOnlyKeyValueCharactersAndKeepsFieldsApart) {

@@ -4,6 +4,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <mutex>
 
 #include "forward/event_block.h"
@@ -29,6 +30,10 @@ class RecordingBroker final : public mcp::v1::Sampling::Service {
       if (msg.has_batch()) {
         mcp::v1::BrokerMessage ack;
         ack.mutable_ack()->set_sequence(msg.batch().sequence());
+        if (msg.batch().sequence() == refuse_sequence) {
+          ack.mutable_ack()->set_refused(true);
+          ack.mutable_ack()->set_reason("block string index out of range");
+        }
         if (!stream->Write(ack)) break;
       }
     }
@@ -46,6 +51,7 @@ class RecordingBroker final : public mcp::v1::Sampling::Service {
   }
   std::mutex mu;
   std::vector<mcp::v1::AgentMessage> messages;
+  std::atomic<uint64_t> refuse_sequence{0};  // acked as refused (Ack.refused)
 };
 
 struct ServedBroker {
@@ -120,6 +126,43 @@ TEST(ForwarderWire, SendsCompactBlocksAndAdvertisesEventsV2) {
     }
   }
   EXPECT_EQ(got, expected);
+}
+
+// Issue 29: a malformed batch (a misread spool) made the broker end the stream; the agent
+// resent it on every reconnect and everything queued behind it waited (165,455 of 880,000
+// acked). With "refused-acks" the broker acks it as refused: its events are counted lost, the
+// rest are delivered, and a flush completes. Sequences count from 1 in the Hello's incarnation.
+TEST(ForwarderWire, ABatchTheBrokerRefusesIsCountedLostAndDoesNotHoldTheRest) {
+  ServedBroker served;
+  ASSERT_TRUE(served.server);
+  served.broker.refuse_sequence = 2;
+  ForwarderOptions o;
+  o.brokers = {served.address()};
+  o.batch_count = 4;
+  Forwarder fwd(o);
+  for (uint32_t i = 0; i < 12; ++i) fwd.consume(make_event(i));
+  ASSERT_TRUE(fwd.flush_for(std::chrono::seconds(20))) << "the refused batch held the flush";
+  const auto s = fwd.stats();
+  std::lock_guard lock(served.broker.mu);
+  size_t refused_events = 0;  // how the events fell into batches depends on ack timing
+  EventBlockDecoder dec;
+  std::string error;
+  for (const auto& m : served.broker.messages)
+    if (m.has_batch() && m.batch().sequence() == 2 && dec.parse(m.batch().events(), error)) refused_events = dec.size();
+  ASSERT_GT(refused_events, 0u);
+  EXPECT_EQ(s.unreadable_batches, 1u);
+  EXPECT_EQ(s.unreadable_events, refused_events);
+  EXPECT_EQ(s.acked, 12u - refused_events);
+  ASSERT_TRUE(served.broker.messages.front().has_hello());
+  const auto& hello = served.broker.messages.front().hello();
+  EXPECT_NE(hello.incarnation(), 0u);
+  EXPECT_NE(std::find(hello.capabilities().begin(), hello.capabilities().end(), "refused-acks"),
+            hello.capabilities().end());
+  std::vector<uint64_t> sequences;
+  for (const auto& m : served.broker.messages)
+    if (m.has_batch()) sequences.push_back(m.batch().sequence());
+  ASSERT_GE(sequences.size(), 3u);
+  for (size_t i = 0; i < sequences.size(); ++i) EXPECT_EQ(sequences[i], i + 1) << "each batch once, counted from 1";
 }
 
 // The runtime calls poll_done() after each ring poll. With every batch acknowledged, the

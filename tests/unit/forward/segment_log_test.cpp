@@ -2,8 +2,11 @@
 #include "forward/segment_log.h"
 
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cstring>
 #include <fstream>
 #include <random>
 
@@ -21,7 +24,8 @@ class SegmentLogTest : public ::testing::Test {
 
   std::vector<std::filesystem::path> segment_files() const {
     std::vector<std::filesystem::path> out;
-    for (const auto& e : std::filesystem::directory_iterator(dir_)) out.push_back(e.path());
+    for (const auto& e : std::filesystem::directory_iterator(dir_))
+      if (e.path().extension() == ".seg") out.push_back(e.path());
     std::sort(out.begin(), out.end());
     return out;
   }
@@ -155,6 +159,128 @@ TEST_F(SegmentLogTest, ReadFromAnOffsetSkipsEarlierRecords) {
   ASSERT_EQ(tail.size(), 2u);
   EXPECT_EQ(tail[0].offset, offsets[3]);
   EXPECT_EQ(tail[1].offset, offsets[4]);
+}
+
+// Issue 29: offsets came from the wall clock, so a clock stepped back (or a log emptied and
+// restarted) could hand out offsets already used, and the broker acked new batches as
+// duplicates.
+TEST_F(SegmentLogTest, OffsetsCountFromOneAndNeverGoBackAfterTheLogEmpties) {
+  uint64_t last = 0;
+  uint64_t id = 0;
+  {
+    SegmentLog log({dir_, 100, 1 << 20});
+    EXPECT_EQ(log.append("a"), 1u);
+    EXPECT_EQ(log.append("b"), 2u);
+    last = log.append(std::string(120, 'c'));
+    id = log.id();
+    EXPECT_NE(id, 0u);
+    log.release_through(last);  // every segment deleted: only log.meta remembers
+    EXPECT_TRUE(segment_files().empty());
+  }
+  SegmentLog log({dir_, 100, 1 << 20});
+  EXPECT_EQ(log.id(), id);
+  EXPECT_EQ(log.append("after"), last + 1);
+  EXPECT_NE(SegmentLog({{}, 100, 300}).id(), SegmentLog({{}, 100, 300}).id());
+}
+
+TEST_F(SegmentLogTest, ALogAnOlderVersionWroteKeepsItsOffsetsAndHasIdZero) {
+  uint64_t last = 0;
+  {
+    SegmentLog log({dir_, 1 << 20, 1 << 20});
+    log.append("x");
+    last = log.append("y");
+  }
+  std::filesystem::remove(dir_ / "log.meta");
+  SegmentLog log({dir_, 1 << 20, 1 << 20});
+  EXPECT_EQ(log.id(), 0u);
+  EXPECT_EQ(log.append("z"), last + 1);
+}
+
+// Issue 29: two runs sharing a spool directory: one aborted, the other lost events.
+TEST_F(SegmentLogTest, ASecondWriterOfTheDirectoryIsRefusedNamingTheHolder) {
+  auto first = std::make_unique<SegmentLog>(SegmentLogOptions{dir_, 1 << 20, 1 << 20});
+  first->append("mine");
+  try {
+    SegmentLog second({dir_, 1 << 20, 1 << 20});
+    FAIL() << "a second log opened a directory in use";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("in use by another process (pid " + std::to_string(getpid()) + ")"),
+              std::string::npos)
+        << e.what();
+  }
+  first.reset();
+  SegmentLog again({dir_, 1 << 20, 1 << 20});
+  EXPECT_EQ(payloads(again.read_from(0, 10)), std::vector<std::string>{"mine"});
+}
+
+// Issue 29: a segment cut under a running agent aborted it (an exception from the reader).
+TEST_F(SegmentLogTest, ARecordCutUnderTheLogComesBackDamagedAndLaterAppendsAreRight) {
+  SegmentLog log({dir_, 1 << 20, 1 << 20});
+  log.append("one");
+  log.append("two");
+  std::filesystem::resize_file(segment_files().at(0), 10);
+  const auto damaged = log.read_from(0, 10);
+  ASSERT_EQ(damaged.size(), 2u);
+  EXPECT_TRUE(damaged[0].damaged && damaged[1].damaged);
+  EXPECT_EQ(log.stats().corrupt_records, 2u);
+  log.read_from(0, 10);
+  EXPECT_EQ(log.stats().corrupt_records, 2u);  // counted once, not per read
+  const uint64_t three = log.append("three");
+  const auto after = log.read_from(three, 10);
+  ASSERT_EQ(after.size(), 1u);
+  EXPECT_FALSE(after[0].damaged);
+  EXPECT_EQ(after[0].payload, "three");
+}
+
+// Issue 29: a short write at ENOSPC left the segment's positions wrong, so after space came
+// back later records "could not be read back". On a real, small tmpfs.
+TEST_F(SegmentLogTest, AFullDiskLosesOnlyTheRecordsItRefusedAndPositionsStayRight) {
+  std::filesystem::create_directories(dir_);
+  if (mount("tmpfs", dir_.c_str(), "tmpfs", 0, "size=256k") != 0)
+    GTEST_SKIP() << "cannot mount a tmpfs (needs root): " << std::strerror(errno);
+  struct Unmount {
+    std::filesystem::path dir;
+    ~Unmount() { umount2(dir.c_str(), MNT_DETACH); }
+  } unmount{dir_};
+  const auto spool = dir_ / "spool";
+  std::vector<std::pair<uint64_t, std::string>> stored;
+  int refused = 0;
+  {
+    SegmentLog log({spool, 64 << 10, 1 << 20});
+    for (int i = 0; i < 400 && refused < 3; ++i) {
+      const std::string payload = std::to_string(i) + std::string(3000, char('a' + i % 26));
+      try {
+        stored.emplace_back(log.append(payload), payload);
+      } catch (const std::exception& e) {
+        ++refused;
+        EXPECT_NE(std::string(e.what()).find("No space left"), std::string::npos) << e.what();
+      }
+    }
+    ASSERT_GT(refused, 0) << "the tmpfs never filled";
+    // Space comes back: later records are right, and so is everything stored before.
+    std::filesystem::remove(spool / "log.meta");  // small, but frees a page
+    const auto first_half = stored.size() / 2;
+    log.release_through(stored[first_half].first);
+    for (int i = 0; i < 3; ++i) {
+      const std::string payload = "late-" + std::to_string(i);
+      stored.emplace_back(log.append(payload), payload);
+    }
+    stored.erase(stored.begin(), stored.begin() + static_cast<long>(first_half) + 1);
+    const auto records = log.read_from(0, 1000);
+    ASSERT_EQ(records.size(), stored.size());
+    for (size_t i = 0; i < records.size(); ++i) {
+      EXPECT_FALSE(records[i].damaged);
+      EXPECT_EQ(records[i].offset, stored[i].first);
+      EXPECT_EQ(records[i].payload, stored[i].second);
+    }
+  }
+  // Reopened (release marks are not kept: partly released segments replay whole), every record
+  // still waiting is intact and none is counted corrupt.
+  SegmentLog reopened({spool, 64 << 10, 1 << 20});
+  EXPECT_EQ(reopened.stats().corrupt_records, 0u);
+  const auto records = reopened.read_from(stored.front().first, 1000);
+  ASSERT_EQ(records.size(), stored.size());
+  for (size_t i = 0; i < records.size(); ++i) EXPECT_EQ(records[i].payload, stored[i].second);
 }
 
 TEST(SegmentLogMemory, BehavesLikeTheDiskLogWithoutADirectory) {

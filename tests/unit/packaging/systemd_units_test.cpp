@@ -145,15 +145,31 @@ TEST(SystemdUnits, AgentBoundingSetHoldsWhatTheAgentKeepsAndNothingBroad) {
   }
 }
 
-TEST(SystemdUnits, BrokerListensOnLoopbackWithStateAndNoCapabilities) {
+// Issue 29: on loopback TCP any local user subscribed to root's events and pushed policies.
+TEST(SystemdUnits, BrokerListensOnAGroupSocketWithStateAndNoCapabilities) {
   std::string t = unit_text("mcp-broker.service");
   EXPECT_EQ(setting(t, "ExecStart"),
-            "/usr/bin/mcp-broker --listen 127.0.0.1:9090 --state-dir /var/lib/mcp-broker");
+            "/usr/bin/mcp-broker --listen unix:/run/mcp-sampling/broker.sock --socket-group mcp-sampling "
+            "--state-dir /var/lib/mcp-broker");
+  EXPECT_EQ(setting(t, "RuntimeDirectory"), "mcp-sampling");
+  EXPECT_EQ(setting(t, "SupplementaryGroups"), "mcp-sampling");
   EXPECT_EQ(setting(t, "StateDirectory"), "mcp-broker");
   EXPECT_EQ(setting(t, "CapabilityBoundingSet"), "");
   EXPECT_EQ(setting(t, "Restart"), "on-failure");
   EXPECT_EQ(setting(t, "ProtectSystem"), "strict");
   EXPECT_EQ(setting(t, "ProtectHome"), "yes");
+}
+
+TEST(SystemdUnits, PackagedAgentPublishesToTheBrokersSocketAndPostinstMakesItsGroup) {
+  const std::string exec = setting(unit_text("mcp-broker.service"), "ExecStart");
+  const std::regex listen("--listen (unix:\\S+)");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(exec, m, listen)) << exec;
+  const std::string config = slurp(source_dir() / "packaging/config/agent.yaml");
+  EXPECT_NE(config.find("addresses: [\"" + m[1].str() + "\"]"), std::string::npos) << config;
+  EXPECT_NE(config.find("--broker " + m[1].str()), std::string::npos) << "the comment's subscribe command";
+  const std::string postinst = slurp(source_dir() / "packaging/deb/postinst");
+  EXPECT_NE(postinst.find("groupadd --system mcp-sampling"), std::string::npos) << postinst;
 }
 
 }  // namespace
