@@ -190,7 +190,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
  public:
   explicit Impl(BrokerOptions options)
       : options_(std::move(options)) {
-    if (options_.tokens.empty() && options_.tls_ca.empty() && !options_.insecure &&
+    if (options_.tokens.empty() && !options_.review_token && options_.tls_ca.empty() && !options_.insecure &&
         !is_loopback_listen(options_.listen))
       throw usage_error("refusing to listen on " + options_.listen +
                         " without authentication: give --token-file (or a role token file) or "
@@ -278,6 +278,11 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
       if (it != ctx->client_metadata().end()) agent_id.assign(it->second.data(), it->second.size());
     }
     if (const Verdict v = check_agent_id(agent_id); !v.ok()) return to_status(v);
+    if (credential.starts_with(kNodeIdentityPrefix) && agent_id != credential.substr(kNodeIdentityPrefix.size()))
+      return Status(StatusCode::PERMISSION_DENIED, "the credential of node '" +
+                                                       credential.substr(kNodeIdentityPrefix.size()) +
+                                                       "' may publish only as agent id '" +
+                                                       credential.substr(kNodeIdentityPrefix.size()) + "'");
     origin.agent_id = agent_id;
 
     auto conn = std::make_shared<AgentConn>();
@@ -461,12 +466,20 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
     const auto& md = ctx->client_metadata();
     if (const auto it = md.find("authorization"); it != md.end())
       header = std::string_view(it->second.data(), it->second.size());
-    if (!options_.tokens.empty()) {
-      const uint8_t roles = roles_for_header(options_.tokens, header);
+    const std::string_view bearer =
+        header.starts_with("Bearer ") ? header.substr(std::string_view("Bearer ").size()) : std::string_view();
+    if (!options_.tokens.empty() || options_.review_token) {
+      uint8_t roles = options_.tokens.empty() ? 0 : roles_for_header(options_.tokens, header);
+      std::optional<std::string> node;
+      if (roles == 0 && options_.review_token && (node = options_.review_token(bearer))) roles = kPublish;
       if (roles == 0) return Status(StatusCode::UNAUTHENTICATED, "missing or wrong bearer token");
       if (role != 0 && (roles & role) == 0)
         return Status(StatusCode::PERMISSION_DENIED,
                       "this token has the roles '" + role_names(roles) + "', not '" + role_names(role) + "'");
+      if (node && identity != nullptr) {
+        *identity = std::string(kNodeIdentityPrefix) + *node;  // publish_stream holds the agent id to it
+        return Status::OK;
+      }
     }
     if (identity == nullptr) return Status::OK;
     const auto auth = ctx->auth_context();
@@ -474,10 +487,12 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
       *identity = "x509:";
       for (const auto& id : auth->GetPeerIdentity()) *identity += std::string(id.data(), id.size());
     } else if (!options_.tokens.empty()) {
-      *identity = token_identity(header.substr(std::string_view("Bearer ").size()));
+      *identity = token_identity(bearer);
     }
     return Status::OK;
   }
+
+  static constexpr std::string_view kNodeIdentityPrefix = "node:";
 
   // Every message after the first: a hello may only repeat the stream's agent id and
   // incarnation; a batch must pass check_batch().

@@ -42,6 +42,8 @@
 #include <optional>
 #include <string>
 
+#include <functional>
+#include <string_view>
 #include <vector>
 
 #include "broker/access.h"
@@ -61,6 +63,10 @@ struct BrokerOptions {
   std::string tls_cert;
   std::string tls_key;
   std::vector<TokenGrant> tokens;         // empty: no token authentication
+  // Asked about a bearer token that no grant in `tokens` holds: the node name of an agent's
+  // own credential (token_review.h), which may then publish as that agent id only, or nullopt.
+  // Unset: such a token is refused.
+  std::function<std::optional<std::string>(std::string_view token)> review_token;
   bool insecure = false;                  // allow a non-loopback listen without authentication
   PublishLimits limits;
   std::filesystem::path state_dir;        // empty: nothing survives a restart

@@ -13,6 +13,7 @@
 #include "broker/broker_metrics.h"
 #include "broker/nats_naming.h"
 #include "broker/policy_controller.h"
+#include "broker/token_review.h"
 #include "common/duration.h"
 #include "common/error.h"
 #include "common/text_file.h"
@@ -143,6 +144,17 @@ int main(int argc, char** argv) {
   app.add_flag("--k8s-policies", k8s_policies,
                "run the SamplingPolicy controller: watch SamplingPolicy objects (every namespace) "
                "through the Kubernetes API and apply them as this broker's policies");
+  bool agent_token_review = false;
+  mcp::broker::TokenReviewOptions review;
+  std::string agent_service_account = "mcp-system:mcp-agent";
+  app.add_flag("--agent-token-review", agent_token_review,
+               "agents authenticate with their own pod's ServiceAccount token, checked by a "
+               "TokenReview: each may publish only as its node's name");
+  app.add_option("--agent-token-audience", review.audience, "the audience agents' tokens are issued for")
+      ->capture_default_str();
+  app.add_option("--agent-service-account", agent_service_account,
+                 "NAMESPACE:NAME of the agents' ServiceAccount")
+      ->capture_default_str();
   app.add_option("--k8s-api-server", k8s_api.server,
                  "https://HOST:PORT of the Kubernetes API (default: in-cluster, $KUBERNETES_SERVICE_HOST)");
   app.add_option("--k8s-token-file", k8s_api.token_file,
@@ -196,8 +208,23 @@ int main(int argc, char** argv) {
       if (controller_options->qps_window.count() <= 0) throw mcp::usage_error("--k8s-qps-window must be positive");
       controller_options->tick = std::min(std::chrono::milliseconds(1000), controller_options->qps_window / 5);
       controller_options->qps_hysteresis = k8s_qps_hysteresis;
-    } else if (!k8s_api.server.empty() || !k8s_api.token_file.empty() || !k8s_api.ca_file.empty()) {
-      throw mcp::usage_error("--k8s-api-server, --k8s-token-file and --k8s-ca-file need --k8s-policies");
+    }
+    std::shared_ptr<mcp::broker::TokenReviewer> reviewer;
+    if (agent_token_review) {
+      std::string why;
+      auto api = mcp::kube::resolve_api_config(k8s_api, why);
+      if (!api) throw mcp::usage_error("--agent-token-review: " + why);
+      const auto colon = agent_service_account.find(':');
+      if (colon == std::string::npos || colon == 0 || colon + 1 == agent_service_account.size())
+        throw mcp::usage_error("--agent-service-account must be NAMESPACE:NAME, not '" + agent_service_account + "'");
+      review.api = *api;
+      review.service_account = "system:serviceaccount:" + agent_service_account;
+      reviewer = std::make_shared<mcp::broker::TokenReviewer>(review);
+      options.review_token = [reviewer](std::string_view token) { return reviewer->node_of(token); };
+    }
+    if (!k8s_policies && !agent_token_review &&
+        (!k8s_api.server.empty() || !k8s_api.token_file.empty() || !k8s_api.ca_file.empty())) {
+      throw mcp::usage_error("--k8s-api-server, --k8s-token-file and --k8s-ca-file need --k8s-policies or --agent-token-review");
     }
     // Checked before the broker starts, so a bad address is a usage error with nothing running.
     std::optional<mcp::metrics::ListenAddress> metrics_address;

@@ -112,18 +112,25 @@ ApiResponse ApiClient::run(const std::string& target, int read_timeout_s,
   });
 }
 
+ApiResponse ApiClient::post(const std::string& target, const std::string& body) {
+  return write("POST", target, body, "application/json");
+}
+
 ApiResponse ApiClient::put(const std::string& target, const std::string& body) {
-  return write(true, target, body, "application/json");
+  return write("PUT", target, body, "application/json");
 }
 
 ApiResponse ApiClient::patch(const std::string& target, const std::string& body, const std::string& content_type) {
-  return write(false, target, body, content_type);
+  return write("PATCH", target, body, content_type);
 }
 
-ApiResponse ApiClient::write(bool put, const std::string& target, const std::string& body,
+ApiResponse ApiClient::write(const char* method, const std::string& target, const std::string& body,
                              const std::string& content_type) {
   return exchange(30, [&](const httplib::Headers& headers, ApiResponse& out, bool&) {
-    auto res = put ? http_->Put(target, headers, body, content_type) : http_->Patch(target, headers, body, content_type);
+    const std::string_view m(method);
+    auto res = m == "POST"  ? http_->Post(target, headers, body, content_type)
+               : m == "PUT" ? http_->Put(target, headers, body, content_type)
+                            : http_->Patch(target, headers, body, content_type);
     if (res) out.body = res->body;
     return res;
   });

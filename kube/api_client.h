@@ -43,6 +43,8 @@ class ApiClient {
   // (error set), on_line returns false (error "cancelled") or stop() is called.
   ApiResponse stream_lines(const std::string& target, int read_timeout_s,
                            const std::function<bool(std::string_view line)>& on_line);
+  // POST `body` (application/json) to `target`, e.g. a TokenReview.
+  ApiResponse post(const std::string& target, const std::string& body);
   // PUT `body` (application/json) to `target`.
   ApiResponse put(const std::string& target, const std::string& body);
   // PATCH `target` with `body` of `content_type` (a JSON merge patch by default).
@@ -60,7 +62,7 @@ class ApiClient {
   ApiResponse exchange(int read_timeout_s, const Send& send);
   ApiResponse run(const std::string& target, int read_timeout_s,
                   const std::function<bool(std::string_view)>* on_line);
-  ApiResponse write(bool put, const std::string& target, const std::string& body,
+  ApiResponse write(const char* method, const std::string& target, const std::string& body,
                     const std::string& content_type);
 
   ApiConfig config_;

@@ -322,6 +322,15 @@ class Forwarder::Impl {
     }
     auto stub = mcp::v1::Sampling::NewStub(channel);
     grpc::ClientContext context;
+    // Read again for each stream: a projected ServiceAccount token (per-node credentials,
+    // --agent-token-review) is rotated by the kubelet. A file gone bad keeps the last token.
+    if (!options_.token_file.empty()) {
+      try {
+        token_ = read_token_file(options_.token_file);
+      } catch (const std::exception& e) {
+        spdlog::warn("forward: {}; using the token read before", e.what());
+      }
+    }
     add_token(context, token_);
     context.AddMetadata("x-mcp-agent-id", options_.agent_id);
     {

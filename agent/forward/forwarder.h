@@ -89,7 +89,7 @@ struct ForwarderOptions {
   std::chrono::milliseconds backoff_max{5000};
   std::chrono::milliseconds flush_timeout{10000};
   TlsFiles tls;
-  std::string token_file;                       // bearer token, first line of the file
+  std::string token_file;                       // bearer token, first line of the file (read again for each connection: tokens rotate)
   std::function<void(const PolicyUpdate&)> on_policy;  // called on the receiving thread
   // The broker's packed HLC on each message, for the agent's clock to merge, so
   // events stamped after an ack are ordered after the broker's send.

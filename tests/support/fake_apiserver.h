@@ -23,6 +23,10 @@
 //       409 Conflict), bumps the resourceVersion, not the generation, and sends MODIFIED, as
 //       the status subresource does; every write is recorded (status_writes()).
 // put_policy() bumps metadata.generation when the spec changed, as the server does.
+//   POST /apis/authentication.k8s.io/v1/tokenreviews (the caller's own token must be token()):
+//       201 with status {authenticated, user {username, extra {authentication.kubernetes.io/
+//       node-name}}, audiences} for a token given to add_pod_token() whose audience was asked
+//       for, {authenticated: false} for any other, as the server's TokenReview API answers.
 // Every request is recorded (path, parameters, Authorization). Header-only.
 #pragma once
 #include <httplib.h>
@@ -76,6 +80,8 @@ class FakeApiServer {
         "/apis/sampling.mcp.dev/v1alpha1/namespaces/([^/]+)/samplingpolicies/([^/]+)/status";
     server_->Patch(status_path, [this](const httplib::Request& req, httplib::Response& res) { write_status(req, res, false); });
     server_->Put(status_path, [this](const httplib::Request& req, httplib::Response& res) { write_status(req, res, true); });
+    server_->Post("/apis/authentication.k8s.io/v1/tokenreviews",
+                  [this](const httplib::Request& req, httplib::Response& res) { review(req, res); });
     port_ = server_->bind_to_any_port("127.0.0.1");
     if (port_ <= 0) throw std::runtime_error("bind 127.0.0.1:0 failed");
     thread_ = std::thread([this] { server_->listen_after_bind(); });
@@ -106,6 +112,13 @@ class FakeApiServer {
     std::lock_guard lk(mu_);
     token_ = t;
   }
+  // A pod-bound ServiceAccount token, as the kubelet projects it into the pod.
+  void add_pod_token(const std::string& token, const std::string& username, const std::string& node,
+                     const std::string& audience) {
+    std::lock_guard lk(mu_);
+    pod_tokens_[token] = {{"username", username}, {"node", node}, {"audience", audience}};
+  }
+
   void set_gone_as(GoneAs g) {
     std::lock_guard lk(mu_);
     gone_as_ = g;
@@ -341,6 +354,32 @@ class FakeApiServer {
         });
   }
 
+  void review(const httplib::Request& req, httplib::Response& res) {
+    std::lock_guard lk(mu_);
+    requests_.push_back(Request{req.path, {}, req.get_header_value("Authorization")});
+    if (req.get_header_value("Authorization") != "Bearer " + token_) {
+      res.status = 401;
+      res.set_content(status(401, "Unauthorized", "Unauthorized").dump(), "application/json");
+      return;
+    }
+    const json body = json::parse(req.body, nullptr, false);
+    json out = {{"apiVersion", "authentication.k8s.io/v1"}, {"kind", "TokenReview"}};
+    out["status"] = {{"authenticated", false}};
+    if (body.is_object() && body.contains("spec")) {
+      const json spec = body["spec"];
+      const auto it = pod_tokens_.find(spec.value("token", ""));
+      const json asked = spec.value("audiences", json::array());
+      if (it != pod_tokens_.end() && std::find(asked.begin(), asked.end(), it->second["audience"]) != asked.end()) {
+        out["status"] = {{"authenticated", true},
+                         {"audiences", json::array({it->second["audience"]})},
+                         {"user", {{"username", it->second["username"]},
+                                   {"extra", {{"authentication.kubernetes.io/node-name", json::array({it->second["node"]})}}}}}};
+      }
+    }
+    res.status = 201;
+    res.set_content(out.dump(), "application/json");
+  }
+
   void write_status(const httplib::Request& req, httplib::Response& res, bool put) {
     const std::string ns = req.matches[1], name = req.matches[2];
     std::unique_lock lk(mu_);
@@ -397,6 +436,7 @@ class FakeApiServer {
   int open_watches_ = 0;
   std::map<std::string, json> pods_;  // by uid
   std::map<std::string, json> policies_;  // by uid
+  std::map<std::string, json> pod_tokens_;  // token -> {username, node, audience}
   std::vector<StatusWrite> status_writes_;
   std::vector<Change> history_;
   std::vector<Request> requests_;

@@ -287,6 +287,66 @@ TEST_F(PolicyControllerE2E, QpsThresholdAppliesWhileTheServiceIsAboveItAndNotBel
   EXPECT_EQ(status_of("busy")["active"], false);
 }
 
+// Issue 29: with one publish token shared by every agent (the Kubernetes setup), the broker's
+// id bindings could not tell agents apart: any agent could publish as any other. With
+// --agent-token-review each agent presents its own pod's ServiceAccount token; a TokenReview
+// says which node it runs on, and it may publish only as that node's agent id.
+TEST_F(PolicyControllerE2E, AgentsPublishWithTheirPodsTokenOnlyAsTheirNode) {
+  const std::string agents = "system:serviceaccount:mcp-system:mcp-agent";
+  api_->add_pod_token("pod-token-a", agents, "node-a", "mcp-broker");
+  api_->add_pod_token("pod-token-b", agents, "node-b", "mcp-broker");
+  api_->add_pod_token("web-token", "system:serviceaccount:default:web", "node-a", "mcp-broker");
+  api_->add_pod_token("vault-token", agents, "node-a", "vault");
+  broker_ = std::make_unique<BrokerProcess>(
+      std::vector<std::string>{"--agent-token-review", "--k8s-api-server", api_->url(), "--k8s-token-file",
+                               api_->token_file(), "--k8s-ca-file", api_->ca_file()},
+      dir_ / "broker.log");
+  const std::string address = broker_->address();
+  for (int i = 0; i < 2; ++i) {
+    auto mine = test::publish_messages(address, {test::hello_message("node-a"), test::batch_message(1 + i, 1, i)},
+                                       "pod-token-a");
+    ASSERT_EQ(mine.acks.size(), 1u) << mine.status.error_message() << "\n" << log();
+  }
+  auto as_other = test::publish_messages(address, {test::hello_message("node-a"), test::batch_message(9, 1)},
+                                         "pod-token-b");
+  EXPECT_EQ(as_other.status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_NE(as_other.status.error_message().find("only as agent id 'node-b'"), std::string::npos)
+      << as_other.status.error_message();
+  EXPECT_TRUE(as_other.acks.empty());
+  for (const char* token : {"web-token", "vault-token", "forged"}) {
+    auto r = test::publish_messages(address, {test::hello_message("node-a"), test::batch_message(9, 1)}, token);
+    EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << token;
+  }
+  // A publisher's token is no subscriber's.
+  {
+    grpc::ClientContext ctx;
+    add_token(ctx, "pod-token-a");
+    ctx.set_deadline(std::chrono::system_clock::now() + 5s);
+    auto reader = stub_for(address)->Subscribe(&ctx, mcp::v1::SubscriptionRequest());
+    mcp::v1::SamplePacket p;
+    while (reader->Read(&p)) {}
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  }
+  // The agent's Forwarder, reading its projected token file.
+  std::ofstream(dir_ / "agent-token") << "pod-token-b\n";
+  ForwarderOptions o;
+  o.brokers = {address};
+  o.agent_id = "node-b";
+  o.token_file = (dir_ / "agent-token").string();
+  Forwarder fwd(o);
+  Event e;
+  e.ts_ns = 1'700'000'000'000'000'000ull;
+  e.kind = EventKind::kUprobe;
+  e.probe = "/usr/bin/worker:handle_request";
+  fwd.consume(e);
+  ASSERT_TRUE(fwd.flush_for(10s)) << log();
+  // One review per distinct token: a token's answer is cached.
+  int reviews = 0;
+  for (const auto& r : api_->requests()) reviews += r.path == "/apis/authentication.k8s.io/v1/tokenreviews";
+  EXPECT_EQ(reviews, 5);
+  EXPECT_EQ(test::broker_stats(address, "pod-token-a").batches(), 3u);
+}
+
 TEST_F(PolicyControllerE2E, ApiFlagsWithoutK8sPoliciesAreAUsageError) {
   std::string err;
   EXPECT_EQ(test::run_broker({"--k8s-api-server", api_->url()}, dir_ / "usage.log", &err), 2);

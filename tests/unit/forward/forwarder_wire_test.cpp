@@ -7,6 +7,9 @@
 #include <atomic>
 #include <mutex>
 
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
+
 #include "forward/event_block.h"
 #include "forward/forwarder.h"
 #include "mcp/v1/sampling.grpc.pb.h"
@@ -22,6 +25,10 @@ class RecordingBroker final : public mcp::v1::Sampling::Service {
   grpc::Status Publish(grpc::ServerContext*,
                        grpc::ServerReaderWriter<mcp::v1::BrokerMessage, mcp::v1::AgentMessage>* stream) override {
     mcp::v1::AgentMessage msg;
+    if (!refusal.empty()) {  // as a broker refusing the agent's credential
+      stream->Read(&msg);
+      return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, refusal);
+    }
     while (stream->Read(&msg)) {
       {
         std::lock_guard lock(mu);
@@ -52,6 +59,7 @@ class RecordingBroker final : public mcp::v1::Sampling::Service {
   std::mutex mu;
   std::vector<mcp::v1::AgentMessage> messages;
   std::atomic<uint64_t> refuse_sequence{0};  // acked as refused (Ack.refused)
+  std::string refusal;                        // set before serving: every stream refused
 };
 
 struct ServedBroker {
@@ -163,6 +171,35 @@ TEST(ForwarderWire, ABatchTheBrokerRefusesIsCountedLostAndDoesNotHoldTheRest) {
     if (m.has_batch()) sequences.push_back(m.batch().sequence());
   ASSERT_GE(sequences.size(), 3u);
   for (size_t i = 0; i < sequences.size(); ++i) EXPECT_EQ(sequences[i], i + 1) << "each batch once, counted from 1";
+}
+
+// Issue 29, item 7: the forwarder cancelled its stream before Finish(), so the broker's reason
+// for ending it reached the log only as CANCELLED.
+TEST(ForwarderWire, TheBrokersReasonForEndingTheStreamReachesTheLog) {
+  ServedBroker served;
+  ASSERT_TRUE(served.server);
+  served.broker.refusal = "agent id 'node-1' is bound to another credential";
+  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64);  // thread-safe to read
+  const auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>("wire-test", sink));
+  std::string log;
+  {
+    ForwarderOptions o;
+    o.brokers = {served.address()};
+    o.backoff_initial = std::chrono::milliseconds(20);
+    o.backoff_max = std::chrono::milliseconds(50);
+    Forwarder fwd(o);
+    fwd.consume(make_event(1));
+    fwd.flush_for(std::chrono::milliseconds(0));
+    test::wait_until([&] {
+      log.clear();
+      for (const auto& line : sink->last_formatted()) log += line;
+      return log.find("stream to " + served.address() + " ended") != std::string::npos;
+    });
+  }
+  spdlog::set_default_logger(previous);
+  EXPECT_NE(log.find(served.broker.refusal), std::string::npos) << log;
+  EXPECT_EQ(log.find("CANCELLED"), std::string::npos) << log;
 }
 
 // The runtime calls poll_done() after each ring poll. With every batch acknowledged, the
