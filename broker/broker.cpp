@@ -278,11 +278,12 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
       if (it != ctx->client_metadata().end()) agent_id.assign(it->second.data(), it->second.size());
     }
     if (const Verdict v = check_agent_id(agent_id); !v.ok()) return to_status(v);
-    if (credential.starts_with(kNodeIdentityPrefix) && agent_id != credential.substr(kNodeIdentityPrefix.size()))
-      return Status(StatusCode::PERMISSION_DENIED, "the credential of node '" +
-                                                       credential.substr(kNodeIdentityPrefix.size()) +
-                                                       "' may publish only as agent id '" +
-                                                       credential.substr(kNodeIdentityPrefix.size()) + "'");
+    if (credential.starts_with(kNodeIdentityPrefix)) {
+      const std::string node = credential.substr(kNodeIdentityPrefix.size());
+      if (agent_id != node)
+        return Status(StatusCode::PERMISSION_DENIED,
+                      "the credential of node '" + node + "' may publish only as agent id '" + node + "'");
+    }
     origin.agent_id = agent_id;
 
     auto conn = std::make_shared<AgentConn>();

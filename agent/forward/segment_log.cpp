@@ -292,7 +292,7 @@ uint64_t SegmentLog::append(std::string_view payload, uint32_t items) {
         // ENOSPC or EIO: cut back what part of the record went out; appends move on to a new
         // segment, so nothing after this depends on the cut succeeding.
         const int err = n == 0 ? ENOSPC : errno;
-        if (::ftruncate(seg.fd, static_cast<off_t>(at)) != 0) {}
+        (void)!::ftruncate(seg.fd, static_cast<off_t>(at));
         seg.sealed = true;
         errno = err;
         fail("cannot write", seg.path);
