@@ -344,21 +344,25 @@ TEST(K8sSecret, KustomizeGeneratesOneTokenPerRoleFromUncommittedFiles) {
       EXPECT_EQ(entry.substr(entry.find('=') + 1).rfind("tokens/", 0), 0u) << entry;
     }
   }
-  EXPECT_EQ(keys, (std::set<std::string>{"publish", "subscribe", "policy"}));
+  // No publish token: a token every agent shares would let one node publish as another.
+  EXPECT_EQ(keys, (std::set<std::string>{"subscribe", "policy"}));
   // The generated token files must never be committed.
   std::ifstream ignore(kK8sDir / "tokens/.gitignore");
   std::string text((std::istreambuf_iterator<char>(ignore)), {});
   EXPECT_NE(text.find("*"), std::string::npos) << "tokens/.gitignore must ignore the tokens";
 }
 
-TEST(K8sBroker, RequiresATokenPerRoleFromTheSecretAndIsNeverInsecure) {
+TEST(K8sBroker, RequiresATokenPerRoleAndAgentsOwnPodTokensAndIsNeverInsecure) {
   auto dep = manifests().find("Deployment", "mcp-broker");
   ASSERT_TRUE(dep);
   auto pod = dep["spec"]["template"]["spec"];
   auto c = pod["containers"][0];
   auto cmd = c["command"].as<std::vector<std::string>>();
   EXPECT_EQ(std::find(cmd.begin(), cmd.end(), "--insecure"), cmd.end());
-  for (const std::string role : {"publish", "subscribe", "policy"}) {
+  EXPECT_NE(std::find(cmd.begin(), cmd.end(), "--agent-token-review"), cmd.end());
+  EXPECT_EQ(std::find(cmd.begin(), cmd.end(), "--publish-token-file"), cmd.end()) << "a shared publish token";
+  EXPECT_EQ(std::find(cmd.begin(), cmd.end(), "--token-file"), cmd.end()) << "a shared all-roles token";
+  for (const std::string role : {"subscribe", "policy"}) {
     auto flag = std::find(cmd.begin(), cmd.end(), "--" + role + "-token-file");
     ASSERT_NE(flag, cmd.end()) << role;
     ASSERT_NE(flag + 1, cmd.end());
@@ -366,16 +370,37 @@ TEST(K8sBroker, RequiresATokenPerRoleFromTheSecretAndIsNeverInsecure) {
   }
 }
 
-TEST(K8sAgentDaemonSet, MountsOnlyThePublishTokenWhereItsConfigReadsIt) {
+// Per-node identity (broker/token_review.h): the agent presents its own pod's projected token,
+// for the broker's audience (so the broker cannot replay it to the API), where its config reads
+// it; it mounts none of the shared role tokens. Defaults of --agent-token-audience and
+// --agent-service-account must match what the DaemonSet runs as.
+TEST(K8sAgentDaemonSet, PresentsItsOwnPodTokenForTheBrokersAudienceWhereItsConfigReadsIt) {
   auto pod = agent_daemonset()["spec"]["template"]["spec"];
   auto c = agent_container();
-  const std::string path = secret_key_path(pod, c, "mcp-broker-tokens", "publish");
-  ASSERT_FALSE(path.empty()) << "the agent does not mount the publish token";
-  EXPECT_EQ(secret_key_path(pod, c, "mcp-broker-tokens", "subscribe"), "");
-  EXPECT_EQ(secret_key_path(pod, c, "mcp-broker-tokens", "policy"), "");
+  for (const std::string role : {"publish", "subscribe", "policy"})
+    EXPECT_EQ(secret_key_path(pod, c, "mcp-broker-tokens", role), "") << role;
+  std::string path;
+  for (const auto& v : pod["volumes"]) {
+    if (!v["projected"]) continue;
+    for (const auto& src : v["projected"]["sources"]) {
+      auto sat = src["serviceAccountToken"];
+      if (!sat) continue;
+      EXPECT_EQ(sat["audience"].as<std::string>(""), "mcp-broker");
+      EXPECT_LE(sat["expirationSeconds"].as<int>(0), 24 * 3600);
+      for (const auto& vm : c["volumeMounts"])
+        if (vm["name"].as<std::string>() == v["name"].as<std::string>())
+          path = vm["mountPath"].as<std::string>() + "/" + sat["path"].as<std::string>();
+    }
+  }
+  ASSERT_FALSE(path.empty()) << "the agent mounts no projected ServiceAccount token";
+  EXPECT_EQ(pod["serviceAccountName"].as<std::string>(""), "mcp-agent");
+  EXPECT_EQ(agent_daemonset()["metadata"]["namespace"].as<std::string>(""), "mcp-system");
   auto cm = manifests().find("ConfigMap", "mcp-agent-config");
   YAML::Node config = YAML::Load(cm["data"]["agent.yaml"].as<std::string>());
   EXPECT_EQ(config["broker"]["token_file"].as<std::string>(""), path);
+  // The agent id the broker allows for a node token is the node's name: the config must not
+  // pin one, so $NODE_NAME (spec.nodeName) is used.
+  EXPECT_EQ(config["node_name"].as<std::string>(""), "");
 }
 
 TEST(K8sNetworkPolicy, OnlyAgentsAndLabelledConsumersReachTheBrokerPort) {
@@ -417,7 +442,8 @@ TEST(K8sNetworkPolicy, OnlyAgentsAndLabelledConsumersReachTheBrokerPort) {
 
 // The broker's SamplingPolicy controller (broker/policy_controller.h) reads the objects and
 // writes their status subresource: exactly that, and the deployment runs it.
-TEST(K8sRbac, BrokerAccountMayReadPoliciesAndWriteOnlyTheirStatus) {
+// ... and creates TokenReviews for --agent-token-review (broker/token_review.h).
+TEST(K8sRbac, BrokerAccountMayReadPoliciesWriteOnlyTheirStatusAndReviewTokens) {
   const auto& m = manifests();
   auto dep = m.find("Deployment", "mcp-broker");
   ASSERT_TRUE(dep);
@@ -440,7 +466,8 @@ TEST(K8sRbac, BrokerAccountMayReadPoliciesAndWriteOnlyTheirStatus) {
           grants.insert(g.as<std::string>() + "/" + res.as<std::string>() + " " + v.as<std::string>());
   const std::set<std::string> want{group + "/samplingpolicies get", group + "/samplingpolicies list",
                                    group + "/samplingpolicies watch", group + "/samplingpolicies/status update",
-                                   group + "/samplingpolicies/status patch"};
+                                   group + "/samplingpolicies/status patch",
+                                   "authentication.k8s.io/tokenreviews create"};
   EXPECT_EQ(grants, want);
   auto cmd = dep["spec"]["template"]["spec"]["containers"][0]["command"].as<std::vector<std::string>>();
   EXPECT_NE(std::find(cmd.begin(), cmd.end(), "--k8s-policies"), cmd.end()) << "the broker runs no controller";
