@@ -959,12 +959,12 @@ Config parse_config(std::string_view yaml, const std::string& file, const std::f
       if (!s.IsSequence()) ctx.error(s, "syscalls must be a list of names, found " + std::string(kind_name(s)));
       else for (const auto& item : s) read_syscall(ctx, item, cfg.probes);
     }
-    // Each uprobe and syscall takes one of the kernel's probe slots: `run` would refuse the
-    // rest only once it has attached the first ones.
-    if (cfg.probes.size() > MCP_MAX_PROBES - 1)
+    // Each uprobe and syscall takes one of the kernel's probe slots, twice during a reload
+    // that replaces it: `run` would refuse the rest only once it has attached the first ones.
+    if (cfg.probes.size() > MCP_MAX_CONFIGURED_PROBES)
       ctx.error(top.has("probes") ? top.get("probes") : top.get("syscalls"),
                 std::to_string(cfg.probes.size()) + " probes and syscalls: at most " +
-                    std::to_string(MCP_MAX_PROBES - 1) + " (the kernel side's probe slots)");
+                    std::to_string(MCP_MAX_CONFIGURED_PROBES) + " (a reload stages the new beside the old)");
     if (top.has("cuda")) read_cuda(ctx, top.get("cuda"), cfg);
     if (top.has("quotas")) read_quotas(ctx, top.get("quotas"), cfg.quotas);
     if (top.has("exporter")) read_exporter(ctx, top.get("exporter"), base_dir, cfg);

@@ -21,6 +21,7 @@
 #include <set>
 #include <random>
 #include <string>
+#include <system_error>
 #include <tuple>
 
 #include "common/error.h"
@@ -411,6 +412,18 @@ void BpfSession::remove_probe(uint32_t id) {
     p = std::move(it->second);
     probes_.erase(it);
   }
+  {
+    std::unique_lock lock(mu_);
+    retired_names_[id] = p->info.name;
+    if (batching_) {
+      // Not reusable before the batch has closed its links and set the real position.
+      quarantine_[id] = UINT64_MAX;
+      batch_ids_.push_back(id);
+      for (auto& target : p->targets)
+        batch_links_.insert(batch_links_.end(), target.links.begin(), target.links.end());
+      return;
+    }
+  }
   for (auto& target : p->targets)
     for (auto& l : target.links) l.destroy();
   // After detaching, nothing new can be written for this id: quarantine it up to
@@ -418,7 +431,44 @@ void BpfSession::remove_probe(uint32_t id) {
   sweep_pending(id);
   std::unique_lock lock(mu_);
   quarantine_[id] = producer_pos_ ? *producer_pos_ : 0;
-  retired_names_[id] = p->info.name;
+}
+
+BpfSession::DetachBatch::DetachBatch(BpfSession& session) : session_(session) {
+  std::unique_lock lock(session_.mu_);
+  session_.batching_ = true;
+}
+
+BpfSession::DetachBatch::~DetachBatch() {
+  std::lock_guard toggle(session_.toggle_mu_);
+  std::vector<uint32_t> ids;
+  std::vector<Link> links;
+  {
+    std::unique_lock lock(session_.mu_);
+    session_.batching_ = false;
+    ids.swap(session_.batch_ids_);
+    links.swap(session_.batch_links_);
+  }
+  close_together(links);
+  for (uint32_t id : ids) session_.sweep_pending(id);
+  std::unique_lock lock(session_.mu_);
+  for (uint32_t id : ids) session_.quarantine_[id] = session_.producer_pos_ ? *session_.producer_pos_ : 0;
+}
+
+void BpfSession::close_together(std::vector<Link>& links) {
+  std::atomic<size_t> next{0};
+  auto close_some = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < links.size();) links[i].destroy();
+  };
+  {
+    std::vector<std::jthread> closers;
+    try {
+      for (size_t n = 1; n < std::min(links.size(), kClosers); n++) closers.emplace_back(close_some);
+    } catch (const std::system_error&) {
+      // No more threads: the ones started and this one close the rest.
+    }
+    close_some();
+  }
+  links.clear();
 }
 
 void BpfSession::detach_all() {
@@ -432,7 +482,7 @@ void BpfSession::detach_all() {
       p->targets.clear();
     }
   }
-  for (auto& l : links) l.destroy();
+  close_together(links);
   sweep_pending(0);
 }
 

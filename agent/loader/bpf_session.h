@@ -96,6 +96,21 @@ class BpfSession : public KernelMaps {
   // Detaches; the id is quarantined (not reused, its name still resolves) until
   // the consumer has read past every record the probe could have written.
   void remove_probe(uint32_t id);
+  // Many probes removed together (a reload's commit): while a batch is alive, remove_probe()
+  // takes the probe out at once and leaves its links to the batch, which closes them all in
+  // parallel when it ends, then sweeps and quarantines the ids. Closing a tracepoint or uprobe
+  // link waits for an RCU grace period (tens of ms): one after another, the 300 links of a
+  // 150-for-150 reload took 16 s; closed together they share the waits. Not nested.
+  class DetachBatch {
+   public:
+    explicit DetachBatch(BpfSession& session);
+    ~DetachBatch();
+    DetachBatch(const DetachBatch&) = delete;
+    DetachBatch& operator=(const DetachBatch&) = delete;
+
+   private:
+    BpfSession& session_;
+  };
   // Detaches every probe, keeping their counters and names: call before the
   // final drain so nothing is kept after it. Pending entries (calls whose return
   // never came) are then counted orphaned.
@@ -266,6 +281,14 @@ class BpfSession : public KernelMaps {
   void reap_loop(std::stop_token stop);
   static constexpr size_t kReapers = 4;      // started with the window thread
   static constexpr size_t kMaxReapers = 256;  // more start while every one is busy
+
+  // Closes the links on up to kClosers threads at once, and empties `links`.
+  static void close_together(std::vector<Link>& links);
+  static constexpr size_t kClosers = 32;
+  // The open DetachBatch's removed probes (under mu_): their ids and the links left to close.
+  bool batching_ = false;
+  std::vector<uint32_t> batch_ids_;
+  std::vector<Link> batch_links_;
 
   struct mcp_bpf* skel_ = nullptr;
   uint64_t ringbuf_bytes_ = 0;

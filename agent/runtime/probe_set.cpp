@@ -344,6 +344,8 @@ void ProbeSet::tune(const Entry& e) {
 void ProbeSet::apply(const reload::ConfigDiff& d) {
   std::lock_guard lock(mu_);
   const StatusPublisher publish(*this);
+  // Every probe this reload removes (or a failed one stages) is closed at once at the end.
+  const loader::BpfSession::DetachBatch detach(session_);
   // Stage: attach every new probe next to the running ones. A throw destroys `staged`,
   // whose handles detach what was attached here; entries_ is untouched.
   std::map<std::string, Entry> staged;

@@ -570,6 +570,45 @@ TEST_F(DaemonTest, FailedReloadRollsBackAndEveryPreviousProbeKeepsDelivering) {
     EXPECT_NE(e["kind"], "uretprobe") << "still the probe without latency: " << e;
 }
 
+// Issue 29: a reload that swaps 150 probes for 150 others was refused ("at most 255 probes"):
+// the new ones are staged beside the running ones, so the kernel side has room for twice the
+// largest configuration. Real tracepoints: 150 syscalls, then 150 others with getppid.
+TEST_F(DaemonTest, AReloadReplacingEveryProbeOfALargeConfigurationApplies) {
+  std::vector<std::string> names;  // syscalls with both tracepoints, getppid last
+  for (const auto& e : fs::directory_iterator("/sys/kernel/tracing/events/syscalls")) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind("sys_enter_", 0) == 0 && n != "sys_enter_getppid" &&
+        fs::exists(e.path().parent_path() / ("sys_exit_" + n.substr(10))))
+      names.push_back(n.substr(10));
+  }
+  std::sort(names.begin(), names.end());
+  ASSERT_GE(names.size(), 299u) << "this kernel has too few syscall tracepoints";
+  auto config = [&](size_t from, bool with_getppid) {
+    std::string text = "version: 1\nmetrics:\n  listen: 127.0.0.1:0\nsyscalls:\n";
+    for (size_t i = from; i < from + (with_getppid ? 149 : 150); i++)
+      text += "  - {name: " + names[i] + ", sampling: {rate: 0.001}}\n";
+    if (with_getppid) text += "  - getppid\n";
+    return text;
+  };
+  cm_->update(config(0, false));
+  Daemon d(cm_->config_path(), dir_);
+  ASSERT_GT(d.port(), 0) << d.log();
+  cm_->update(config(150, true));
+  // The links are closed together: the reload is not 300 grace periods long (16 s here).
+  ASSERT_TRUE(d.wait_log(std::regex("config: (reloaded|rejected|reload failed|.*keeping the previous)"), 60s)) << d.log();
+  EXPECT_EQ(metric(d.get("/metrics"), "mcp_config_reload_failures_total"), 0) << d.log();
+  EXPECT_NE(d.log().find("+150 -150 probes"), std::string::npos) << d.log();
+  ASSERT_EQ(std::system((caller() + " getppid 100").c_str()), 0);
+  auto syscalls = [&] {
+    size_t n = 0;
+    for (const auto& e : d.events()) n += e["kind"] == "syscall" && e["probe"] == "syscall:getppid" && from_caller(e);
+    return n;
+  };
+  ASSERT_TRUE(wait_until([&] { return syscalls() >= 100; })) << d.log();
+  EXPECT_EQ(d.terminate(), 0) << d.log();
+  EXPECT_EQ(syscalls(), 100u);
+}
+
 // The same change without the bad probe applies: the probe comes back with latency.
 TEST_F(DaemonTest, ReloadChangingLatencySwapsTheAttachmentWithoutLosingTheProbe) {
   cm_->update(uprobe_config(kWorkload));
