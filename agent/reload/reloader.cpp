@@ -1,5 +1,7 @@
 #include "reload/reloader.h"
 
+#include <sys/stat.h>
+
 #include <fstream>
 #include <sstream>
 
@@ -19,11 +21,15 @@ const config::Config& empty_config() {
   return kEmpty;
 }
 
-// Reads the file for the "same bad edit" check; empty on error (the loader reports it).
+// What the "same bad edit" check compares: the file's owner and mode (a chmod that fixes a
+// file refused as writable by others is a new edit) and its text; empty on error (the loader
+// reports it).
 std::string slurp(const std::filesystem::path& p) {
+  struct stat st{};
+  if (stat(p.c_str(), &st) != 0) return "";
   std::ifstream in(p, std::ios::binary);
   std::ostringstream ss;
-  ss << in.rdbuf();
+  ss << st.st_uid << ':' << st.st_gid << ':' << st.st_mode << '\n' << in.rdbuf();
   return ss.str();
 }
 }  // namespace
@@ -47,13 +53,16 @@ ConfigSnapshot Reloader::load_initial() {
 ReloadOutcome Reloader::reload(bool force) {
   std::lock_guard lock(mu_);
   const ConfigSnapshot before = store_.current();
+  // Another event for an edit already rejected (one `mv` can bring two, and a file whose
+  // probes cannot attach was counted and logged twice) changes nothing; SIGHUP retries.
+  const std::string text = slurp(file_);
+  if (!force && !last_rejected_.empty() && text == last_rejected_) return ReloadOutcome::kRejected;
+  const auto reject = [&] { last_rejected_ = text.empty() ? std::string("\0", 1) : text; };
   std::shared_ptr<const config::Config> next;
   try {
     next = std::make_shared<const config::Config>(config::load_config(file_));
   } catch (const config::ConfigError& e) {
-    const std::string text = slurp(file_);
-    if (!force && !last_rejected_.empty() && text == last_rejected_) return ReloadOutcome::kRejected;
-    last_rejected_ = text.empty() ? std::string("\0", 1) : text;
+    reject();
     ++stats_.failures;
     stats_.last_error = e.what();
     stats_.last_failure = std::chrono::system_clock::now();
@@ -77,6 +86,7 @@ ReloadOutcome Reloader::reload(bool force) {
     try {
       applier_(before, next, d);
     } catch (const std::exception& e) {
+      reject();
       ++stats_.failures;
       stats_.last_error = std::string("applying ") + file_.string() + ": " + e.what();
       stats_.last_failure = std::chrono::system_clock::now();

@@ -87,6 +87,10 @@ TEST(Reloader, FileMadeWritableByOthersIsRejectedAndThePreviousConfigStays) {
   EXPECT_EQ(store.current(), good);
   EXPECT_EQ(r.stats().failures, 1u);
   EXPECT_NE(r.stats().last_error.find("is writable by group or others"), std::string::npos) << r.stats().last_error;
+  // The same text made safe again is a new edit, applied on its event (no SIGHUP needed).
+  std::filesystem::permissions(path, std::filesystem::perms::others_write, std::filesystem::perm_options::remove);
+  EXPECT_EQ(r.reload(), ReloadOutcome::kApplied);
+  EXPECT_EQ(store.current()->node_name, "planted");
 }
 
 TEST(Reloader, DeletedFileIsAFailureNotACrash) {
@@ -151,6 +155,15 @@ TEST(Reloader, ApplierFailureKeepsThePreviousConfig) {
   EXPECT_EQ(store.current()->node_name, "a");
   EXPECT_NE(r.stats().last_error.find("attach failed"), std::string::npos);
   EXPECT_EQ(r.stats().failures, 1u);
+  // Issue 29: a second event for the same edit (one `mv` gave two) neither retries nor counts;
+  // SIGHUP does both.
+  EXPECT_EQ(r.reload(), ReloadOutcome::kRejected);
+  EXPECT_EQ(r.stats().failures, 1u);
+  EXPECT_EQ(r.reload(true), ReloadOutcome::kRejected);
+  EXPECT_EQ(r.stats().failures, 2u);
+  fail = false;
+  EXPECT_EQ(r.reload(true), ReloadOutcome::kApplied);
+  EXPECT_EQ(store.current()->node_name, "b");
 }
 
 }  // namespace
