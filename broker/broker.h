@@ -73,6 +73,8 @@ struct BrokerOptions {
   size_t subscriber_queue = 1024;         // packets per subscriber before its oldest are dropped
                                           // (a subscriber may ask for fewer)
   uint64_t journal_max_bytes = 256ull << 20;
+  // An agent id unseen this long is forgotten (its dedup marks and credential binding); 0: never.
+  std::chrono::seconds agent_expiry{30 * 24 * 3600};
   NatsBackendOptions nats;                // servers empty: the embedded backend
   otlp::ExporterOptions otlp;             // endpoint empty: no OTLP export
   // Distinct (service, probe) pairs counted in Stats and /metrics; past it new pairs are counted

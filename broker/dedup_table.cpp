@@ -30,18 +30,22 @@ std::string hex_of(uint64_t v) {
 
 DedupTable::DedupTable(std::filesystem::path file) : file_(std::move(file)) {
   if (file_.empty()) return;
+  const auto loaded_s = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count());
   try {
     if (std::filesystem::exists(file_)) {
       std::ifstream in(file_);
       const auto json = nlohmann::json::parse(in);
       for (const auto& [agent, value] : json.items()) {
         Agent& a = agents_[agent];
+        a.seen_s = loaded_s;
         if (!value.is_object()) {
           a.incarnations[0].sequence = value.get<uint64_t>();  // before credentials were bound
           continue;
         }
         if (value.contains("sequence")) a.incarnations[0].sequence = value.at("sequence").get<uint64_t>();
         a.credential = value.value("credential", "");
+        a.seen_s = value.value("seen", loaded_s);
         if (value.contains("incarnations"))
           for (const auto& [inc, seq] : value.at("incarnations").items())
             a.incarnations[std::stoull(inc, nullptr, 16)].sequence = seq.get<uint64_t>();
@@ -55,6 +59,7 @@ DedupTable::DedupTable(std::filesystem::path file) : file_(std::move(file)) {
       if (json.is_discarded() || !json.is_object()) continue;
       Agent& a = agents_[json.value("agent", "")];
       if (a.credential.empty()) a.credential = json.value("credential", "");
+      a.seen_s = std::max(a.seen_s, loaded_s);
     }
   } catch (const std::exception& e) {
     throw runtime_error("broker: bad " + file_.string() + ": " + e.what());
@@ -90,19 +95,31 @@ DedupTable::Count& DedupTable::count_of(const std::string& agent, uint64_t incar
 }
 
 bool DedupTable::record(const std::string& agent, uint64_t incarnation,
-                        const std::string& credential, uint64_t sequence) {
+                        const std::string& credential, uint64_t sequence, uint64_t now_us) {
   Count& c = count_of(agent, incarnation);
   c.sequence = std::max(c.sequence, sequence);
   Agent& a = agents_[agent];
+  a.seen_s = std::max(a.seen_s, now_us / 1000000);
   if (!a.credential.empty() || credential.empty()) return false;
   a.credential = credential;
   append_binding(agent, credential);
   return true;
 }
 
-void DedupTable::advance(const std::string& agent, uint64_t incarnation, uint64_t sequence) {
+void DedupTable::advance(const std::string& agent, uint64_t incarnation, uint64_t sequence, uint64_t now_us) {
   Count& c = count_of(agent, incarnation);
   c.sequence = std::max(c.sequence, sequence);
+  // The journal's batches were seen when the file says (a repair is no sighting); only an id
+  // the file lacks (killed before its snapshot) counts from now.
+  Agent& a = agents_[agent];
+  if (a.seen_s == 0) a.seen_s = now_us / 1000000;
+}
+
+size_t DedupTable::expire(uint64_t now_us, std::chrono::seconds idle) {
+  if (idle.count() <= 0) return 0;
+  const uint64_t now_s = now_us / 1000000;
+  const auto idle_s = static_cast<uint64_t>(idle.count());
+  return std::erase_if(agents_, [&](const auto& kv) { return kv.second.seen_s + idle_s < now_s; });
 }
 
 uint64_t DedupTable::high_water(const std::string& agent, uint64_t incarnation) const {
@@ -130,7 +147,7 @@ void DedupTable::persist() const {
   if (file_.empty()) return;
   nlohmann::json json = nlohmann::json::object();
   for (const auto& [agent, a] : agents_) {
-    nlohmann::json entry = {{"credential", a.credential}};
+    nlohmann::json entry = {{"credential", a.credential}, {"seen", a.seen_s}};
     nlohmann::json incs = nlohmann::json::object();
     for (const auto& [inc, c] : a.incarnations) {
       if (inc == 0)

@@ -12,14 +12,18 @@
 // sequences came from its clock in µs: its bound is max(mark + window, now_us + 1 h). Each agent
 // keeps its kMaxIncarnations most recently used incarnations (an older one is a spool long gone).
 // check() only decides; record() is called once the batch is stored.
+// An agent id unseen for longer than expire()'s `idle` is forgotten, marks and binding (nodes
+// come and go: 10,000 ids once lived forever). Only an agent that comes back after that with a
+// batch whose ack it lost can then store it twice.
 //
 // Persisted as JSON {agent: {"credential": ID, "sequence": N (incarnation 0),
-// "incarnations": {HEX: N}}} by persist() (write-to-temp + rename), plus an append-only
+// "incarnations": {HEX: N}, "seen": UNIX_SECONDS}} by persist() (write-to-temp + rename), plus an append-only
 // FILE.bindings of the credential bindings made since (one JSON line each), so binding 10,000
 // new ids costs 10,000 short appends, not 10,000 rewrites of a growing file. An older file
 // ({agent: N} or {agent: {"sequence": N}}) loads as incarnation-0 marks. An empty path keeps
 // everything in memory.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -49,9 +53,13 @@ class DedupTable {
   // Advances the mark (never lowers it) and binds an unbound id to `credential`, appending the
   // binding to FILE.bindings at once. True when that made a binding.
   bool record(const std::string& agent, uint64_t incarnation, const std::string& credential,
-              uint64_t sequence);
+              uint64_t sequence, uint64_t now_us);
   // Start-up repair from the journal, which does not hold credentials: advances the mark only.
-  void advance(const std::string& agent, uint64_t incarnation, uint64_t sequence);
+  void advance(const std::string& agent, uint64_t incarnation, uint64_t sequence, uint64_t now_us);
+  // Forgets every agent id last recorded more than `idle` before `now_us`; 0 keeps them all.
+  // Returns how many went. An id loaded from a file without "seen" counts from the load.
+  size_t expire(uint64_t now_us, std::chrono::seconds idle);
+  size_t agents() const { return agents_.size(); }
 
   uint64_t high_water(const std::string& agent, uint64_t incarnation) const;
   std::string credential(const std::string& agent) const;
@@ -67,6 +75,7 @@ class DedupTable {
   struct Agent {
     std::string credential;  // "" : not bound yet
     std::map<uint64_t, Count> incarnations;
+    uint64_t seen_s = 0;     // unix seconds of the last record() (0: not yet)
   };
   Count& count_of(const std::string& agent, uint64_t incarnation);
   void append_binding(const std::string& agent, const std::string& credential) const;

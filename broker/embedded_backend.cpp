@@ -56,13 +56,15 @@ class EmbeddedBackend final : public Backend {
             options.state_dir.empty() ? std::min<uint64_t>(options.journal_max_bytes, 64ull << 20)
                                       : options.journal_max_bytes}),
         dedup_(options.state_dir.empty() ? std::filesystem::path() : options.state_dir / "agents.json"),
+        agent_expiry_(options.agent_expiry),
         policies_(options.state_dir.empty() ? std::filesystem::path()
                                             : options.state_dir / "policies.json") {
     for (const auto& record : journal_.newest_segments(2)) {
       mcp::v1::SamplePacket packet;
       if (packet.ParseFromString(record.payload))
-        dedup_.advance(packet.agent_id(), packet.incarnation(), packet.sequence());
+        dedup_.advance(packet.agent_id(), packet.incarnation(), packet.sequence(), unix_us());
     }
+    expire_agents();
     snapshot_segment_ = journal_.newest_segment_start();
   }
 
@@ -94,9 +96,10 @@ class EmbeddedBackend final : public Backend {
     packet.set_journal(journal_.id());
     const uint64_t offset = journal_.append(packet.SerializeAsString(), batch.events());
     const uint64_t segment = journal_.newest_segment_start();
-    dedup_.record(agent_id, incarnation, credential, seq);  // a binding is appended at once
+    dedup_.record(agent_id, incarnation, credential, seq, unix_us());  // a binding is appended at once
     if (segment != snapshot_segment_) {
       snapshot_segment_ = segment;
+      expire_agents();
       dedup_.persist();
     }
     packet.set_offset(offset);
@@ -237,10 +240,17 @@ class EmbeddedBackend final : public Backend {
   bool stopping_ = false;
   SegmentLog journal_;
   DedupTable dedup_;
+  const std::chrono::seconds agent_expiry_;
   PolicyStore policies_;
   std::set<std::shared_ptr<Subscriber>> subscribers_;
   uint64_t subscriber_dropped_ = 0;
   uint64_t snapshot_segment_ = 0;  // the journal segment the marks file was last written in
+
+  void expire_agents() {
+    if (const size_t gone = dedup_.expire(unix_us(), agent_expiry_))
+      spdlog::info("broker: forgot {} agent ids unseen for {} s (--agent-expiry); {} known", gone,
+                   agent_expiry_.count(), dedup_.agents());
+  }
 
   // On stop: a restart then needs no journal repair. A failure is logged, not thrown (the
   // journal still repairs the marks).

@@ -95,6 +95,10 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--journal-max-bytes", options.journal_max_bytes, "journal size bound")
       ->capture_default_str();
+  std::string agent_expiry = "30d";
+  app.add_option("--agent-expiry", agent_expiry,
+                 "forget an agent id (dedup marks, credential binding) unseen this long; 0: never")
+      ->capture_default_str();
   app.add_option("--max-probe-series", options.max_probe_series,
                  "distinct (service, probe) pairs counted in Stats and /metrics; later pairs are "
                  "counted together as _other (bounds series an agent can create)")
@@ -185,6 +189,7 @@ int main(int argc, char** argv) {
       for (auto& g : mcp::broker::parse_token_grants(mcp::read_text_file(file, "token file"), file, only))
         options.tokens.push_back(std::move(g));
     }
+    options.agent_expiry = std::chrono::duration_cast<std::chrono::seconds>(mcp::parse_duration(agent_expiry));
     mcp::otlp::finish_otlp_flags(otlp);
     options.otlp = otlp.options;
     if (!backend.empty()) {

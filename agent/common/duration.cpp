@@ -23,7 +23,8 @@ std::chrono::nanoseconds parse_duration(std::string_view text) {
   else if (unit == "ns") scale = 1;
   else if (unit == "m") scale = 60e9;
   else if (unit == "h") scale = 3600e9;
-  else throw usage_error("bad duration unit in '" + std::string(text) + "' (use ns, us, ms, s, m, h)");
+  else if (unit == "d") scale = 86400e9;
+  else throw usage_error("bad duration unit in '" + std::string(text) + "' (use ns, us, ms, s, m, h, d)");
   const double ns = value * scale;
   if (!std::isfinite(ns) || ns >= 9.2e18)
     throw usage_error("duration '" + std::string(text) + "' is out of range");

@@ -128,7 +128,7 @@ int publish_one_input(const uint8_t* data, size_t size) {
   if (!msg.batch().events().empty()) block.SerializeToString(packet.mutable_events());
   const std::string payload = packet.SerializeAsString();
   const uint64_t offset = journal.append(payload, static_cast<uint32_t>(packet.samples_size() + block.events_size()));
-  dedup.record("fuzz-agent", incarnation, credential, msg.batch().sequence());
+  dedup.record("fuzz-agent", incarnation, credential, msg.batch().sequence(), now_us);
   const auto back = journal.read_from(offset, 1);
   mcp::v1::SamplePacket read;
   if (back.empty() || back[0].offset != offset || !read.ParseFromString(back[0].payload) ||

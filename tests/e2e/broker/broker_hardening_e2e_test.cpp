@@ -160,6 +160,31 @@ TEST_F(BrokerHardening, ForgedIdUnderAnotherTokenIsDeniedAndTheAgentKeepsDeliver
   EXPECT_FALSE(next.acks[0].duplicate());
 }
 
+// Issue 29: agent ids lived forever (10,000 nodes that came and went stayed bound). An id unseen
+// for --agent-expiry is forgotten at the next start (or journal segment): its binding no longer
+// refuses another credential; an id seen within the period stays bound.
+TEST_F(BrokerHardening, AnAgentIdUnseenForTheExpiryIsForgottenAndARecentOneStaysBound) {
+  const std::string tokens = write("tokens", "publish old-token\npublish new-token\npublish other-token\n");
+  const std::vector<std::string> args{"--token-file", tokens, "--state-dir", (dir_ / "state").string(),
+                                      "--agent-expiry", "2s"};
+  auto broker = std::make_unique<BrokerProcess>(args, dir_ / "broker.log");
+  auto old_node = publish_messages(broker->address(), {hello_message("node-old"), batch_message(1, 1)}, "old-token");
+  ASSERT_EQ(old_node.acks.size(), 1u) << old_node.status.error_message();
+  // Expiry counts whole seconds idle; nothing but time can show it.
+  std::this_thread::sleep_for(3100ms);
+  auto new_node = publish_messages(broker->address(), {hello_message("node-new"), batch_message(1, 1)}, "new-token");
+  ASSERT_EQ(new_node.acks.size(), 1u) << new_node.status.error_message();
+  broker->stop(SIGTERM);
+
+  broker = std::make_unique<BrokerProcess>(args, dir_ / "broker2.log");
+  EXPECT_NE(broker->log_text().find("forgot 1 agent ids"), std::string::npos) << broker->log_text();
+  auto claimed = publish_messages(broker->address(), {hello_message("node-old"), batch_message(1, 1)}, "other-token");
+  ASSERT_EQ(claimed.acks.size(), 1u) << claimed.status.error_message();
+  EXPECT_FALSE(claimed.acks[0].duplicate()) << "the forgotten id's mark still held";
+  auto refused = publish_messages(broker->address(), {hello_message("node-new"), batch_message(2, 1)}, "other-token");
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::PERMISSION_DENIED) << refused.status.error_message();
+}
+
 // Item 7 without credentials to tell agents apart: the sequence window still keeps a forged
 // jump from turning the agent's next batches into "duplicates"; sequence 0 is refused, not acked.
 TEST_F(BrokerHardening, SequenceJumpPastTheWindowIsRefusedNotAcked) {

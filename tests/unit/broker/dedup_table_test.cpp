@@ -14,7 +14,7 @@ constexpr uint64_t kNowUs = 1'700'000'000'000'000;
 bool accept(DedupTable& table, const std::string& agent, uint64_t seq, const std::string& cred = "",
             uint64_t incarnation = 0) {
   if (table.check(agent, incarnation, cred, seq, kNowUs) != Admission::kNew) return false;
-  table.record(agent, incarnation, cred, seq);
+  table.record(agent, incarnation, cred, seq, kNowUs);
   return true;
 }
 
@@ -36,7 +36,7 @@ TEST(DedupTable, AnIdIsBoundToTheCredentialThatFirstPublishedIt) {
   EXPECT_EQ(table.check("a", 0, "", 11, kNowUs), Admission::kForeignCredential);
   EXPECT_TRUE(accept(table, "a", 11, "token:aaaa"));
   // A mark repaired from the journal has no credential yet: the next publisher binds it.
-  table.advance("c", 0, 20);
+  table.advance("c", 0, 20, kNowUs);
   EXPECT_TRUE(accept(table, "c", 21, "x509:node-c"));
   EXPECT_EQ(table.credential("c"), "x509:node-c");
 }
@@ -124,6 +124,31 @@ TEST(DedupTable, BindingsMadeSinceTheSnapshotSurviveAKillWithoutRewritingIt) {
   reloaded.persist();
   EXPECT_FALSE(std::filesystem::exists(file.string() + ".bindings"));
   EXPECT_EQ(DedupTable(file).credential("node-1999"), "token:1999");
+  std::filesystem::remove(file);
+}
+
+// Issue 29: ids never expired. One unseen for longer than the period goes (marks and binding);
+// one recorded within it stays, and the time it was seen survives a restart.
+TEST(DedupTable, AnIdUnseenForThePeriodIsForgottenAndTheLastSeenTimeSurvivesARestart) {
+  const auto file = std::filesystem::temp_directory_path() /
+                    ("mcp-dedup-expire-" + std::to_string(std::random_device{}()) + ".json");
+  constexpr uint64_t kDayUs = uint64_t{86400} * 1000000;
+  {
+    DedupTable table(file);
+    table.record("gone", 0, "token:g", 5, kNowUs);
+    table.record("kept", 0, "token:k", 5, kNowUs);
+    table.record("kept", 0, "token:k", 6, kNowUs + 20 * kDayUs);
+    EXPECT_EQ(table.expire(kNowUs + 31 * kDayUs, std::chrono::hours(24 * 30)), 1u);
+    EXPECT_EQ(table.expire(kNowUs + 31 * kDayUs, std::chrono::seconds(0)), 0u) << "0 keeps everything";
+    EXPECT_EQ(table.agents(), 1u);
+    EXPECT_EQ(table.credential("gone"), "");
+    EXPECT_EQ(table.check("gone", 0, "token:other", 1, kNowUs), Admission::kNew);
+    table.persist();
+  }
+  DedupTable reloaded(file);
+  EXPECT_EQ(reloaded.credential("kept"), "token:k");
+  EXPECT_EQ(reloaded.expire(kNowUs + 49 * kDayUs, std::chrono::hours(24 * 30)), 0u);
+  EXPECT_EQ(reloaded.expire(kNowUs + 51 * kDayUs, std::chrono::hours(24 * 30)), 1u) << "seen was not kept";
   std::filesystem::remove(file);
 }
 
