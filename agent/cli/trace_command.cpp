@@ -73,6 +73,40 @@ std::vector<config::ProbeSpec> cuda_specs(const TraceOptions& o) {
   return specs;
 }
 
+// --uprobe and --syscall as configured probes, so `trace` attaches, labels, tunes and follows
+// them as `run` does (one attach route: a binary replaced while it runs is followed too).
+std::vector<config::ProbeSpec> flag_specs(const TraceOptions& o, bool child) {
+  std::vector<config::ProbeSpec> specs;
+  const auto add = [&](config::ProbeKind kind, std::string target, std::string symbol) {
+    config::ProbeSpec p;
+    p.kind = kind;
+    p.target = std::move(target);
+    p.symbol = std::move(symbol);
+    p.latency = o.latency;
+    if (o.target_qps > 0) p.sampling.target_qps = o.target_qps;
+    else p.sampling.rate = o.sample_rate;
+    // The kernel decides on the trace id: every call is needed, so no sampling windows.
+    if (o.trace_id_arg) {
+      p.trace_id = *o.trace_id_arg;
+      p.sampling.consistent = true;
+    }
+    p.service = o.service;
+    p.tags = o.tags;
+    specs.push_back(std::move(p));
+  };
+  for (const auto& flag : o.uprobes) {
+    // A child has not exec'd yet: its maps are ours, so resolve through the linker cache.
+    // --pid's files are resolved as that process sees them (its root, its libraries).
+    const auto t = loader::resolve_uprobe(flag, child ? 0 : o.pid);
+    if (!child)
+      if (const auto w = loader::mapping_warning(o.pid, t.binary, t.name()); !w.empty())
+        fprintf(stderr, "mcp-agent: warning: %s\n", w.c_str());
+    add(config::ProbeKind::kUprobe, t.binary, t.symbol);
+  }
+  for (const auto& name : o.syscalls) add(config::ProbeKind::kSyscall, name, "");
+  return specs;
+}
+
 // The flags as a runtime spec (probes are attached separately, they need the session).
 runtime::RuntimeSpec spec_of(const TraceOptions& o, pid_t target) {
   runtime::RuntimeSpec spec;
@@ -87,10 +121,9 @@ runtime::RuntimeSpec spec_of(const TraceOptions& o, pid_t target) {
   spec.pod_names = o.config ? runtime::pod_names_of(*o.config) : k8s::PodNamesSpec{};
   spec.control.quotas = runtime::quota_table(o.tenant_quotas, o.default_quota);  // merged with --config's
   spec.session.quotas = spec.control.quotas.has_value();
-  // With --config the file's probes have their own rates and targets: --target-qps steers
-  // the flag probes only (run_trace), each through set_target().
-  if (o.config) spec.control.probe_targets = true;
-  else if (o.target_qps > 0) spec.control.target_qps = o.target_qps;
+  // Every probe is a configured one (run_trace): --target-qps steers the flag probes, the
+  // file's have their own rates and targets, each through set_target().
+  spec.control.probe_targets = true;
   const bool file_broker = o.config && !o.config->broker.addresses.empty();
   spec.control.accept_policies = !o.brokers.empty() || file_broker;
   spec.policy_service = o.service;
@@ -163,71 +196,43 @@ int run_trace(TraceOptions& o) {
 
   runtime::Runtime rt(spec_of(o, target));
   auto& session = rt.session();
-  loader::ProbeConfig config;
-  config.threshold = probability_to_threshold(o.sample_rate);
-  // Uprobes at a low fixed rate are attached in sampling windows; a trace-id decision needs
-  // every call, and the rate controller steers from every call seen.
-  config.windowed = !o.trace_id_arg && o.target_qps <= 0;
-  if (o.trace_id_arg) {
-    config.trace_id_arg = o.trace_id_arg->arg_index;
-    config.trace_id_bytes16 = o.trace_id_arg->format == control::TraceIdFormat::kBytes16;
-    config.trace_id_integer = o.trace_id_arg->format == control::TraceIdFormat::kU64;
-  }
-  for (const auto& spec : o.uprobes) {
-    // A child has not exec'd yet: its maps are ours, so resolve through the linker cache.
-    const auto t = loader::resolve_uprobe(spec, child ? 0 : o.pid);
-    if (!child) {
-      if (const auto w = loader::mapping_warning(o.pid, t.binary, t.name()); !w.empty())
-        fprintf(stderr, "mcp-agent: warning: %s\n", w.c_str());
-    }
-    // Following children, the pid tree filter runs in the kernel: attach to every process.
-    session.add_uprobe(t, o.latency, o.no_follow ? target : -1, config);
-  }
-  for (const auto& name : o.syscalls) session.add_syscall(name, config, o.latency);
   runtime::LabelTable labels(runtime::ProbeMeta{o.service, o.tags, {}});
-  rt.set_labels(&labels);
 
-  // --config's probes and --cuda's, attached (and labelled, and tuned) as `run` attaches them.
-  std::unique_ptr<runtime::ProbeSet> file_probes;
-  std::unique_ptr<runtime::LabelChain> chain;
-  if (o.config || o.cuda) {
-    if (o.target_qps > 0)  // the flag probes so far; the file's are tuned by the ProbeSet
-      for (const auto& p : session.probes())
-        if (!p.internal) rt.control().set_target(p.id, o.target_qps);
-    config::Config probes = o.config ? *o.config : config::Config{};
-    if (o.cuda) {
-      for (auto& p : cuda_specs(o)) probes.probes.push_back(std::move(p));
-      // Its kernels' host functions: named even when it exits before its events are read.
-      if (const auto exe = executable_of(o); !exe.empty()) rt.symbolizer().add_file(exe);
-    }
-    file_probes = std::make_unique<runtime::ProbeSet>(session, rt.control(), rt.symbolizer());
-    file_probes->apply(reload::diff(config::Config{}, probes));
-    if (o.config) file_probes->apply_services(*o.config);
-    chain = std::make_unique<runtime::LabelChain>(*file_probes, labels);
-    rt.set_labels(chain.get());
+  // The flags' probes, --config's and --cuda's, attached (and labelled, tuned, followed) as
+  // `run` attaches them. Following children, the pid tree filter runs in the kernel: uprobes
+  // attach to every process; with --no-follow to the traced one only.
+  config::Config probes = o.config ? *o.config : config::Config{};
+  for (auto& p : flag_specs(o, child != nullptr)) probes.probes.push_back(std::move(p));
+  if (o.cuda) {
+    for (auto& p : cuda_specs(o)) probes.probes.push_back(std::move(p));
+    // Its kernels' host functions: named even when it exits before its events are read.
+    if (const auto exe = executable_of(o); !exe.empty()) rt.symbolizer().add_file(exe);
   }
+  runtime::ProbeSet file_probes(session, rt.control(), rt.symbolizer(), o.no_follow ? target : -1);
+  file_probes.apply(reload::diff(config::Config{}, probes));
+  if (o.config) file_probes.apply_services(*o.config);
+  runtime::LabelChain chain(file_probes, labels);
+  rt.set_labels(&chain);
 
   rt.start();
-  if (file_probes) file_probes->set_pod_names(rt.pod_names());  // container-aware probes, as in `run`
+  file_probes.set_pod_names(rt.pod_names());  // container-aware probes, as in `run`
   session.track_process_tree();
   if (child) child->start();  // an exec failure is reported before readiness
   runtime::RunHooks hooks;
-  if (file_probes) {
-    // As in `run`: a waiting probe attaches when its file appears, a replaced file is followed,
-    // a CUDA library a process maps is attached as soon as the kernel reports it.
-    auto next_refresh = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-    hooks.each_poll = [&, next_refresh]() mutable {
-      file_probes->poll_libraries();
-      if (std::chrono::steady_clock::now() < next_refresh) return;
-      next_refresh = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-      file_probes->refresh();
-    };
-  }
+  // As in `run`: a waiting probe attaches when its file appears, a replaced file is followed,
+  // a CUDA library a process maps is attached as soon as the kernel reports it.
+  auto next_refresh = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  hooks.each_poll = [&, next_refresh]() mutable {
+    file_probes.poll_libraries();
+    if (std::chrono::steady_clock::now() < next_refresh) return;
+    next_refresh = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    file_probes.refresh();
+  };
   // The traced tree is gone: the command and every descendant (like strace -f), or --pid's.
   hooks.finished = [&] { return child ? child->poll_exit() && !session.tree_alive() : o.pid > 0 && !session.tree_alive(); };
   const int rc = rt.run(hooks);
-  if (file_probes && !o.quiet_summary)
-    for (const auto& line : file_probes->discovered_libraries()) fprintf(stderr, "cuda library: %s\n", line.c_str());
+  if (!o.quiet_summary)
+    for (const auto& line : file_probes.discovered_libraries()) fprintf(stderr, "cuda library: %s\n", line.c_str());
   return rc;
 }
 

@@ -1,5 +1,6 @@
 #include "cli/trace_options.h"
 
+#include <algorithm>
 #include <CLI/CLI.hpp>
 #include <signal.h>
 
@@ -165,6 +166,11 @@ void validate(TraceOptions& o) {
   if (o.uprobes.empty() && o.syscalls.empty() && !o.cuda && (!o.config || o.config->probes.empty()))
     throw usage_error(o.config ? "nothing to trace: " + o.config_file + " declares no probes and no --uprobe, --syscall or --cuda is given"
                                : "nothing to trace: give at least one --uprobe, --syscall or --cuda");
+  // One probe per function: the same flag twice would be the same attachment.
+  for (const auto* flags : {&o.uprobes, &o.syscalls})
+    for (size_t i = 0; i < flags->size(); i++)
+      if (std::find(flags->begin(), flags->begin() + static_cast<ptrdiff_t>(i), (*flags)[i]) != flags->begin() + static_cast<ptrdiff_t>(i))
+        throw usage_error(std::string(flags == &o.uprobes ? "--uprobe " : "--syscall ") + (*flags)[i] + " is given twice");
   o.slow_launch = o.slow_launch_text == "0" ? std::chrono::nanoseconds(0) : parse_duration(o.slow_launch_text);
   o.slow_hold = parse_duration(o.slow_hold_text);
   if (!o.batch_gap_text.empty()) {

@@ -395,6 +395,7 @@ bool valid_syscall_name(std::string_view s) {
 void read_syscall(Ctx& ctx, const YAML::Node& n, std::vector<ProbeSpec>& out) {
   ProbeSpec p;
   p.kind = ProbeKind::kSyscall;
+  p.latency = true;  // a configured syscall always reports its duration (entry and exit)
   p.pos = pos_of(n.Mark());
   const size_t before = ctx.diagnostics().size();
   YAML::Node name = n;

@@ -7,6 +7,7 @@
 #include <dirent.h>
 
 #include <filesystem>
+#include <regex>
 #include <set>
 
 #include "clock/clock_source.h"
@@ -64,6 +65,15 @@ std::string display_name(const config::ProbeSpec& spec) {
 }
 
 bool is_path(const std::string& target) { return target.find('/') != std::string::npos; }
+
+// A uprobe on `file`, named as the process sees it: /proc/PID/root/usr/bin/x (a process in
+// another mount namespace, `trace --pid`) is shown as /usr/bin/x.
+loader::UprobeTarget uprobe_target_shown(const std::string& file, const std::string& symbol) {
+  auto t = loader::uprobe_target_in(file, symbol);
+  static const std::regex kProcRoot("^/proc/[0-9]+/root(/.*)$");
+  if (std::smatch m; std::regex_match(t.binary, m, kProcRoot)) t.shown = m[1];
+  return t;
+}
 
 // Library names resolve through the linker cache, which ldconfig rewrites (a new file)
 // whenever a package installs a library: re-resolve only when it changed.
@@ -174,7 +184,7 @@ void ProbeSet::try_attach(Entry& e) {
   e.selector_cgroup = selector_cgroup_id(spec.selector);  // throws for a missing one
   auto meta = std::make_shared<ProbeMeta>(ProbeMeta{spec.service, spec.tags, {}});
   if (spec.kind == config::ProbeKind::kSyscall) {
-    add_handle(e, session_.add_syscall(spec.target, base), meta, true);
+    add_handle(e, session_.add_syscall(spec.target, base, spec.latency), meta, true);
     set_state(e, ProbeState::kAttached, "");
     return;
   }
@@ -207,8 +217,8 @@ void ProbeSet::try_attach(Entry& e) {
   e.watch_path = is_path(spec.target) ? spec.target : *file;
   e.failed_file = loader::file_id(e.watch_path);
   if (spec.kind == config::ProbeKind::kUprobe) {
-    const auto target = loader::uprobe_target_in(*file, spec.symbol);
-    add_handle(e, session_.add_uprobe(target, spec.latency, -1, base), meta, true);
+    add_handle(e, session_.add_uprobe(uprobe_target_shown(*file, spec.symbol), spec.latency, uprobe_pid_, base), meta,
+               true);
   } else {
     const auto key = cuda::kernel_file_key(*file);
     if (!key) throw runtime_error("cannot stat " + *file);
@@ -385,7 +395,7 @@ void ProbeSet::follow(Entry& e, const loader::FileId& now) {
     if (file.empty()) return;  // gone again between the stat and now
     // Resolve every symbol first: the rebuilt file may have moved them, or lost one.
     std::vector<loader::UprobeTarget> targets;
-    for (const auto& h : e.handles) targets.push_back(loader::uprobe_target_in(file, session_.probe(h.id())->symbol));
+    for (const auto& h : e.handles) targets.push_back(uprobe_target_shown(file, session_.probe(h.id())->symbol));
     for (size_t i = 0; i < targets.size(); i++) session_.follow_uprobe(e.handles[i].id(), targets[i]);
   } catch (const std::exception& ex) {
     e.failed_file = now;

@@ -65,8 +65,10 @@ struct ProbeStatus {
 
 class ProbeSet final : public ProbeLabels {
  public:
-  ProbeSet(loader::BpfSession& session, ControlLoop& control, cuda::KernelSymbolizer& symbolizer)
-      : session_(session), control_(control), symbolizer_(symbolizer) {}
+  // uprobe_pid: uprobes fire in that process only (`trace --no-follow`); -1: in every process.
+  ProbeSet(loader::BpfSession& session, ControlLoop& control, cuda::KernelSymbolizer& symbolizer,
+           pid_t uprobe_pid = -1)
+      : session_(session), control_(control), symbolizer_(symbolizer), uprobe_pid_(uprobe_pid) {}
   ~ProbeSet() override;
 
   // The probe changes of one reload (or the first load), all or nothing: on success the
@@ -200,6 +202,7 @@ class ProbeSet final : public ProbeLabels {
   loader::ProbeConfig base_config(const config::ProbeSpec& spec) const;
 
   loader::BpfSession& session_;
+  const pid_t uprobe_pid_;
   ControlLoop& control_;
   cuda::KernelSymbolizer& symbolizer_;
   const k8s::PodNames* pods_ = nullptr;

@@ -183,17 +183,19 @@ TEST(ConsistentSampling, EveryHopKeepsTheSameTracesAsTheReferenceDecision) {
   MCP_REQUIRE_BPF();
   constexpr int kCalls = 20000;
   constexpr double kRate = 0.25;
-  // Three probes on one function stand for three hops at the same rate.
-  auto r = run_command({kAgent, "trace", "--uprobe", kWorkload + ":mcp_handle", "--uprobe",
-                        kWorkload + ":mcp_handle", "--uprobe", kWorkload + ":mcp_handle", "--sample-rate", "0.25",
-                        "--trace-id-arg", "0:hex32", "--", kWorkload, "traceid", std::to_string(kCalls), "99"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  // The three probes share a name; each kept call must appear once per hop.
+  // Three traced runs of the same request stream stand for three hops at the same rate.
   std::set<uint64_t> kept;
   std::map<uint64_t, int> hops;
-  for (const auto& e : parse_json_lines(r.out)) {
-    kept.insert(e["args"][1].get<uint64_t>());
-    hops[e["args"][1].get<uint64_t>()]++;
+  std::vector<nlohmann::json> events;
+  for (int hop = 0; hop < 3; hop++) {
+    auto r = run_command({kAgent, "trace", "--uprobe", kWorkload + ":mcp_handle", "--sample-rate", "0.25",
+                          "--trace-id-arg", "0:hex32", "--", kWorkload, "traceid", std::to_string(kCalls), "99"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    for (auto& e : parse_json_lines(r.out)) {
+      kept.insert(e["args"][1].get<uint64_t>());
+      hops[e["args"][1].get<uint64_t>()]++;
+      events.push_back(std::move(e));
+    }
   }
   // Reference: the same ids, the same threshold, the userspace decision.
   const uint64_t threshold = mcp::probability_to_threshold(kRate);
@@ -211,7 +213,7 @@ TEST(ConsistentSampling, EveryHopKeepsTheSameTracesAsTheReferenceDecision) {
   for (const auto& [call, n] : hops) EXPECT_EQ(n, 3) << "call " << call << " kept by only some hops";
   const double sigma = std::sqrt(kCalls * kRate * (1 - kRate));
   EXPECT_NEAR(static_cast<double>(expected.size()), kCalls * kRate, 5 * sigma);
-  for (const auto& e : parse_json_lines(r.out)) {
+  for (const auto& e : events) {
     EXPECT_NEAR(e["weight"].get<double>(), 4.0, 1e-6);
   }
 }

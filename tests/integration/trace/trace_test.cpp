@@ -297,6 +297,33 @@ TEST(TraceReadiness, ReadyLineAndFileAppearOnceAttachedAndCallsAfterThemAreSeen)
   EXPECT_EQ(parse_json_lines(agent.out()).size(), 5u) << agent.out();
 }
 
+// Issue 29: a binary replaced while `trace` ran was not followed (its flag probes were attached
+// by hand, not as `run` attaches them): the processes started from the new file were missed
+// without a word. Now the new file is attached too, and every call of both is seen once.
+TEST(TraceUprobe, ABinaryReplacedWhileTracingIsFollowed) {
+  MCP_REQUIRE_BPF();
+  const TempDir dir;
+  const std::string app = dir / "app", go = dir / "go";
+  std::filesystem::copy_file(kWorkload, app);
+  const std::string script = app + " calls 10 >/dev/null; while [ ! -e " + go + " ]; do sleep 0.05; done; " + app +
+                             " calls 10 >/dev/null";
+  mcp::test::Process agent({kAgent, "trace", "--verbose", "--no-summary", "--uprobe", app + ":mcp_work", "--", "sh",
+                            "-c", script},
+                           dir.path(), "agent");
+  ASSERT_TRUE(mcp::test::wait_until([&] { return parse_json_lines(agent.out()).size() >= 10; },
+                                    std::chrono::seconds(20)))
+      << agent.err();
+  std::filesystem::copy_file(kWorkload, dir / "app.new");
+  std::filesystem::rename(dir / "app.new", app);
+  ASSERT_TRUE(agent.wait_for_err(std::regex("was replaced; attached to the new file too"), std::chrono::seconds(20)))
+      << agent.err();
+  std::ofstream(go.c_str()) << "";
+  EXPECT_EQ(agent.wait(std::chrono::seconds(20)), 0) << agent.err();
+  size_t calls = 0;
+  for (const auto& e : parse_json_lines(agent.out())) calls += e["kind"] == "uprobe";
+  EXPECT_EQ(calls, 20u) << agent.err();
+}
+
 TEST(TraceErrors, EachFailureIsOneLineWithTheRightExitCode) {
   struct Case {
     std::vector<std::string> args;
@@ -312,6 +339,7 @@ TEST(TraceErrors, EachFailureIsOneLineWithTheRightExitCode) {
       {{"trace"}, 2, "nothing to trace"},
       {{"trace", "--syscall", "not_a_syscall", "--", "true"}, 1, "unknown syscall"},
       {{"trace", "--syscall", "getppid", "--", "/no/such/command"}, 1, "cannot run /no/such/command"},
+      {{"trace", "--syscall", "getppid", "--syscall", "getppid", "--", "true"}, 2, "--syscall getppid is given twice"},
   };
   const bool bpf = mcp::test::bpf_unavailable_reason().empty();
   for (const auto& c : cases) {
