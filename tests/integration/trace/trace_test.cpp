@@ -324,6 +324,34 @@ TEST(TraceUprobe, ABinaryReplacedWhileTracingIsFollowed) {
   EXPECT_EQ(calls, 20u) << agent.err();
 }
 
+// Issue 29: two runs sharing one --spool-dir once both ran (one aborted, the other reported
+// batches acked that never arrived). The second is refused at start with one line naming the
+// holder; the first goes on.
+TEST(TraceSpool, ASecondRunOnTheSameSpoolDirIsRefusedWithOneLine) {
+  MCP_REQUIRE_BPF();
+  const TempDir dir;
+  const std::string spool = dir / "spool", ready = dir / "ready";
+  // No broker listens: batches wait in the spool.
+  mcp::test::Process first({kAgent, "trace", "--syscall", "getppid", "--pid", std::to_string(getpid()), "--broker",
+                            "127.0.0.1:1", "--spool-dir", spool, "--ready-file", ready, "--no-summary"},
+                           dir.path(), "first");
+  ASSERT_TRUE(first.wait_for_err(std::regex("ready: "), std::chrono::seconds(20))) << first.err();
+  auto second = run_command({kAgent, "trace", "--syscall", "getppid", "--broker", "127.0.0.1:1", "--spool-dir",
+                             spool, "--", "true"});
+  EXPECT_NE(second.exit_code, 0);
+  EXPECT_NE(second.err.find(spool + " is in use by another process"), std::string::npos) << second.err;
+  EXPECT_NE(second.err.find(std::to_string(first.pid())), std::string::npos) << "names the holder: " << second.err;
+  EXPECT_EQ(std::count(second.err.begin(), second.err.end(), '\n'), 1) << second.err;
+  EXPECT_TRUE(second.out.empty());
+  // The first run was not disturbed: what it kept is in its spool, not lost.
+  for (int i = 0; i < 3; i++) getppid();
+  first.signal(SIGINT);
+  ASSERT_TRUE(first.wait_for_err(std::regex("waiting up to"), std::chrono::seconds(20))) << first.err();
+  first.signal(SIGINT);
+  EXPECT_EQ(first.wait(std::chrono::seconds(30)), 1) << first.err();
+  EXPECT_NE(first.err().find("kept in the spool " + spool), std::string::npos) << first.err();
+}
+
 TEST(TraceErrors, EachFailureIsOneLineWithTheRightExitCode) {
   struct Case {
     std::vector<std::string> args;
