@@ -43,6 +43,12 @@ class Backend {
 
   virtual ~Backend() = default;
 
+  // Once per Publish stream, before its first batch: may `credential` publish as `agent_id`?
+  // (The embedded backend decides per batch, in store(), against its marks and bindings.)
+  virtual grpc::Status admit(const std::string& /*agent_id*/, const std::string& /*credential*/) {
+    return grpc::Status::OK;
+  }
+
   // Stores one batch, returning once it is durable. OK with *duplicate for a replay (acked, not
   // stored again); otherwise the refusal for the client (nothing stored). `on_stored` runs once
   // for a new batch, after it is stored and before this broker's subscribers can see it (the

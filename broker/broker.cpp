@@ -284,6 +284,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
         return Status(StatusCode::PERMISSION_DENIED,
                       "the credential of node '" + node + "' may publish only as agent id '" + node + "'");
     }
+    if (Status admitted = backend_->admit(agent_id, credential); !admitted.ok()) return admitted;
     origin.agent_id = agent_id;
 
     auto conn = std::make_shared<AgentConn>();
@@ -308,8 +309,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
       mcp::v1::BrokerMessage reply;
       do {
         PreparedBatch prepared;
-        status = check_message(agent_id, incarnation, msg);
-        if (status.ok() && msg.has_batch()) status = prepare(agent_id, incarnation, msg.mutable_batch(), &prepared);
+        status = take_message(agent_id, incarnation, msg, &prepared);
         reply.Clear();
         if (!status.ok()) {
           if (!refused_acks || !msg.has_batch()) break;
@@ -509,6 +509,14 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
     return Status::OK;
   }
 
+  // check_message(), then prepare() for a batch: what both publish loops do with each message.
+  Status take_message(const std::string& agent_id, uint64_t incarnation, mcp::v1::AgentMessage& msg,
+                      PreparedBatch* prepared) {
+    Status status = check_message(agent_id, incarnation, msg);
+    if (status.ok() && msg.has_batch()) status = prepare(agent_id, incarnation, msg.mutable_batch(), prepared);
+    return status;
+  }
+
   // The broker's hybrid logical clock (packed, as the agents'): it merges every
   // batch's newest event stamp, so what it sends back (acks, pushes, packets)
   // is ordered after what it received, whatever the nodes' wall clocks say.
@@ -669,8 +677,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
     do {
       auto entry = std::make_shared<Entry>();
       PreparedBatch prepared;
-      refused = check_message(agent_id, incarnation, *msg);
-      if (refused.ok() && msg->has_batch()) refused = prepare(agent_id, incarnation, msg->mutable_batch(), &prepared);
+      refused = take_message(agent_id, incarnation, *msg, &prepared);
       if (!refused.ok() && refused_acks && msg->has_batch()) {
         // Acked in order with the batches around it, once those before it are.
         mcp::v1::Ack ack;

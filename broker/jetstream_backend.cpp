@@ -24,6 +24,19 @@ class JetStreamBackend final : public Backend {
   JetStreamBackend(const BrokerOptions& options, PolicyListener push)
       : async_(options.nats.async_publish), nats_(options.nats, std::move(push)) {}
 
+  // An agent id is bound to the credential that first published it, in a bucket every broker
+  // shares (dedup is by message id, so no sequence mark can be poisoned; the binding keeps
+  // another agent from publishing, or pre-empting message ids, under this one's id).
+  Status admit(const std::string& agent_id, const std::string& credential) override {
+    try {
+      if (nats_.bind_agent(agent_id, credential))
+        return Status(StatusCode::PERMISSION_DENIED, "agent id '" + agent_id + "' is bound to another credential");
+    } catch (const Error& e) {
+      return Status(StatusCode::UNAVAILABLE, e.what());
+    }
+    return Status::OK;
+  }
+
   // No lock while publishing, so agents publish in parallel; JetStream orders them.
   Status store(const std::string&, const std::string&, PreparedBatch& batch, bool* duplicate,
                const std::function<void()>& on_stored) override {

@@ -125,6 +125,9 @@ int main(int argc, char** argv) {
   app.add_option("--duplicate-window", duplicate_window,
                  "how long JetStream remembers batch ids; an agent replaying later duplicates")
       ->capture_default_str();
+  app.add_option("--agent-bucket", nats.agent_bucket,
+                 "JetStream key-value bucket binding agent ids to credentials")
+      ->capture_default_str();
   app.add_option("--policy-bucket", nats.policy_bucket, "JetStream key-value bucket for policies")
       ->capture_default_str();
   app.add_option("--publish-timeout", publish_timeout,
@@ -194,6 +197,7 @@ int main(int argc, char** argv) {
     options.otlp = otlp.options;
     if (!backend.empty()) {
       nats.servers = mcp::broker::parse_nats_urls(backend);
+      nats.agent_expiry = options.agent_expiry;
       nats.max_age = mcp::parse_duration(max_age);
       nats.max_bytes = parse_bytes(max_bytes);
       nats.duplicate_window = mcp::parse_duration(duplicate_window);

@@ -7,7 +7,11 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
+#include <unordered_map>
+
+#include <fmt/format.h>
 
 #include <spdlog/spdlog.h>
 
@@ -143,13 +147,14 @@ class NatsBackend::Impl {
     if (options_.servers.empty()) throw usage_error("nats backend: no server address");
     if (options_.replicas < 1 || options_.replicas > 5)
       throw usage_error("--stream-replicas must be between 1 and 5");
-    if (options_.stream.empty() || options_.policy_bucket.empty())
-      throw usage_error("nats backend: stream and policy bucket need names");
+    if (options_.stream.empty() || options_.policy_bucket.empty() || options_.agent_bucket.empty())
+      throw usage_error("nats backend: stream and buckets need names");
     try {
       connect();
       const auto deadline = std::chrono::steady_clock::now() + options_.setup_timeout;
       create_stream(deadline);
-      create_bucket(deadline);
+      kv_ = create_bucket(deadline, options_.policy_bucket, std::chrono::seconds(0));
+      agents_kv_ = create_bucket(deadline, options_.agent_bucket, options_.agent_expiry);
       start_watcher(deadline);
     } catch (...) {
       close();
@@ -449,21 +454,75 @@ class NatsBackend::Impl {
     });
   }
 
-  void create_bucket(std::chrono::steady_clock::time_point deadline) {
+  // ttl: an entry not written again for this long goes (0: never).
+  kvStore* create_bucket(std::chrono::steady_clock::time_point deadline, const std::string& name,
+                         std::chrono::seconds ttl) {
     kvConfig cfg;
     kvConfig_Init(&cfg);
-    cfg.Bucket = options_.policy_bucket.c_str();
+    cfg.Bucket = name.c_str();
     cfg.History = 1;
     cfg.Replicas = options_.replicas;
-    retry_until(deadline, "creating key-value bucket " + options_.policy_bucket,
-                [&]() -> std::string {
-                  natsStatus s = js_CreateKeyValue(&kv_, js_, &cfg);
-                  if (s == NATS_OK) return "";
-                  const std::string error = describe(s);
-                  s = js_KeyValue(&kv_, js_, options_.policy_bucket.c_str());  // made elsewhere
-                  return s == NATS_OK ? "" : error;
-                });
+    cfg.TTL = std::chrono::duration_cast<std::chrono::nanoseconds>(ttl).count();  // the stream's MaxAge
+    kvStore* kv = nullptr;
+    retry_until(deadline, "creating key-value bucket " + name, [&]() -> std::string {
+      natsStatus s = js_CreateKeyValue(&kv, js_, &cfg);
+      if (s == NATS_OK) return "";
+      const std::string error = describe(s);
+      s = js_KeyValue(&kv, js_, name.c_str());  // made elsewhere
+      return s == NATS_OK ? "" : error;
+    });
+    return kv;
   }
+
+ public:
+  std::optional<std::string> bind_agent(const std::string& agent_id, const std::string& credential) {
+    using Clock = std::chrono::steady_clock;
+    // Refreshed (so the TTL starts again) at most this often; a stream open in between is
+    // answered from the cache.
+    const auto refresh = std::min<Clock::duration>(std::chrono::hours(1), options_.agent_expiry / 4);
+    const auto now = Clock::now();
+    {
+      std::lock_guard lock(bindings_mu_);
+      if (const auto it = bindings_.find(agent_id);
+          it != bindings_.end() && (options_.agent_expiry.count() == 0 || now - it->second.second < refresh)) {
+        if (it->second.first != credential) return it->second.first;
+        return std::nullopt;
+      }
+    }
+    // Keys allow [-/_=.a-zA-Z0-9]: the id in hex, whatever it holds.
+    std::string key = "a.";
+    for (unsigned char ch : agent_id) key += fmt::format("{:02x}", ch);
+    std::string holder;
+    for (int attempt = 0;; ++attempt) {
+      kvEntry* entry = nullptr;
+      natsStatus s = kvStore_Get(&entry, agents_kv_, key.c_str());
+      if (s == NATS_OK) {
+        holder.assign(static_cast<const char*>(kvEntry_Value(entry)), static_cast<size_t>(kvEntry_ValueLen(entry)));
+        kvEntry_Destroy(entry);
+        if (holder == credential && options_.agent_expiry.count() > 0) {
+          uint64_t revision = 0;
+          s = kvStore_Put(&revision, agents_kv_, key.c_str(), credential.data(), static_cast<int>(credential.size()));
+          if (s != NATS_OK) throw runtime_error("nats backend: refreshing agent " + agent_id + ": " + describe(s));
+        }
+        break;
+      }
+      if (s != NATS_NOT_FOUND) throw runtime_error("nats backend: reading agent " + agent_id + ": " + describe(s));
+      uint64_t revision = 0;
+      s = kvStore_Create(&revision, agents_kv_, key.c_str(), credential.data(), static_cast<int>(credential.size()));
+      if (s == NATS_OK) {
+        holder = credential;
+        break;
+      }
+      // Another broker bound it between the read and the create: read its answer.
+      if (attempt == 2) throw runtime_error("nats backend: binding agent " + agent_id + ": " + describe(s));
+    }
+    std::lock_guard lock(bindings_mu_);
+    bindings_[agent_id] = {holder, now};
+    if (holder != credential) return holder;
+    return std::nullopt;
+  }
+
+ private:
 
   void start_watcher(std::chrono::steady_clock::time_point deadline) {
     retry_until(deadline, "watching " + options_.policy_bucket, [&]() -> std::string {
@@ -580,6 +639,8 @@ class NatsBackend::Impl {
     watcher_ = nullptr;
     if (kv_ != nullptr) kvStore_Destroy(kv_);
     kv_ = nullptr;
+    if (agents_kv_ != nullptr) kvStore_Destroy(agents_kv_);
+    agents_kv_ = nullptr;
     if (js_ != nullptr) jsCtx_Destroy(js_);
     js_ = nullptr;
     if (nc_ != nullptr) {
@@ -594,6 +655,9 @@ class NatsBackend::Impl {
   natsConnection* nc_ = nullptr;
   jsCtx* js_ = nullptr;
   kvStore* kv_ = nullptr;
+  kvStore* agents_kv_ = nullptr;
+  std::mutex bindings_mu_;
+  std::unordered_map<std::string, std::pair<std::string, std::chrono::steady_clock::time_point>> bindings_;
   kvWatcher* watcher_ = nullptr;
   size_t max_message_bytes_ = 1 << 20;
   std::atomic<bool> stop_{false};
@@ -629,6 +693,9 @@ mcp::v1::Policy NatsBackend::apply_policy(const mcp::v1::Policy& policy, uint32_
   return impl_->apply_policy(policy, pushed);
 }
 std::vector<mcp::v1::Policy> NatsBackend::policies() const { return impl_->policies(); }
+std::optional<std::string> NatsBackend::bind_agent(const std::string& agent_id, const std::string& credential) {
+  return impl_->bind_agent(agent_id, credential);
+}
 bool NatsBackend::remove_policy(const std::string& service, const std::string& probe) {
   return impl_->remove_policy(service, probe);
 }

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,11 @@ class NatsBackend {
   };
   // service empty: every service. resume_after 0: only messages published from now on.
   std::unique_ptr<Feed> subscribe(const std::string& service, uint64_t resume_after);
+
+  // Binds `agent_id` to `credential` in the agent bucket when it is unbound (or refreshes the
+  // binding); returns the credential it is bound to when that is another one, else nullopt.
+  // Throws mcp::Error (runtime) when the bucket cannot be read or written.
+  std::optional<std::string> bind_agent(const std::string& agent_id, const std::string& credential);
 
   // Validates and stamps (mcp::Error usage on a bad policy), stores it in the bucket, and waits
   // (up to 5 s) until this broker's watcher has seen it; *pushed = agents of this broker told.

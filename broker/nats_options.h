@@ -17,6 +17,10 @@ struct NatsBackendOptions {
   int replicas = 3;                            // 1..5; a single nats-server needs 1
   std::chrono::nanoseconds duplicate_window = std::chrono::minutes(2);
   std::string policy_bucket = "mcp_policies";
+  // Agent id -> the credential that first published it (as the embedded backend's agents.json),
+  // shared by every broker; an entry unrefreshed for agent_expiry goes (0: never).
+  std::string agent_bucket = "mcp_agents";
+  std::chrono::seconds agent_expiry{30 * 24 * 3600};
   std::chrono::milliseconds publish_timeout{10000};  // per batch, retries included
   // Pipeline an agent's batches (js_PublishMsgAsync; acks go back in order as JetStream confirms)
   // instead of one synchronous js_PublishMsg round trip per batch.

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <limits>
 #include <mutex>
@@ -37,6 +38,9 @@ using test::make_call_event;
 using test::kQuarter;
 using test::wait_until;
 using test::NatsCluster;
+using test::batch_message;
+using test::hello_message;
+using test::publish_messages;
 
 
 
@@ -255,6 +259,36 @@ TEST_F(NatsE2E, BatchReplayedThroughTheOtherBrokerIsAckedAsDuplicateAndDelivered
 // Compact batches (events-v2) through JetStream: a batch of two services is two messages, each
 // a block of its own; compact subscribers on the other broker get blocks, v1 ones samples, and a
 // replay through the other broker is a duplicate.
+// Issue 29: with JetStream the credential binding did not apply, so a holder of another publish
+// token could publish as (and pre-empt the message ids of) any agent. The binding lives in a
+// bucket every broker shares: an id bound through A is refused to another token on B; it goes
+// once unrefreshed for --agent-expiry (the bucket's TTL, in real time).
+TEST_F(NatsE2E, AnAgentIdIsBoundToItsFirstCredentialAcrossBrokersUntilItExpires) {
+  const auto tokens = dir_ / "tokens";
+  std::ofstream(tokens) << "publish owner-token\npublish other-token\n";
+  auto broker = [&](const std::string& name) {
+    return std::make_unique<BrokerProcess>(
+        std::vector<std::string>{"--backend", cluster_->servers(), "--stream-replicas", "3", "--token-file",
+                                 tokens.string(), "--agent-bucket", "mcp_agents_expiry_test", "--agent-expiry", "3s"},
+        dir_ / ("broker-" + name + ".log"));
+  };
+  auto a = broker("ta");
+  auto b = broker("tb");
+  auto owner = publish_messages(a->address(), {hello_message("node-x"), batch_message(1, 1)}, "owner-token");
+  ASSERT_EQ(owner.acks.size(), 1u) << owner.status.error_message();
+  auto forged = publish_messages(b->address(), {hello_message("node-x"), batch_message(2, 1)}, "other-token");
+  EXPECT_EQ(forged.status.error_code(), grpc::StatusCode::PERMISSION_DENIED) << forged.status.error_message();
+  EXPECT_TRUE(forged.acks.empty());
+  auto again = publish_messages(b->address(), {hello_message("node-x"), batch_message(2, 1)}, "owner-token");
+  ASSERT_EQ(again.acks.size(), 1u) << again.status.error_message();
+  EXPECT_FALSE(again.acks[0].duplicate());
+  // Unrefreshed past the expiry (and past this broker's cache, a quarter of it), the id is free.
+  ASSERT_TRUE(wait_until([&] {
+    auto claimed = publish_messages(b->address(), {hello_message("node-x"), batch_message(3, 1)}, "other-token");
+    return claimed.status.ok() && claimed.acks.size() == 1;
+  }, 15s)) << "the binding never expired";
+}
+
 TEST_F(NatsE2E, CompactBatchThroughAReachesCompactAndV1SubscribersOnBOnce) {
   mcp::v1::SubscriptionRequest compact_req;
   compact_req.set_compact(true);
