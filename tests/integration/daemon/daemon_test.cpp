@@ -594,8 +594,21 @@ TEST_F(DaemonTest, AReloadReplacingEveryProbeOfALargeConfigurationApplies) {
   Daemon d(cm_->config_path(), dir_);
   ASSERT_GT(d.port(), 0) << d.log();
   cm_->update(config(150, true));
+  // /healthz answers while the reload runs (it once waited for the reload's lock: 7-9 s): no
+  // answer takes more than a third of the reload (at least 1 s, for a fast one).
+  const auto done = std::regex("config: (reloaded|rejected|reload failed|.*keeping the previous)");
+  const auto start = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::duration slowest{};
+  while (std::chrono::steady_clock::now() - start < 60s && !std::regex_search(d.log(), done)) {
+    const auto asked = std::chrono::steady_clock::now();
+    EXPECT_EQ(d.get("/healthz").substr(0, 3), "200");
+    slowest = std::max(slowest, std::chrono::steady_clock::now() - asked);
+  }
+  const auto reload = std::chrono::steady_clock::now() - start;
+  EXPECT_LT(slowest, std::max<std::chrono::steady_clock::duration>(1s, reload / 3))
+      << "the reload (" << std::chrono::duration<double>(reload).count() << " s) held /healthz";
   // The links are closed together: the reload is not 300 grace periods long (16 s here).
-  ASSERT_TRUE(d.wait_log(std::regex("config: (reloaded|rejected|reload failed|.*keeping the previous)"), 60s)) << d.log();
+  ASSERT_TRUE(d.wait_log(done, 60s)) << d.log();
   EXPECT_EQ(metric(d.get("/metrics"), "mcp_config_reload_failures_total"), 0) << d.log();
   EXPECT_NE(d.log().find("+150 -150 probes"), std::string::npos) << d.log();
   ASSERT_EQ(std::system((caller() + " getppid 100").c_str()), 0);
