@@ -111,6 +111,9 @@ std::vector<config::ProbeSpec> flag_specs(const TraceOptions& o, bool child) {
 runtime::RuntimeSpec spec_of(const TraceOptions& o, pid_t target) {
   runtime::RuntimeSpec spec;
   spec.session.target_tgid = target;
+  // Following children, the pid tree filter runs in the kernel: uprobes attach to every
+  // process; with --no-follow to the traced one only.
+  spec.uprobe_pid = o.no_follow ? target : -1;
   spec.session.follow_children = !o.no_follow;
   spec.session.cuda_slow_ns = static_cast<uint64_t>(o.slow_launch.count());
   spec.session.cuda_hold_ns = static_cast<uint64_t>(o.slow_hold.count());
@@ -196,11 +199,9 @@ int run_trace(TraceOptions& o) {
 
   runtime::Runtime rt(spec_of(o, target));
   auto& session = rt.session();
-  runtime::LabelTable labels(runtime::ProbeMeta{o.service, o.tags, {}});
 
   // The flags' probes, --config's and --cuda's, attached (and labelled, tuned, followed) as
-  // `run` attaches them. Following children, the pid tree filter runs in the kernel: uprobes
-  // attach to every process; with --no-follow to the traced one only.
+  // `run` attaches them.
   config::Config probes = o.config ? *o.config : config::Config{};
   for (auto& p : flag_specs(o, child != nullptr)) probes.probes.push_back(std::move(p));
   if (o.cuda) {
@@ -208,31 +209,18 @@ int run_trace(TraceOptions& o) {
     // Its kernels' host functions: named even when it exits before its events are read.
     if (const auto exe = executable_of(o); !exe.empty()) rt.symbolizer().add_file(exe);
   }
-  runtime::ProbeSet file_probes(session, rt.control(), rt.symbolizer(), o.no_follow ? target : -1);
-  file_probes.apply(reload::diff(config::Config{}, probes));
-  if (o.config) file_probes.apply_services(*o.config);
-  runtime::LabelChain chain(file_probes, labels);
-  rt.set_labels(&chain);
+  rt.probes().apply(reload::diff(config::Config{}, probes));
+  if (o.config) rt.probes().apply_services(*o.config);
 
   rt.start();
-  file_probes.set_pod_names(rt.pod_names());  // container-aware probes, as in `run`
   session.track_process_tree();
   if (child) child->start();  // an exec failure is reported before readiness
   runtime::RunHooks hooks;
-  // As in `run`: a waiting probe attaches when its file appears, a replaced file is followed,
-  // a CUDA library a process maps is attached as soon as the kernel reports it.
-  auto next_refresh = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  hooks.each_poll = [&, next_refresh]() mutable {
-    file_probes.poll_libraries();
-    if (std::chrono::steady_clock::now() < next_refresh) return;
-    next_refresh = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-    file_probes.refresh();
-  };
   // The traced tree is gone: the command and every descendant (like strace -f), or --pid's.
   hooks.finished = [&] { return child ? child->poll_exit() && !session.tree_alive() : o.pid > 0 && !session.tree_alive(); };
   const int rc = rt.run(hooks);
   if (!o.quiet_summary)
-    for (const auto& line : file_probes.discovered_libraries()) fprintf(stderr, "cuda library: %s\n", line.c_str());
+    for (const auto& line : rt.probes().discovered_libraries()) fprintf(stderr, "cuda library: %s\n", line.c_str());
   return rc;
 }
 

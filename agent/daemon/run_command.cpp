@@ -5,10 +5,7 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <optional>
-#include <thread>
 
 #include "common/agent_id_rule.h"
 #include "common/error.h"
@@ -162,8 +159,7 @@ int run_daemon(const RunFlags& flags) {
                                : initial->otlp ? agent_id_for(*initial, getenv("STATE_DIRECTORY")) : "";
   runtime::Runtime rt(std::move(spec));
   auto& control = rt.control();
-  ProbeSet probes(rt.session(), control, rt.symbolizer());
-  rt.set_labels(&probes);
+  ProbeSet& probes = rt.probes();
 
   reload::ConfigStore store;
   auto apply = [&](const reload::ConfigSnapshot& before, const reload::ConfigSnapshot& after,
@@ -194,10 +190,7 @@ int run_daemon(const RunFlags& flags) {
 
   // Built after the drop: its exporter's threads hold no more than the rest.
   if (initial->otlp) rt.add_sink(std::make_shared<otlp::OtlpSink>(*initial->otlp, otlp::Origin{agent_id, host_name()}));
-  rt.start();
-  // Container-aware probes follow containers from now on, named through the pod watch that
-  // start() began (and waited for): those already running are attached before readiness.
-  probes.set_pod_names(rt.pod_names());
+  rt.start();  // container-aware probes follow containers, the probes are refreshed from here
   Forwarder* forwarder = rt.forwarder();
 
   std::atomic<int64_t> last_poll{std::chrono::steady_clock::now().time_since_epoch().count()};
@@ -215,17 +208,6 @@ int run_daemon(const RunFlags& flags) {
   }, metrics::parse_listen_address(cfg0->metrics_listen));
   server.start();
 
-  // Waiting probes attach when their file appears, replaced files are followed: a stat per
-  // probe every second (inotify would miss files whose directory does not exist yet, and
-  // library names resolve through the linker cache, not a directory).
-  std::mutex refresh_mu;
-  std::condition_variable_any refresh_cv;
-  std::jthread refresher([&](std::stop_token stop) {
-    std::unique_lock lock(refresh_mu);
-    while (!refresh_cv.wait_for(lock, stop, std::chrono::seconds(1), [&] { return stop.stop_requested(); }))
-      probes.refresh();
-  });
-
   auto watcher = std::make_unique<reload::ConfigWatcher>(flags.config, [&](reload::Trigger t) { reloader.on_trigger(t); });
   reload::install_sighup_trigger(*watcher);
   spdlog::info("mcp-agent running: {} probes, metrics on {}:{}, {}", probes.size(),
@@ -242,13 +224,10 @@ int run_daemon(const RunFlags& flags) {
       cfg = std::move(now_cfg);
       rt.set_export_filter(runtime::export_filter_of(*cfg));
     }
-    probes.poll_libraries();  // CUDA libraries processes mapped: attached within a poll
     last_poll.store(std::chrono::steady_clock::now().time_since_epoch().count());
   };
-  // Nothing may attach once the runtime detaches: no refresh, no reload.
+  // Nothing may attach once the runtime detaches: no reload.
   hooks.stopping = [&] {
-    refresher.request_stop();
-    refresher.join();
     reload::remove_sighup_trigger();
     watcher.reset();
   };

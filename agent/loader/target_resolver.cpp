@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cctype>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -194,7 +195,17 @@ UprobeTarget uprobe_target_in(const std::string& file, const std::string& symbol
   return t;
 }
 
+std::string path_under_proc_root(const std::string& path) {
+  if (path.rfind("/proc/", 0) != 0) return "";
+  size_t i = 6;
+  while (i < path.size() && std::isdigit(static_cast<unsigned char>(path[i]))) i++;
+  if (i == 6 || path.compare(i, 6, "/root/") != 0) return "";
+  return path.substr(i + 5);
+}
+
 std::optional<std::string> find_binary(const std::string& binary, pid_t pid) {
+  // Already a file in a process's root: resolving it again (realpath) would leave that root.
+  if (!path_under_proc_root(binary).empty()) return is_regular_file(binary) ? std::optional(binary) : std::nullopt;
   if (binary.find('/') != std::string::npos) {
     // A relative path names a file in the agent's working directory, not the target's.
     const bool in_target = pid > 0 && binary[0] == '/';

@@ -56,6 +56,9 @@ UprobeTarget uprobe_target_in(const std::string& file, const std::string& symbol
 // `path` resolved within the root of `pid` ("/proc/PID/root/..." with no symlink left), or
 // realpath(path) when pid's root is the agent's own. Empty when it does not exist there.
 std::string path_in_root_of(pid_t pid, const std::string& path);
+// The path inside the root for a file opened through a process's root ("/usr/bin/x" for
+// "/proc/PID/root/usr/bin/x", as path_in_root_of() gives them); "" for any other path.
+std::string path_under_proc_root(const std::string& path);
 
 // Empty when process `pid` maps `file` (same inode, and device or path as it names it); else a
 // warning that the probe on `file` may never fire in that process.

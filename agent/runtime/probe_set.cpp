@@ -7,7 +7,6 @@
 #include <dirent.h>
 
 #include <filesystem>
-#include <regex>
 #include <set>
 
 #include "clock/clock_source.h"
@@ -70,8 +69,7 @@ bool is_path(const std::string& target) { return target.find('/') != std::string
 // another mount namespace, `trace --pid`) is shown as /usr/bin/x.
 loader::UprobeTarget uprobe_target_shown(const std::string& file, const std::string& symbol) {
   auto t = loader::uprobe_target_in(file, symbol);
-  static const std::regex kProcRoot("^/proc/[0-9]+/root(/.*)$");
-  if (std::smatch m; std::regex_match(t.binary, m, kProcRoot)) t.shown = m[1];
+  t.shown = loader::path_under_proc_root(t.binary);
   return t;
 }
 

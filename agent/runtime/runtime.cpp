@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <cstdio>
 
 #include "clock/timestamper.h"
@@ -14,6 +16,7 @@
 #include "pipeline/ring_consumer.h"
 #include "runtime/interval_counts.h"
 #include "runtime/policy_match.h"
+#include "runtime/probe_set.h"
 #include "runtime/readiness.h"
 #include "runtime/sinks.h"
 
@@ -128,12 +131,14 @@ Runtime::Runtime(RuntimeSpec spec) : spec_(std::move(spec)) {
   session_ = loader::BpfSession::open(spec_.session);
   control_ = std::make_unique<ControlLoop>(*session_, spec_.control);
   symbolizer_ = std::make_unique<cuda::KernelSymbolizer>();
+  probes_ = std::make_unique<ProbeSet>(*session_, *control_, *symbolizer_, spec_.uprobe_pid);
   clock_ = std::make_unique<clock::Timestamper>();
   counts_ = std::make_unique<IntervalCounts>(MCP_MAX_PROBES);
 }
 
 Runtime::~Runtime() {
   // The consumer and the sinks reference the session and the clock: they go first.
+  refresher_ = {};
   consumer_.reset();
   sinks_.clear();
   if (control_) control_->stop();
@@ -144,7 +149,7 @@ int Runtime::stops() const { return g_stops.load() + requests_.load(); }
 bool Runtime::stop_requested() const { return stops() > 0; }
 
 std::string Runtime::service_of(uint32_t probe_id) const {
-  const auto meta = labels_ ? labels_->meta(probe_id) : nullptr;
+  const auto meta = probes_->meta(probe_id);
   return meta ? meta->service : std::string();
 }
 
@@ -163,7 +168,7 @@ void Runtime::start() {
         spdlog::warn("broker policy for service '{}' probe '{}' has trace_id_prefix {}, which agents do not enforce: "
                      "not applied", p.service, p.probe, p.trace_id_prefix);
       ProbePolicy rule{p.service, p.probe, p.sampling_rate, p.target_qps, [this, p](const loader::ProbeInfo& probe) {
-                         const auto meta = labels_ ? labels_->meta(probe.id) : nullptr;
+                         const auto meta = probes_->meta(probe.id);
                          return policy_applies(p, probe, meta.get(), spec_.policy_service);
                        }};
       const int n = control_->apply_policy(std::move(rule));
@@ -201,6 +206,19 @@ void Runtime::start() {
       [this](uint32_t id) { return pipeline::ProbeRef{session_->probe_name(id), session_->probe_nargs(id)}; },
       [this](Event& e) { on_event(e); });
   control_->start();
+  // Container-aware probes follow containers from now on, through the pod watch started
+  // above (and waited for): those already running are attached before readiness.
+  probes_->set_pod_names(pod_names_);
+  // Waiting probes attach when their file appears, replaced files are followed: a stat per
+  // probe every second (inotify would miss files whose directory does not exist yet, and
+  // library names resolve through the linker cache, not a directory).
+  refresher_ = std::jthread([this](std::stop_token stop) {
+    std::mutex mu;
+    std::condition_variable_any cv;
+    std::unique_lock lock(mu);
+    while (!cv.wait_for(lock, stop, std::chrono::seconds(1), [&] { return stop.stop_requested(); }))
+      probes_->refresh();
+  });
 }
 
 void Runtime::on_event(Event& e) {
@@ -208,7 +226,7 @@ void Runtime::on_event(Event& e) {
   // the event's threshold (and so its weight) is that of p.
   if (const double f = session_->window_fraction(e.probe_id); f < 1)
     e.threshold = std::max<uint64_t>(1, probability_to_threshold(threshold_to_probability(e.threshold) * f));
-  const auto meta = labels_ ? labels_->meta(e.probe_id) : nullptr;
+  const auto meta = probes_->meta(e.probe_id);
   if (e.kind == EventKind::kCuda) {
     if (meta) e.cuda.api = meta->cuda_api;
     if (!symbolizer_->process(e)) return;  // bookkeeping, not an API call to show
@@ -281,6 +299,7 @@ int Runtime::run(const RunHooks& hooks) {
       next_interval = now + std::chrono::seconds(1);
     }
     for (auto& sink : sinks_) sink->poll_done();
+    probes_->poll_libraries();  // CUDA libraries processes mapped: attached within a poll
     if (hooks.each_poll) hooks.each_poll();
     if (spec_.max_events && delivered_ >= spec_.max_events) break;
     if (spec_.duration.count() && now - start >= spec_.duration) break;
@@ -291,6 +310,7 @@ int Runtime::run(const RunHooks& hooks) {
   // then every kept event is delivered, lost or orphaned, and the summary adds up.
   spdlog::info("stopping: flushing events");
   if (hooks.stopping) hooks.stopping();
+  refresher_ = {};  // nothing attaches once the probes are detached
   control_->stop();
   session_->detach_all();
   consumer_->drain();

@@ -1,17 +1,21 @@
 // Runtime: the agent's one data path, shared by every front end (`trace` builds a
 // RuntimeSpec from flags, `run` from agent.yaml; nothing here knows which one runs).
 //
-// It owns the BPF session, the control loop, the CUDA kernel symboliser, the clock, the
-// ring consumer, the export filter, the interval counts, the sinks and the stop token
+// It owns the BPF session, the control loop, the probes (ProbeSet: every front end's probes
+// are configured ones; the runtime follows their files every second and attaches the CUDA
+// libraries processes map after each poll), the CUDA kernel symboliser, the clock, the ring
+// consumer, the export filter, the interval counts, the sinks and the stop token
 // (SIGINT/SIGTERM or request_stop()). Each kept event goes, on the consumer thread:
 //   probe labels (service, tags, CUDA API) -> CUDA symboliser -> clock stamp
 //   -> enrichers (Enricher: a step applied to every event; add one to enrichers_)
 //   -> export filter -> interval counts -> max_events -> every sink (fan-out).
 // Life: construct (opens the session, builds the control loop stopped); the front end
-// attaches probes through session()/control()/symbolizer() and drops privileges; start()
-// starts the clock, the sinks, the consumer and the control loop; run() announces
-// readiness, polls until stopped, then runs the one shutdown sequence:
-//   hooks.stopping() (the front end stops whatever attaches probes) -> control loop stops
+// applies its probes (probes().apply()) and drops privileges; start() starts the clock, the
+// sinks, the pod watch (container-aware probes follow it), the consumer, the control loop and
+// the probes' refresh; run() announces readiness, polls until stopped, then runs the one
+// shutdown sequence:
+//   hooks.stopping() (the front end stops whatever reloads) -> the probes' refresh stops
+//   -> control loop stops
 //   -> every probe detached (nothing new is kept) -> ring drained -> last interval counts
 //   -> sinks drained (bounded; a second signal ends the wait) -> summary (spec.summary)
 //   -> undelivered events reported, one line each -> exit code.
@@ -26,6 +30,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/event.h"
@@ -35,7 +40,6 @@
 #include "loader/bpf_session.h"
 #include "runtime/control_loop.h"
 #include "runtime/export_filter.h"
-#include "runtime/probe_labels.h"
 
 namespace mcp::clock {
 class Timestamper;
@@ -50,6 +54,7 @@ class RingConsumer;
 namespace mcp::runtime {
 
 class IntervalCounts;
+class ProbeSet;
 
 // Formatted events to a file descriptor.
 struct StreamSpec {
@@ -60,6 +65,7 @@ struct StreamSpec {
 struct RuntimeSpec {
   loader::SessionOptions session;
   ControlSettings control;
+  pid_t uprobe_pid = -1;  // uprobes fire in this process only (`trace --no-follow`); -1: in every one
   // Broker policies for other services are ignored when set (empty: only those for every service).
   std::optional<std::string> policy_service;
   ExportFilterSpec export_filter;  // replaceable while running: set_export_filter()
@@ -117,8 +123,9 @@ class Runtime {
   ControlLoop& control() { return *control_; }
   cuda::KernelSymbolizer& symbolizer() { return *symbolizer_; }
   clock::Timestamper& clock() { return *clock_; }
-  // Where labels come from (default: none); must outlive run(). Before start().
-  void set_labels(const ProbeLabels* labels) { labels_ = labels; }
+  // The probes, and the labels each event gets from them: apply() before start() (and on
+  // reload); the runtime refreshes them from start() until the shutdown.
+  ProbeSet& probes() { return *probes_; }
   // One more caller-built sink, as spec.sinks; before start(). For sinks that start threads,
   // which must come after the front end dropped privileges (capabilities are per thread).
   void add_sink(std::shared_ptr<EventSink> sink) { spec_.sinks.push_back(std::move(sink)); }
@@ -153,7 +160,8 @@ class Runtime {
   std::unique_ptr<ControlLoop> control_;
   std::unique_ptr<cuda::KernelSymbolizer> symbolizer_;
   std::unique_ptr<clock::Timestamper> clock_;
-  const ProbeLabels* labels_ = nullptr;
+  std::unique_ptr<ProbeSet> probes_;  // before the consumer: it reads their labels
+  std::jthread refresher_;             // probes_->refresh() every second, from start()
   std::vector<std::unique_ptr<Enricher>> enrichers_;
   ExportFilter filter_;
   std::unique_ptr<IntervalCounts> counts_;
