@@ -77,7 +77,8 @@ class EmbeddedBackend final : public Backend {
     const uint64_t seq = packet.sequence();
     const uint64_t incarnation = packet.incarnation();
     std::lock_guard lock(mu_);
-    switch (dedup_.check(agent_id, incarnation, credential, seq, unix_us())) {
+    const uint64_t now_us = unix_us();
+    switch (dedup_.check(agent_id, incarnation, credential, seq, now_us)) {
       case Admission::kDuplicate:
         *duplicate = true;
         return Status::OK;
@@ -96,7 +97,7 @@ class EmbeddedBackend final : public Backend {
     packet.set_journal(journal_.id());
     const uint64_t offset = journal_.append(packet.SerializeAsString(), batch.events());
     const uint64_t segment = journal_.newest_segment_start();
-    dedup_.record(agent_id, incarnation, credential, seq, unix_us());  // a binding is appended at once
+    dedup_.record(agent_id, incarnation, credential, seq, now_us);  // a binding is appended at once
     if (segment != snapshot_segment_) {
       snapshot_segment_ = segment;
       expire_agents();

@@ -426,11 +426,15 @@ void BpfSession::remove_probe(uint32_t id) {
   }
   for (auto& target : p->targets)
     for (auto& l : target.links) l.destroy();
-  // After detaching, nothing new can be written for this id: quarantine it up to
-  // the current producer position, and drop its stale pending entries.
-  sweep_pending(id);
+  retire({id});
+}
+
+void BpfSession::retire(const std::vector<uint32_t>& ids) {
+  // After detaching, nothing new can be written for these ids: drop their stale pending
+  // entries, and quarantine them up to the current producer position.
+  for (uint32_t id : ids) sweep_pending(id);
   std::unique_lock lock(mu_);
-  quarantine_[id] = producer_pos_ ? *producer_pos_ : 0;
+  for (uint32_t id : ids) quarantine_[id] = producer_pos_ ? *producer_pos_ : 0;
 }
 
 BpfSession::DetachBatch::DetachBatch(BpfSession& session) : session_(session) {
@@ -449,9 +453,7 @@ BpfSession::DetachBatch::~DetachBatch() {
     links.swap(session_.batch_links_);
   }
   close_together(links);
-  for (uint32_t id : ids) session_.sweep_pending(id);
-  std::unique_lock lock(session_.mu_);
-  for (uint32_t id : ids) session_.quarantine_[id] = session_.producer_pos_ ? *session_.producer_pos_ : 0;
+  session_.retire(ids);
 }
 
 void BpfSession::close_together(std::vector<Link>& links) {

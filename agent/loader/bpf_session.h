@@ -282,6 +282,8 @@ class BpfSession : public KernelMaps {
   static constexpr size_t kReapers = 4;      // started with the window thread
   static constexpr size_t kMaxReapers = 256;  // more start while every one is busy
 
+  // Removed probes whose links are closed: their pending entries swept, their ids quarantined.
+  void retire(const std::vector<uint32_t>& ids);
   // Closes the links on up to kClosers threads at once, and empties `links`.
   static void close_together(std::vector<Link>& links);
   static constexpr size_t kClosers = 32;

@@ -236,7 +236,7 @@ std::optional<std::string> find_binary(const std::string& binary, pid_t pid) {
 UprobeTarget resolve_uprobe(const std::string& spec, pid_t pid) {
   auto [binary, symbol] = split_uprobe_spec(spec);
   UprobeTarget t = uprobe_target_in(resolve_binary(binary, pid), symbol);
-  if (pid > 0 && t.binary.rfind(proc_root(pid) + "/", 0) == 0) t.shown = t.binary.substr(proc_root(pid).size());
+  if (pid > 0) t.shown = path_under_proc_root(t.binary);
   return t;
 }
 

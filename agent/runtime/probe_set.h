@@ -202,9 +202,9 @@ class ProbeSet final : public ProbeLabels {
   loader::ProbeConfig base_config(const config::ProbeSpec& spec) const;
 
   loader::BpfSession& session_;
-  const pid_t uprobe_pid_;
   ControlLoop& control_;
   cuda::KernelSymbolizer& symbolizer_;
+  const pid_t uprobe_pid_;
   const k8s::PodNames* pods_ = nullptr;
   bool follow_containers_ = false;  // set_pod_names() was called
   // Declared after taking mu_ in each method that changes entries_: copies their states into
