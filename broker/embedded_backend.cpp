@@ -23,7 +23,7 @@
 #include "broker/policy_store.h"
 #include "broker/subscriber_queue.h"
 #include "common/journal_headers.h"
-#include "forward/segment_log.h"
+#include "spool/segment_log.h"
 
 namespace mcp::broker {
 namespace {

@@ -15,13 +15,11 @@
 #include "config/config.h"
 #include "cuda/cuda_targets.h"
 #include "cuda/kernel_symbolizer.h"
-#include "forward/agent_id.h"
 #include "loader/bpf_session.h"
 #include "loader/target_resolver.h"
 #include "reload/diff.h"
 #include "runtime/config_spec.h"
 #include "runtime/probe_set.h"
-#include "otlp/event_sink.h"
 #include "runtime/runtime.h"
 
 #ifndef MCP_VERSION
@@ -148,19 +146,13 @@ runtime::RuntimeSpec spec_of(const TraceOptions& o, pid_t target) {
       fo.tls = {o.tls_ca, o.tls_cert, o.tls_key};
       fo.token_file = o.token_file;
     }
-    // A run of its own id: two traces on one host must not dedup each other's batches. With a
-    // spool directory the id is kept there, so a later run's replays are deduplicated.
-    fo.agent_id = !o.agent_id.empty() ? o.agent_id : !o.spool_dir.empty() ? stable_agent_id(o.spool_dir) : "";
     fo.spool_dir = o.spool_dir;
     if (o.batch_gap) fo.batch_gap = *o.batch_gap;  // else the file's (forwarder_of) or the default
     spec.broker = std::move(fo);
   }
-  if (otlp) {
-    // Resource host.name is this host's; mcp.agent.id the run's own id, as the broker's would be.
-    const std::string id = spec.broker ? spec.broker->agent_id : o.agent_id;
-    spec.sinks.push_back(std::make_shared<otlp::OtlpSink>(
-        *otlp_options, otlp::Origin{id.empty() ? unique_agent_id() : id, host_name()}));
-  }
+  spec.otlp = std::move(otlp_options);
+  // --agent-id, else the spool directory's (a later run's replays are deduplicated), else the run's own.
+  spec.identity = {o.agent_id, false, o.spool_dir};
   spec.max_events = o.max_events;
   spec.duration = o.duration;
   spec.ready_file = o.ready_file;
@@ -230,7 +222,10 @@ void add_trace_command(CLI::App& app, CommandAction& action) {
   auto options = std::make_shared<TraceOptions>();
   auto* sub = app.add_subcommand("trace", "Trace user functions and syscalls once, printing events to stdout");
   add_trace_options(*sub, *options);
-  sub->callback([options, &action] { action = [options] { return run_trace(*options); }; });
+  sub->callback([options, &action] {
+    use_setting_spelling(trace_flag_for);
+    action = [options] { return run_trace(*options); };
+  });
 }
 
 void add_version_command(CLI::App& app, CommandAction& action) {

@@ -158,6 +158,19 @@ void merge_config(TraceOptions& o) {
 
 }  // namespace
 
+std::string trace_flag_for(Setting s) {
+  switch (s) {
+    case Setting::kRingbufSize: return "--ringbuf-size";
+    case Setting::kTenantQuota: return "--tenant-quota";
+    case Setting::kTraceIdArg: return "--trace-id-arg";
+    case Setting::kTlsClientCert: return "--tls-cert and --tls-key";
+    case Setting::kBrokers: return "--broker";
+    case Setting::kUprobe: return "--uprobe";
+    case Setting::kPodNames: return "kubernetes.pod_names in --config";
+  }
+  return setting_words(s);
+}
+
 void validate(TraceOptions& o) {
   if (!o.cuda_libs.empty()) o.cuda = true;
   // The file first: its problems are reported as FILE:LINE:COL before the flags' are.

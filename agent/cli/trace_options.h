@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "common/setting_names.h"
 #include "control/tenant_quota.h"
 #include "control/trace_id_arg.h"
 #include "otlp/exporter_options.h"
@@ -104,6 +105,8 @@ struct TraceOptions {
 void add_trace_options(CLI::App& sub, TraceOptions& options);
 // Checks cross-field rules and fills derived fields; throws mcp::Error (usage).
 void validate(TraceOptions& options);
+// The flag a user writes for a setting that lower layers name (common/setting_names.h).
+std::string trace_flag_for(Setting s);
 // "64K", "16M", "1G", "4096" -> bytes; throws mcp::Error (usage).
 uint64_t parse_size(const std::string& text);
 

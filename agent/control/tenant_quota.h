@@ -64,18 +64,6 @@ TenantQuotaSpec parse_tenant_quota(std::string_view text);
 // "RATE[:BURST]" (the default quota flag)
 Quota parse_quota(std::string_view text);
 
-// The cgroup2 mount point from a mountinfo file; throws mcp::Error (runtime) when there is none.
-std::filesystem::path find_cgroup2_mount(
-    const std::filesystem::path& mountinfo = "/proc/self/mountinfo");
-
-// Inode of the cgroup directory. A path under `cgroup2_root` is used as is; any other, relative or
-// absolute (as /proc/PID/cgroup writes it: "/kubepods.slice/..."), is taken below `cgroup2_root`. Throws mcp::Error (usage) when it is missing or not a directory.
-uint64_t resolve_cgroup_id(std::string_view path, const std::filesystem::path& cgroup2_root);
-
-// An O_DIRECTORY fd of the cgroup with v2 id `id` on the cgroup2 mount (open_by_handle_at:
-// the id is the kernfs file handle; needs CAP_DAC_READ_SEARCH). Throws mcp::Error (runtime).
-int open_cgroup_by_id(uint64_t id, const std::filesystem::path& cgroup2_root);
-
 struct ResolvedTenant {
   std::string cgroup_path;  // pods->text() for pods
   uint64_t cgroup_id = 0;   // 0 for pods (their cgroups are resolved as they come)

@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "common/error.h"
+#include "common/setting_names.h"
 #include "sample_math.h"
 
 namespace mcp::control {
@@ -48,7 +49,7 @@ std::string trace_id_arg_error(std::string_view text, TraceIdArg& out) {
 TraceIdArg parse_trace_id_arg(std::string_view text) {
   TraceIdArg out;
   if (auto why = trace_id_arg_error(text, out); !why.empty())
-    throw usage_error("--trace-id-arg '" + std::string(text) + "': " + why);
+    throw usage_error(setting_name(Setting::kTraceIdArg) + " '" + std::string(text) + "': " + why);
   return out;
 }
 

@@ -7,18 +7,14 @@
 #include <chrono>
 #include <optional>
 
-#include "common/agent_id_rule.h"
 #include "common/error.h"
-#include "clock/timestamper.h"
+#include "common/setting_names.h"
 #include "config/loader.h"
 #include "control/tenant_quota.h"
-#include "forward/agent_id.h"
 #include "forward/forwarder.h"
-#include "loader/bpf_session.h"
 #include "metrics/names.h"
 #include "metrics/registry.h"
 #include "metrics/server.h"
-#include "otlp/event_sink.h"
 #include "privilege/privilege.h"
 #include "reload/config_store.h"
 #include "reload/reloader.h"
@@ -30,16 +26,18 @@
 namespace mcp::daemon {
 namespace {
 
-// The agent id: node_name or $NODE_NAME when given (unique per cluster), else the id kept in the
-// state directory (stable across restarts, so the broker dedups spool replays), else one per run.
-std::string agent_id_for(const config::Config& cfg, const char* state_dir) {
-  if (!cfg.node_name.empty()) return cfg.node_name;
-  if (const char* node = getenv("NODE_NAME"); node && *node) {
-    if (const auto why = agent_id_problem(node)) throw usage_error("NODE_NAME '" + std::string(node) + "' cannot be an agent id: " + *why);
-    return node;
+// agent.yaml's key for a setting lower layers name (common/setting_names.h).
+std::string config_key_for(Setting s) {
+  switch (s) {
+    case Setting::kTenantQuota: return "quotas.tenants entry";
+    case Setting::kTraceIdArg: return "trace_id";
+    case Setting::kTlsClientCert: return "broker.tls.cert and broker.tls.key";
+    case Setting::kBrokers: return "broker.addresses";
+    case Setting::kPodNames: return "kubernetes.pod_names";
+    case Setting::kRingbufSize:  // no agent.yaml key: the words say what to raise
+    case Setting::kUprobe: break;
   }
-  if (state_dir && *state_dir) return stable_agent_id(state_dir);
-  return unique_agent_id();
+  return setting_words(s);
 }
 
 struct RunFlags {
@@ -51,77 +49,10 @@ struct RunFlags {
 using runtime::ProbeSet;
 using runtime::ProbeState;
 
-void register_metrics(metrics::Registry& reg, loader::BpfSession& session, runtime::ControlLoop& control,
-                      clock::Timestamper& clock, Forwarder* forwarder, reload::Reloader& reloader,
-                      const ProbeSet& probes) {
-  reg.add_collector(metrics::kProbeState, [&probes] {
-    std::vector<metrics::Sample> out;
-    for (const auto& p : probes.status())
-      for (ProbeState s : {ProbeState::kWaiting, ProbeState::kAttached, ProbeState::kFailed})
-        out.push_back({{p.probe, runtime::state_name(s)}, p.state == s ? 1.0 : 0.0});
-    return out;
-  });
-  reg.add_collector(metrics::kProbeReattach, [&probes] {
-    std::vector<metrics::Sample> out;
-    for (const auto& p : probes.status()) out.push_back({{p.probe}, static_cast<double>(p.reattaches)});
-    return out;
-  });
-  auto per_probe = [&session](int counter) {
-    return [&session, counter] {
-      std::vector<metrics::Sample> out;
-      for (const auto& p : session.probes()) {
-        if (p.internal) continue;
-        const auto c = session.counters(p.id);
-        const uint64_t v = counter == 0 ? c.seen : counter == 1 ? c.kept : c.lost;
-        out.push_back({{p.name}, static_cast<double>(v)});
-      }
-      return out;
-    };
-  };
-  reg.add_collector(metrics::kEventsSeen, per_probe(0));
-  reg.add_collector(metrics::kEventsKept, per_probe(1));
-  reg.add_collector(metrics::kEventsLost, per_probe(2));
-  reg.add_collector(metrics::kQuotaDrops, [&session] {
-    std::vector<metrics::Sample> out;
-    for (uint32_t b = 0; b < control::kTenantBuckets; b++) {
-      const auto c = session.tenant_counters(b);
-      if (c.seen) out.push_back({{std::to_string(b)}, static_cast<double>(c.quota_dropped)});
-    }
-    return out;
-  });
-  reg.add_callback(metrics::kRingbufCapacity, [&session] { return static_cast<double>(session.ringbuf_bytes()); });
-  reg.add_callback(metrics::kUprobeSessions, [&session] { return session.uprobe_sessions() ? 1.0 : 0.0; });
-  reg.add_callback(metrics::kRingbufOccupancy, [&session] { return static_cast<double>(session.ringbuf_pending_bytes()); });
-  reg.add_collector(metrics::kSamplingProbability, [&session] {
-    std::vector<metrics::Sample> out;
-    for (const auto& p : session.probes())
-      if (!p.internal) out.push_back({{p.name}, threshold_to_probability(session.threshold(p.id))});
-    return out;
-  });
-  // Probes sampled in time windows: how many opened, what share of the time they covered.
-  auto window_samples = [&session](bool coverage) {
-    std::vector<metrics::Sample> out;
-    for (const auto& p : session.probes())
-      if (const auto w = session.window_stats(p.id); w && !p.internal)
-        out.push_back({{p.name}, coverage ? w->covered() : static_cast<double>(w->windows)});
-    return out;
-  };
-  reg.add_collector(metrics::kSamplingWindows, [window_samples] { return window_samples(false); });
-  reg.add_collector(metrics::kWindowCoverage, [window_samples] { return window_samples(true); });
-  reg.add_collector(metrics::kProbeRate, [&session, &control] {
-    std::vector<metrics::Sample> out;
-    for (const auto& s : control.rate_stats()) out.push_back({{std::string(session.probe_name(s.probe_id))}, s.kept_qps});
-    return out;
-  });
-  reg.add_callback(metrics::kQueueDepth, [forwarder] { return forwarder ? static_cast<double>(forwarder->stats().queued) : 0.0; });
-  reg.add_callback(metrics::kSpoolBytes, [forwarder] { return forwarder ? static_cast<double>(forwarder->stats().spooled_bytes) : 0.0; });
-  reg.add_callback(metrics::kForwardErrors, [forwarder] { return forwarder ? static_cast<double>(forwarder->stats().forward_errors) : 0.0; });
-  reg.add_callback(metrics::kForwardDropped, [forwarder] { return forwarder ? static_cast<double>(forwarder->stats().dropped_oldest) : 0.0; });
-  reg.add_callback(metrics::kForwardUnreadable, [forwarder] { return forwarder ? static_cast<double>(forwarder->stats().unreadable_batches) : 0.0; });
+// The daemon's own metrics beside the runtime's: reloads.
+void register_reload_metrics(metrics::Registry& reg, reload::Reloader& reloader) {
   reg.add_callback(metrics::kReloads, [&reloader] { return static_cast<double>(reloader.stats().successes); });
   reg.add_callback(metrics::kReloadFailures, [&reloader] { return static_cast<double>(reloader.stats().failures); });
-  reg.add_callback(metrics::kClockDrift, [&clock] { return clock.stats().calibrator.drift_ppm; });
-  reg.add_callback(metrics::kClockResidual, [&clock] { return clock.stats().calibrator.residual_ns / 1e9; });
 }
 
 // The configuration's runtime settings (probes are the ProbeSet's, attached on load).
@@ -132,14 +63,16 @@ runtime::RuntimeSpec spec_of(const config::Config& cfg, const RunFlags& flags) {
   spec.control.accept_policies = true;
   spec.export_filter = runtime::export_filter_of(cfg);
   const char* state_dir = getenv("STATE_DIRECTORY");
+  // node_name or $NODE_NAME (unique in a cluster), else the state directory's id.
+  spec.identity = {cfg.node_name, true, state_dir ? state_dir : ""};
   if (!cfg.broker.addresses.empty()) {
     ForwarderOptions fo = runtime::forwarder_of(cfg.broker);
-    fo.agent_id = agent_id_for(cfg, state_dir);
     fo.spool_dir = state_dir && *state_dir ? std::string(state_dir) + "/spool" : "";
     spec.broker = std::move(fo);
   } else if (!cfg.otlp) {
     spec.stream = runtime::StreamSpec{"json", ""};
   }
+  spec.otlp = cfg.otlp;
 
   spec.ready_file = !flags.ready_file.empty() ? flags.ready_file : cfg.ready_file;  // the flag wins
   spec.pod_names = runtime::pod_names_of(cfg);
@@ -154,10 +87,7 @@ int run_daemon(const RunFlags& flags) {
   const auto initial = std::make_shared<const config::Config>(config::load_config(flags.config));
 
   // Broker settings take effect on restart: the first load's are the run's.
-  auto spec = spec_of(*initial, flags);
-  const std::string agent_id = spec.broker ? spec.broker->agent_id
-                               : initial->otlp ? agent_id_for(*initial, getenv("STATE_DIRECTORY")) : "";
-  runtime::Runtime rt(std::move(spec));
+  runtime::Runtime rt(spec_of(*initial, flags));
   auto& control = rt.control();
   ProbeSet& probes = rt.probes();
 
@@ -188,14 +118,13 @@ int run_daemon(const RunFlags& flags) {
     spdlog::warn("keeping full privileges: {}", e.what());
   }
 
-  // Built after the drop: its exporter's threads hold no more than the rest.
-  if (initial->otlp) rt.add_sink(std::make_shared<otlp::OtlpSink>(*initial->otlp, otlp::Origin{agent_id, host_name()}));
   rt.start();  // container-aware probes follow containers, the probes are refreshed from here
   Forwarder* forwarder = rt.forwarder();
 
   std::atomic<int64_t> last_poll{std::chrono::steady_clock::now().time_since_epoch().count()};
   metrics::Registry registry;
-  register_metrics(registry, rt.session(), control, rt.clock(), forwarder, reloader, probes);
+  rt.register_metrics(registry);
+  register_reload_metrics(registry, reloader);
   metrics::MetricsServer server(registry, [&] {
     const auto idle = std::chrono::steady_clock::now().time_since_epoch().count() - last_poll.load();
     if (idle > std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::seconds(5)).count())
@@ -212,7 +141,7 @@ int run_daemon(const RunFlags& flags) {
   reload::install_sighup_trigger(*watcher);
   spdlog::info("mcp-agent running: {} probes, metrics on {}:{}, {}", probes.size(),
                cfg0->metrics_listen.substr(0, cfg0->metrics_listen.rfind(':')), server.port(),
-               forwarder ? "forwarding to " + cfg0->broker.addresses.front() + " as agent " + agent_id
+               forwarder ? "forwarding to " + cfg0->broker.addresses.front() + " as agent " + rt.agent_id()
                : cfg0->otlp ? "exporting to the OTLP collector " + cfg0->otlp->endpoint
                             : std::string("events to stdout"));
 
@@ -244,7 +173,10 @@ void add_run_command(CLI::App& app, CommandAction& action) {
   sub->add_option("--config,-c", flags->config, "agent.yaml (a ConfigMap mount works)")->required();
   sub->add_option("--ready-file", flags->ready_file, "Write the readiness line to this file once probes are attached");
   sub->add_flag("--verbose,-v", flags->verbose, "Debug logging");
-  sub->callback([flags, &action] { action = [flags] { return run_daemon(*flags); }; });
+  sub->callback([flags, &action] {
+    use_setting_spelling(config_key_for);
+    action = [flags] { return run_daemon(*flags); };
+  });
 }
 
 }  // namespace mcp::daemon

@@ -5,6 +5,7 @@
 #include <grpcpp/support/channel_arguments.h>
 
 #include "common/error.h"
+#include "common/setting_names.h"
 
 namespace mcp {
 
@@ -36,7 +37,7 @@ std::shared_ptr<grpc::Channel> make_channel(const std::string& address, const Tl
     if (!tls.ca.empty()) ssl.pem_root_certs = read_text_file(tls.ca, "TLS CA");
     if (!tls.cert.empty() || !tls.key.empty()) {
       if (tls.cert.empty() || tls.key.empty())
-        throw usage_error("mTLS needs both --tls-cert and --tls-key");
+        throw usage_error("mTLS needs both " + setting_name(Setting::kTlsClientCert));
       ssl.pem_cert_chain = read_text_file(tls.cert, "TLS certificate");
       ssl.pem_private_key = read_text_file(tls.key, "TLS key");
     }

@@ -4,67 +4,22 @@
 #include <cstring>
 
 #include "common/utf8.h"
+#include "forward/event_fields.h"
 
 namespace mcp {
 namespace {
 
-mcp::v1::EventKind to_wire(EventKind k) {
-  switch (k) {
-    case EventKind::kUprobe: return mcp::v1::EVENT_KIND_UPROBE;
-    case EventKind::kUretprobe: return mcp::v1::EVENT_KIND_URETPROBE;
-    case EventKind::kSyscall: return mcp::v1::EVENT_KIND_SYSCALL;
-    case EventKind::kCuda: return mcp::v1::EVENT_KIND_CUDA;
-  }
-  return mcp::v1::EVENT_KIND_UNSPECIFIED;
-}
+// v1 Samples hold their strings; repaired as in the compact dictionary, since one invalid byte in
+// a proto3 string makes the whole message unparseable.
+struct InlineEncode {
+  std::string text(std::string_view raw, wire::Hot) const { return valid_utf8(raw); }
+};
 
-EventKind from_wire(int k) {
-  switch (k) {
-    case mcp::v1::EVENT_KIND_URETPROBE: return EventKind::kUretprobe;
-    case mcp::v1::EVENT_KIND_SYSCALL: return EventKind::kSyscall;
-    case mcp::v1::EVENT_KIND_CUDA: return EventKind::kCuda;
-    default: return EventKind::kUprobe;
-  }
-}
-
-EventKind kind_from_name(std::string_view k) {
-  if (k == "uretprobe") return EventKind::kUretprobe;
-  if (k == "syscall") return EventKind::kSyscall;
-  if (k == "cuda") return EventKind::kCuda;
-  return EventKind::kUprobe;
-}
-
-// comm is 16 bytes in Event; a longer (repaired) comm is cut at a character boundary.
-void set_comm(Event& out, std::string_view comm) {
-  out.comm.fill(0);
-  size_t n = std::min(comm.size(), out.comm.size());
-  while (n > 0 && n < comm.size() && (static_cast<unsigned char>(comm[n]) & 0xC0) == 0x80) --n;
-  std::memcpy(out.comm.data(), comm.data(), n);
-}
-
-template <typename Repeated, typename Array>
-void copy_triplet(const Repeated& in, Array& out) {
-  out.fill(0);
-  for (int i = 0; i < in.size() && i < static_cast<int>(out.size()); ++i) out[static_cast<size_t>(i)] = in[i];
-}
-
-// The numeric CUDA fields, named alike in CompactCuda and v1's CudaDetails (the names differ:
-// indices in one, strings in the other, so the callers copy those).
-template <typename Cuda>
-void copy_cuda_numbers(const Cuda& c, CudaInfo& out) {
-  copy_triplet(c.grid(), out.grid);
-  copy_triplet(c.block(), out.block);
-  out.shared_mem = c.shared_mem();
-  out.stream = c.stream();
-  out.bytes = c.bytes();
-  out.memcpy_kind = c.memcpy_kind();
-  out.slow_mode = c.slow_mode();
-  out.launch = c.launch();
-  out.user_stack.assign(c.user_stack().begin(), c.user_stack().end());
-  out.graph = c.graph();
-  if (c.has_graph_kernel_nodes()) out.graph_kernel_nodes = c.graph_kernel_nodes();
-  else out.graph_kernel_nodes.reset();
-}
+struct InlineDecode {
+  const std::string& text(const std::string& s) const { return s; }
+  template <class Map>
+  const Map& pairs(const Map& m) const { return m; }
+};
 
 }  // namespace
 
@@ -127,54 +82,19 @@ uint32_t EventBlockEncoder::intern_pairs(const std::vector<std::pair<std::string
   return index;
 }
 
-void EventBlockEncoder::add(const Event& e) {
-  auto* c = block_.add_events();
-  c->set_ts_ns(e.ts_ns);
-  c->set_ktime_ns(e.ktime_ns);
-  c->set_hlc(e.hlc);
-  c->set_kind(to_wire(e.kind));
-  c->set_probe(intern(probe_, e.probe));
-  c->set_probe_id(e.probe_id);
-  c->set_pid(e.pid);
-  c->set_tid(e.tid);
-  c->set_cpu(e.cpu);
-  c->set_cgroup_id(e.cgroup_id);
-  c->set_comm(intern(comm_, e.comm_view()));
-  c->set_container_id(intern(container_id_, e.container_id));
-  c->set_pod_uid(intern(pod_uid_, e.pod_uid));
-  c->set_pod_name(intern(e.pod));
-  c->set_pod_namespace(intern(e.pod_namespace));
-  c->set_container_name(intern(e.container));
-  c->set_pod_labels(intern_pairs(e.pod_labels));
-  c->set_service(intern(service_, e.service));
-  c->set_tags(intern_pairs(e.tags));
-  for (uint8_t i = 0; i < e.nargs && i < e.args.size(); ++i) c->add_args(e.args[i]);
-  c->set_has_ret(e.has_ret);
-  c->set_ret(e.ret);
-  c->set_has_duration(e.has_duration);
-  c->set_duration_ns(e.duration_ns);
-  c->set_threshold(e.threshold);
-  c->set_attributes(intern_pairs(e.attributes));
-  if (e.consistent) c->set_th(intern(otel_th(e.threshold)));
-  c->set_trace_id(e.trace_id_lo);
-  c->set_trace_id_high(e.trace_id_hi);
-  if (e.kind == EventKind::kCuda) {
-    auto* cu = c->mutable_cuda();
-    cu->set_api(intern(e.cuda.api));
-    cu->set_kernel(intern(e.cuda.kernel));
-    for (uint32_t g : e.cuda.grid) cu->add_grid(g);
-    for (uint32_t b : e.cuda.block) cu->add_block(b);
-    cu->set_shared_mem(e.cuda.shared_mem);
-    cu->set_stream(e.cuda.stream);
-    cu->set_bytes(e.cuda.bytes);
-    cu->set_memcpy_kind(e.cuda.memcpy_kind);
-    cu->set_slow_mode(e.cuda.slow_mode);
-    cu->set_launch(e.cuda.launch);
-    for (uint64_t pc : e.cuda.user_stack) cu->add_user_stack(pc);
-    cu->set_graph(e.cuda.graph);
-    if (e.cuda.graph_kernel_nodes) cu->set_graph_kernel_nodes(*e.cuda.graph_kernel_nodes);
+uint32_t EventBlockEncoder::text(std::string_view raw, wire::Hot hot) {
+  switch (hot) {
+    case wire::Hot::kProbe: return intern(probe_, raw);
+    case wire::Hot::kComm: return intern(comm_, raw);
+    case wire::Hot::kService: return intern(service_, raw);
+    case wire::Hot::kContainerId: return intern(container_id_, raw);
+    case wire::Hot::kPodUid: return intern(pod_uid_, raw);
+    case wire::Hot::kNone: break;
   }
+  return intern(raw);
 }
+
+void EventBlockEncoder::add(const Event& e) { wire::event_to_proto(e, *block_.add_events(), *this); }
 
 void EventBlockEncoder::finish(std::string& out) {
   block_.AppendToString(&out);
@@ -234,93 +154,22 @@ bool EventBlockDecoder::parse(std::string_view bytes, std::string& error) {
   return true;
 }
 
-void EventBlockDecoder::get(size_t i, Event& out, uint64_t& event_id) const {
-  const auto& e = block_.events(static_cast<int>(i));
+const std::string& EventBlockDecoder::text(uint32_t index) const {
   static const std::string kEmpty;
-  const auto str = [&](uint32_t idx) -> const std::string& {
-    return idx < static_cast<uint32_t>(block_.strings_size()) ? block_.strings(static_cast<int>(idx)) : kEmpty;
-  };
-  out.ts_ns = e.ts_ns();
-  out.ktime_ns = e.ktime_ns();
-  out.hlc = e.hlc();
-  out.kind = from_wire(e.kind());
-  out.probe = str(e.probe());
-  out.probe_id = e.probe_id();
-  out.pid = e.pid();
-  out.tid = e.tid();
-  out.cpu = e.cpu();
-  out.cgroup_id = e.cgroup_id();
-  set_comm(out, str(e.comm()));
-  out.nargs = static_cast<uint8_t>(e.args_size());
-  for (int a = 0; a < e.args_size(); ++a) out.args[static_cast<size_t>(a)] = e.args(a);
-  out.has_ret = e.has_ret();
-  out.ret = e.ret();
-  out.has_duration = e.has_duration();
-  out.duration_ns = e.duration_ns();
-  out.threshold = e.threshold();
-  out.consistent = e.th() != 0;
-  out.trace_id_hi = e.trace_id_high();
-  out.trace_id_lo = e.trace_id();
-  out.service = str(e.service());
-  out.container_id = str(e.container_id());
-  out.pod_uid = str(e.pod_uid());
-  out.pod = str(e.pod_name());
-  out.pod_namespace = str(e.pod_namespace());
-  out.container = str(e.container_name());
-  out.pod_labels = pair_sets_[e.pod_labels()];
-  out.tags = pair_sets_[e.tags()];
-  out.attributes = pair_sets_[e.attributes()];
-  event_id = e.event_id();
-  if (e.has_cuda()) {
-    const auto& c = e.cuda();
-    out.cuda.api = str(c.api());
-    out.cuda.kernel = str(c.kernel());
-    copy_cuda_numbers(c, out.cuda);
-  } else {
-    out.cuda = CudaInfo{};
-  }
+  return index < static_cast<uint32_t>(block_.strings_size()) ? block_.strings(static_cast<int>(index)) : kEmpty;
 }
 
-void from_sample(const mcp::v1::Sample& s, Event& out) {
-  out.ts_ns = s.ts_ns();
-  out.ktime_ns = s.ktime_ns();
-  out.hlc = s.hlc();
-  out.kind = kind_from_name(s.kind());
-  out.probe = s.probe();
-  out.probe_id = s.probe_id();
-  out.pid = s.pid();
-  out.tid = s.tid();
-  out.cpu = s.cpu();
-  out.cgroup_id = s.cgroup_id();
-  set_comm(out, s.comm());
-  out.nargs = static_cast<uint8_t>(std::min(s.args_size(), 6));
-  for (int a = 0; a < out.nargs; ++a) out.args[static_cast<size_t>(a)] = s.args(a);
-  out.has_ret = s.has_ret();
-  out.ret = s.ret();
-  out.has_duration = s.has_duration();
-  out.duration_ns = s.duration_ns();
-  out.threshold = s.threshold();
-  out.consistent = !s.th().empty();
-  out.trace_id_hi = s.trace_id_high();
-  out.trace_id_lo = s.trace_id();
-  out.service = s.service();
-  out.container_id = s.container_id();
-  out.pod_uid = s.pod_uid();
-  out.pod = s.pod_name();
-  out.pod_namespace = s.pod_namespace();
-  out.container = s.container_name();
-  out.pod_labels.assign(s.pod_labels().begin(), s.pod_labels().end());
-  // proto maps have no order; the JSON encoder prints pairs sorted by key.
-  out.tags.assign(s.tags().begin(), s.tags().end());
-  out.attributes.assign(s.attributes().begin(), s.attributes().end());
-  if (s.has_cuda()) {
-    const auto& c = s.cuda();
-    out.cuda.api = c.api();
-    out.cuda.kernel = c.kernel();
-    copy_cuda_numbers(c, out.cuda);
-  } else {
-    out.cuda = CudaInfo{};
-  }
+void EventBlockDecoder::get(size_t i, Event& out, uint64_t& event_id) const {
+  const auto& e = block_.events(static_cast<int>(i));
+  wire::event_from_proto(e, out, *this);
+  event_id = e.event_id();
+}
+
+void from_sample(const mcp::v1::Sample& s, Event& out) { wire::event_from_proto(s, out, InlineDecode{}); }
+
+void to_sample(const Event& e, mcp::v1::Sample* s) {
+  InlineEncode codec;
+  wire::event_to_proto(e, *s, codec);
 }
 
 }  // namespace mcp

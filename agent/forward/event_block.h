@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/event.h"
+#include "forward/event_fields.h"
 #include "mcp/v1/sampling.pb.h"
 
 namespace mcp {
@@ -32,6 +33,12 @@ class EventBlockEncoder {
   void finish(mcp::v1::EventBlock* out);
 
  private:
+  template <class Msg, class Codec>
+  friend void wire::event_to_proto(const Event&, Msg&, Codec&);
+  // The codec wire::event_to_proto asks for a string's and a pair set's dictionary index.
+  uint32_t text(std::string_view raw, wire::Hot hot);
+  uint32_t pairs(const std::vector<std::pair<std::string, std::string>>& p) { return intern_pairs(p); }
+
   struct Hash {
     using is_transparent = void;
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
@@ -70,11 +77,20 @@ class EventBlockDecoder {
   void get(size_t i, Event& out, uint64_t& event_id) const;
 
  private:
+  template <class Msg, class Codec>
+  friend void wire::event_from_proto(const Msg&, Event&, const Codec&);
+  // The codec wire::event_from_proto reads indices through (parse() checked them).
+  const std::string& text(uint32_t index) const;
+  const std::vector<std::pair<std::string, std::string>>& pairs(uint32_t index) const { return pair_sets_[index]; }
+
   mcp::v1::EventBlock block_;
   std::vector<std::vector<std::pair<std::string, std::string>>> pair_sets_;
 };
 
 // A v1 Sample into `out` (reused like EventBlockDecoder::get); strings view into `sample`.
 void from_sample(const mcp::v1::Sample& sample, Event& out);
+// An Event as a v1 Sample, as agents before the compact form sent it (strings repaired to valid
+// UTF-8). The agent sends compact blocks; tests and benches use this to stand in for old agents.
+void to_sample(const Event& event, mcp::v1::Sample* sample);
 
 }  // namespace mcp

@@ -14,11 +14,12 @@
 #include <spdlog/spdlog.h>
 
 #include "common/error.h"
+#include "common/setting_names.h"
 #include "common/utf8.h"
 #include "forward/agent_id.h"
 #include "forward/channel.h"
 #include "forward/event_block.h"
-#include "forward/segment_log.h"
+#include "spool/segment_log.h"
 #include "mcp/v1/sampling.grpc.pb.h"
 
 namespace mcp {
@@ -42,7 +43,7 @@ std::vector<std::string> parse_broker_list(const std::string& text) {
     const auto e = item.find_last_not_of(" \t");
     out.push_back(item.substr(b, e - b + 1));
   }
-  if (out.empty()) throw usage_error("--broker needs at least one HOST:PORT");
+  if (out.empty()) throw usage_error(setting_name(Setting::kBrokers) + " needs at least one HOST:PORT");
   return out;
 }
 

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <map>
 
-#include "control/tenant_quota.h"
+#include "cgroup/cgroup2.h"
 
 namespace mcp::k8s {
 namespace {
@@ -38,7 +38,7 @@ std::vector<ContainerProcess> container_processes(const std::filesystem::path& p
                                                   std::filesystem::path cgroup2_root) {
   if (cgroup2_root.empty()) {
     try {
-      cgroup2_root = control::find_cgroup2_mount(proc / "self/mountinfo");
+      cgroup2_root = cgroup::find_cgroup2_mount(proc / "self/mountinfo");
     } catch (const std::exception&) {
       // No cgroup2 mount: processes are still found, without cgroup ids.
     }

@@ -6,7 +6,7 @@
 
 #include <fstream>
 
-#include "control/tenant_quota.h"
+#include "cgroup/cgroup2.h"
 
 namespace mcp::k8s {
 namespace {
@@ -41,7 +41,7 @@ std::optional<std::string> PodIdentityCache::cgroup_path(uint64_t id, uint32_t p
     root_tried_ = true;
     if (root_.empty()) {
       try {
-        root_ = control::find_cgroup2_mount(proc_ / "self/mountinfo");
+        root_ = cgroup::find_cgroup2_mount(proc_ / "self/mountinfo");
       } catch (const std::exception&) {
         return std::nullopt;  // no cgroup2: nothing to resolve, ever
       }
@@ -50,7 +50,7 @@ std::optional<std::string> PodIdentityCache::cgroup_path(uint64_t id, uint32_t p
   if (root_.empty() || id == 0) return std::nullopt;
   lookups_++;
   try {
-    const int fd = control::open_cgroup_by_id(id, root_);
+    const int fd = cgroup::open_cgroup_by_id(id, root_);
     auto full = readlink_fd(fd);
     close(fd);
     if (full) return below(*full, root_.string());

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/setting_names.h"
 #include "loader/elf_symbols.h"
 #include "loader/proc_maps.h"
 
@@ -138,7 +139,7 @@ std::pair<std::string, std::string> split_uprobe_spec(const std::string& spec) {
     if (binary.empty() || symbol.empty()) break;
     return {binary, symbol};
   }
-  throw usage_error("bad --uprobe '" + spec + "' (expected BINARY:SYMBOL)");
+  throw usage_error("bad " + setting_name(Setting::kUprobe) + " '" + spec + "' (expected BINARY:SYMBOL)");
 }
 
 bool library_name_matches(const std::string& file_name, const std::string& name) {

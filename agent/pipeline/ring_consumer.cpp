@@ -24,7 +24,6 @@ int RingConsumer::on_record(void* ctx, void* data, size_t size) {
     return 0;
   }
   self->decoded_++;
-  self->pods_.enrich(self->scratch_);
   self->handler_(self->scratch_);
   return 0;
 }

@@ -1,14 +1,13 @@
-// RingConsumer: drains the BPF ring buffer, decodes each record, fills in its pod
-// identity (container id, pod uid: k8s/pod_identity.h) and hands it to a handler on the
-// calling thread. The producers wake it only past a backlog (adaptive wake-up), so poll()
-// always also consumes what is pending when its short timeout expires. Not thread-safe:
-// one consumer thread.
+// RingConsumer: drains the BPF ring buffer, decodes each record and hands it to a handler on
+// the calling thread (the runtime's enrichment chain, enrich/enrich_chain.h, comes next).
+// The producers wake it only past a backlog (adaptive wake-up), so poll() always also
+// consumes what is pending when its short timeout expires. Not thread-safe: one consumer
+// thread.
 #pragma once
 #include <cstdint>
 #include <functional>
 
 #include "common/event.h"
-#include "k8s/pod_identity.h"
 #include "pipeline/decoder.h"
 
 struct ring_buffer;
@@ -44,7 +43,6 @@ class RingConsumer {
   ProbeNameLookup names_;
   Handler handler_;
   Event scratch_;
-  k8s::PodIdentityCache pods_;
   uint64_t decoded_ = 0;
   uint64_t malformed_ = 0;
 };

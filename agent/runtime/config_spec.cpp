@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "cgroup/cgroup2.h"
+
 namespace mcp::runtime {
 namespace {
 
@@ -31,7 +33,7 @@ std::optional<control::TenantQuotaTable> quota_table(const std::vector<control::
   if (tenants.empty() && !default_quota) return std::nullopt;
   // burst 0: unlimited
   return control::build_tenant_quota_table(tenants, default_quota.value_or(control::Quota{0, 0}),
-                                           control::find_cgroup2_mount());
+                                           cgroup::find_cgroup2_mount());
 }
 
 std::optional<control::TenantQuotaTable> quota_table(const config::QuotaConfig& q) {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "control/quota_balancer.h"
+#include "common/setting_names.h"
 #include "control/rate_controller.h"
 #include "control/tenant_quota.h"
 #include "k8s/pod_scope.h"
@@ -127,7 +128,7 @@ class ControlLoop {
   std::vector<ProbePolicy> policies_;  // in force, oldest push first
   std::vector<control::QuotaBalancer> balancers_;
   std::unique_ptr<k8s::PodCgroups> pods_;
-  std::string pods_why_ = "no pod watch: kubernetes.pod_names is off, or trace runs without --config";
+  std::string pods_why_ = "no pod watch: " + setting_name(Setting::kPodNames) + " is off";
   bool pods_settled_ = false;  // set_pod_cgroups() or start() came: unresolved references are said
   ScopeTable scopes_;            // the kernel's scope_cgroups: tenants and probe scopes
   std::string scope_error_;      // the last write's failure, said once

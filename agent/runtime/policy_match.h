@@ -13,9 +13,11 @@
 
 #include "forward/forwarder.h"
 #include "loader/kernel_maps.h"
-#include "runtime/probe_labels.h"
+#include "enrich/probe_labels.h"
 
 namespace mcp::runtime {
+
+using enrich::ProbeMeta;
 
 bool policy_applies(const PolicyUpdate& policy, const loader::ProbeInfo& probe, const ProbeMeta* meta,
                     const std::optional<std::string>& run_service);

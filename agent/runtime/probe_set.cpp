@@ -11,6 +11,7 @@
 
 #include "clock/clock_source.h"
 #include "common/error.h"
+#include "cgroup/cgroup2.h"
 #include "control/tenant_quota.h"
 #include "cuda/cuda_attach.h"
 #include "loader/proc_maps.h"
@@ -21,8 +22,8 @@ namespace fs = std::filesystem;
 
 uint64_t selector_cgroup_id(const config::Selector& selector) {
   if (selector.empty() || selector.pods) return 0;  // pods: the control loop follows their cgroups
-  const fs::path root = control::find_cgroup2_mount();
-  if (!selector.cgroup_path.empty()) return control::resolve_cgroup_id(selector.cgroup_path, root);
+  const fs::path root = cgroup::find_cgroup2_mount();
+  if (!selector.cgroup_path.empty()) return cgroup::resolve_cgroup_id(selector.cgroup_path, root);
   // Runtimes name a container's cgroup after its id (docker-<id>.scope, cri-containerd-<id>.scope, <id>).
   std::error_code ec;
   for (auto it = fs::recursive_directory_iterator(root, fs::directory_options::skip_permission_denied, ec);

@@ -49,9 +49,12 @@
 #include "reload/diff.h"
 #include "runtime/container_probe.h"
 #include "runtime/control_loop.h"
-#include "runtime/probe_labels.h"
+#include "enrich/probe_labels.h"
 
 namespace mcp::runtime {
+
+using enrich::ProbeLabels;
+using enrich::ProbeMeta;
 
 enum class ProbeState { kWaiting, kAttached, kFailed };
 const char* state_name(ProbeState s);

@@ -1,4 +1,5 @@
 #include "runtime/runtime.h"
+#include "common/setting_names.h"
 
 #include <signal.h>
 #include <spdlog/spdlog.h>
@@ -10,8 +11,15 @@
 #include <mutex>
 #include <cstdio>
 
+#include "cgroup/cgroup2.h"
 #include "clock/timestamper.h"
+#include "common/agent_id_rule.h"
 #include "cuda/kernel_symbolizer.h"
+#include "enrich/stages.h"
+#include "forward/agent_id.h"
+#include "metrics/names.h"
+#include "metrics/registry.h"
+#include "otlp/event_sink.h"
 #include "mcp_abi.h"
 #include "pipeline/ring_consumer.h"
 #include "runtime/interval_counts.h"
@@ -29,11 +37,16 @@ std::atomic<int> g_stops{0};
 
 void on_signal(int) { g_stops.fetch_add(1); }
 
-struct PodNamesEnricher final : Enricher {
-  explicit PodNamesEnricher(k8s::PodNamesSpec spec) : names(std::move(spec)) {}
-  void enrich(Event& e) override { names.enrich(e); }
-  k8s::PodNames names;
-};
+std::string agent_id_of(const IdentitySpec& spec) {
+  if (!spec.id.empty()) return spec.id;
+  if (const char* node = spec.node_name_env ? getenv("NODE_NAME") : nullptr; node && *node) {
+    if (const auto why = agent_id_problem(node))
+      throw usage_error("NODE_NAME '" + std::string(node) + "' cannot be an agent id: " + *why);
+    return node;
+  }
+  if (!spec.state_dir.empty()) return stable_agent_id(spec.state_dir);
+  return unique_agent_id();
+}
 
 void print_tenants(const loader::BpfSession& session, const control::TenantQuotaTable& table) {
   fprintf(stderr, "%-48s %8s %12s %12s %12s\n", "TENANT (cgroup)", "BUCKET", "SEEN", "KEPT", "QUOTA_DROP");
@@ -134,6 +147,7 @@ Runtime::Runtime(RuntimeSpec spec) : spec_(std::move(spec)) {
   probes_ = std::make_unique<ProbeSet>(*session_, *control_, *symbolizer_, spec_.uprobe_pid);
   clock_ = std::make_unique<clock::Timestamper>();
   counts_ = std::make_unique<IntervalCounts>(MCP_MAX_PROBES);
+  if (spec_.broker || spec_.otlp) agent_id_ = agent_id_of(spec_.identity);
 }
 
 Runtime::~Runtime() {
@@ -158,6 +172,7 @@ void Runtime::start() {
   if (spec_.stream) sinks_.push_back(std::make_unique<StreamFileSink>(*spec_.stream));
   if (spec_.broker) {
     ForwarderOptions fo = *spec_.broker;
+    fo.agent_id = agent_id_;
     fo.on_policy = [this](const PolicyUpdate& p) {
       if (p.removed) {
         const int n = control_->remove_policy(p.service, p.probe);
@@ -180,26 +195,32 @@ void Runtime::start() {
     forwarder_ = &sink->forwarder();
     sinks_.push_back(std::move(sink));
   }
+  if (spec_.otlp) sinks_.push_back(std::make_shared<otlp::OtlpSink>(*spec_.otlp, otlp::Origin{agent_id_, host_name()}));
   for (const auto& sink : spec_.sinks) sinks_.push_back(sink);
-  // Enrichment stages go here (enrichers_.push_back(...)), built from their spec fields.
+
+  chain_.add(std::make_unique<enrich::PodIdentityStage>());
+  chain_.add(std::make_unique<enrich::ProbeLabelStage>(*probes_));
+  chain_.add(std::make_unique<enrich::CudaSymbolStage>(*symbolizer_));
+  chain_.add(std::make_unique<enrich::ClockStage>(*clock_));
   if (spec_.pod_names) {
-    auto names = std::make_unique<PodNamesEnricher>(*spec_.pod_names);
-    names->names.start();
-    if (names->names.unavailable().empty() && !names->names.wait_synced(spec_.pod_names_sync))
+    auto stage = std::make_unique<enrich::PodNamesStage>(*spec_.pod_names);
+    auto& names = stage->names();
+    names.start();
+    if (names.unavailable().empty() && !names.wait_synced(spec_.pod_names_sync))
       spdlog::warn("pod watch: no pod list after {} ms; events get pod names once it comes", spec_.pod_names_sync.count());
-    pod_names_ = &names->names;
+    pod_names_ = &names;
     // Pod and namespace tenants and selectors follow the same watch (the control loop writes them).
-    if (names->names.unavailable().empty()) {
+    if (names.unavailable().empty()) {
       try {
         control_->set_pod_cgroups(
-            std::make_unique<k8s::PodCgroups>(names->names.shared_directory(), control::find_cgroup2_mount()));
+            std::make_unique<k8s::PodCgroups>(names.shared_directory(), cgroup::find_cgroup2_mount()));
       } catch (const std::exception& e) {
         control_->set_pod_cgroups(nullptr, e.what());
       }
     } else {
-      control_->set_pod_cgroups(nullptr, names->names.unavailable());
+      control_->set_pod_cgroups(nullptr, names.unavailable());
     }
-    enrichers_.push_back(std::move(names));
+    chain_.add(std::move(stage));
   }
   consumer_ = std::make_unique<pipeline::RingConsumer>(
       session_->ringbuf_fd(),
@@ -226,23 +247,13 @@ void Runtime::on_event(Event& e) {
   // the event's threshold (and so its weight) is that of p.
   if (const double f = session_->window_fraction(e.probe_id); f < 1)
     e.threshold = std::max<uint64_t>(1, probability_to_threshold(threshold_to_probability(e.threshold) * f));
-  const auto meta = probes_->meta(e.probe_id);
-  if (e.kind == EventKind::kCuda) {
-    if (meta) e.cuda.api = meta->cuda_api;
-    if (!symbolizer_->process(e)) return;  // bookkeeping, not an API call to show
-    if (spec_.summary && e.cuda.launch && !e.cuda.kernel.empty()) {
-      auto& k = kernel_launches_[e.cuda.kernel];
-      k.launches++;
-      k.estimated += e.weight();
-      if (e.has_duration) k.durations.push_back(e.duration_ns);
-    }
+  if (!chain_.enrich(e)) return;
+  if (spec_.summary && e.kind == EventKind::kCuda && e.cuda.launch && !e.cuda.kernel.empty()) {
+    auto& k = kernel_launches_[e.cuda.kernel];
+    k.launches++;
+    k.estimated += e.weight();
+    if (e.has_duration) k.durations.push_back(e.duration_ns);
   }
-  if (meta) {
-    if (!meta->service.empty()) e.service = meta->service;
-    if (!meta->tags.empty()) e.tags = meta->tags;
-  }
-  clock_->stamp(e);
-  for (auto& enricher : enrichers_) enricher->enrich(e);
   if (!filter_.keep(spec_.export_filter, e)) return;
   counts_->on_delivered(e);
   if (spec_.max_events && delivered_ >= spec_.max_events) return;
@@ -276,8 +287,8 @@ void Runtime::print_summary(double seconds) const {
             (unsigned long long)c.quota_dropped, (unsigned long long)c.orphaned,
             (unsigned long long)counts_->delivered(p.id), counts_->estimates().estimate(p.id));
     if (c.lost)
-      fprintf(stderr, "mcp-agent: warning: %s lost %llu events (ring buffer full; raise --ringbuf-size)\n",
-              p.name.c_str(), (unsigned long long)c.lost);
+      fprintf(stderr, "mcp-agent: warning: %s lost %llu events (ring buffer full; raise %s)\n", p.name.c_str(),
+              (unsigned long long)c.lost, setting_name(Setting::kRingbufSize).c_str());
   }
   if (consumer_->malformed())
     fprintf(stderr, "mcp-agent: warning: %llu malformed records skipped\n", (unsigned long long)consumer_->malformed());
@@ -336,6 +347,80 @@ int Runtime::run(const RunHooks& hooks) {
     failed = true;
   }
   return failed ? 1 : 0;
+}
+
+void Runtime::register_metrics(metrics::Registry& reg) {
+  auto& session = *session_;
+  auto& control = *control_;
+  auto& clock = *clock_;
+  const ProbeSet& probes = *probes_;
+  Forwarder* forwarder = forwarder_;
+  reg.add_collector(metrics::kProbeState, [&probes] {
+    std::vector<metrics::Sample> out;
+    for (const auto& p : probes.status())
+      for (ProbeState s : {ProbeState::kWaiting, ProbeState::kAttached, ProbeState::kFailed})
+        out.push_back({{p.probe, state_name(s)}, p.state == s ? 1.0 : 0.0});
+    return out;
+  });
+  reg.add_collector(metrics::kProbeReattach, [&probes] {
+    std::vector<metrics::Sample> out;
+    for (const auto& p : probes.status()) out.push_back({{p.probe}, static_cast<double>(p.reattaches)});
+    return out;
+  });
+  auto per_probe = [&session](int counter) {
+    return [&session, counter] {
+      std::vector<metrics::Sample> out;
+      for (const auto& p : session.probes()) {
+        if (p.internal) continue;
+        const auto c = session.counters(p.id);
+        const uint64_t v = counter == 0 ? c.seen : counter == 1 ? c.kept : c.lost;
+        out.push_back({{p.name}, static_cast<double>(v)});
+      }
+      return out;
+    };
+  };
+  reg.add_collector(metrics::kEventsSeen, per_probe(0));
+  reg.add_collector(metrics::kEventsKept, per_probe(1));
+  reg.add_collector(metrics::kEventsLost, per_probe(2));
+  reg.add_collector(metrics::kQuotaDrops, [&session] {
+    std::vector<metrics::Sample> out;
+    for (uint32_t b = 0; b < control::kTenantBuckets; b++) {
+      const auto c = session.tenant_counters(b);
+      if (c.seen) out.push_back({{std::to_string(b)}, static_cast<double>(c.quota_dropped)});
+    }
+    return out;
+  });
+  reg.add_callback(metrics::kRingbufCapacity, [&session] { return static_cast<double>(session.ringbuf_bytes()); });
+  reg.add_callback(metrics::kUprobeSessions, [&session] { return session.uprobe_sessions() ? 1.0 : 0.0; });
+  reg.add_callback(metrics::kRingbufOccupancy, [&session] { return static_cast<double>(session.ringbuf_pending_bytes()); });
+  reg.add_collector(metrics::kSamplingProbability, [&session] {
+    std::vector<metrics::Sample> out;
+    for (const auto& p : session.probes())
+      if (!p.internal) out.push_back({{p.name}, threshold_to_probability(session.threshold(p.id))});
+    return out;
+  });
+  // Probes sampled in time windows: how many opened, what share of the time they covered.
+  auto window_samples = [&session](bool coverage) {
+    std::vector<metrics::Sample> out;
+    for (const auto& p : session.probes())
+      if (const auto w = session.window_stats(p.id); w && !p.internal)
+        out.push_back({{p.name}, coverage ? w->covered() : static_cast<double>(w->windows)});
+    return out;
+  };
+  reg.add_collector(metrics::kSamplingWindows, [window_samples] { return window_samples(false); });
+  reg.add_collector(metrics::kWindowCoverage, [window_samples] { return window_samples(true); });
+  reg.add_collector(metrics::kProbeRate, [&session, &control] {
+    std::vector<metrics::Sample> out;
+    for (const auto& s : control.rate_stats()) out.push_back({{std::string(session.probe_name(s.probe_id))}, s.kept_qps});
+    return out;
+  });
+  reg.add_callback(metrics::kQueueDepth, [forwarder] { return forwarder ? static_cast<double>(forwarder->stats().queued) : 0.0; });
+  reg.add_callback(metrics::kSpoolBytes, [forwarder] { return forwarder ? static_cast<double>(forwarder->stats().spooled_bytes) : 0.0; });
+  reg.add_callback(metrics::kForwardErrors, [forwarder] { return forwarder ? static_cast<double>(forwarder->stats().forward_errors) : 0.0; });
+  reg.add_callback(metrics::kForwardDropped, [forwarder] { return forwarder ? static_cast<double>(forwarder->stats().dropped_oldest) : 0.0; });
+  reg.add_callback(metrics::kForwardUnreadable, [forwarder] { return forwarder ? static_cast<double>(forwarder->stats().unreadable_batches) : 0.0; });
+  reg.add_callback(metrics::kClockDrift, [&clock] { return clock.stats().calibrator.drift_ppm; });
+  reg.add_callback(metrics::kClockResidual, [&clock] { return clock.stats().calibrator.residual_ns / 1e9; });
 }
 
 }  // namespace mcp::runtime

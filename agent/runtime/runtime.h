@@ -4,14 +4,16 @@
 // It owns the BPF session, the control loop, the probes (ProbeSet: every front end's probes
 // are configured ones; the runtime follows their files every second and attaches the CUDA
 // libraries processes map after each poll), the CUDA kernel symboliser, the clock, the ring
-// consumer, the export filter, the interval counts, the sinks and the stop token
-// (SIGINT/SIGTERM or request_stop()). Each kept event goes, on the consumer thread:
-//   probe labels (service, tags, CUDA API) -> CUDA symboliser -> clock stamp
-//   -> enrichers (Enricher: a step applied to every event; add one to enrichers_)
-//   -> export filter -> interval counts -> max_events -> every sink (fan-out).
-// Life: construct (opens the session, builds the control loop stopped); the front end
-// applies its probes (probes().apply()) and drops privileges; start() starts the clock, the
-// sinks, the pod watch (container-aware probes follow it), the consumer, the control loop and
+// consumer, the enrichment chain, the export filter, the interval counts, the agent's
+// identity, every sink and the stop token (SIGINT/SIGTERM or request_stop()). Each kept
+// event goes, on the consumer thread:
+//   window weight -> enrichment chain (enrich/enrich_chain.h: pod identity -> probe labels
+//   -> CUDA symbols -> clock -> pod names) -> export filter -> interval counts -> max_events
+//   -> every sink (fan-out).
+// Life: construct (opens the session, builds the control loop stopped, resolves the agent
+// id); the front end applies its probes (probes().apply()) and drops privileges; start()
+// starts the clock, builds and starts the sinks (so their threads hold no more than the
+// rest), the pod watch (container-aware probes follow it), the consumer, the control loop and
 // the probes' refresh; run() announces readiness, polls until stopped, then runs the one
 // shutdown sequence:
 //   hooks.stopping() (the front end stops whatever reloads) -> the probes' refresh stops
@@ -20,7 +22,8 @@
 //   -> sinks drained (bounded; a second signal ends the wait) -> summary (spec.summary)
 //   -> undelivered events reported, one line each -> exit code.
 // Adding a sink: one EventSink class (common/sink.h), one optional field in RuntimeSpec
-// naming its settings, one line in Runtime::start() building it (see make_sinks()).
+// naming its settings, one line in Runtime::start() building it.
+// Adding an enrichment stage: one Enricher (enrich/stages.h), one line in start().
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -38,6 +41,8 @@
 #include "forward/forwarder.h"
 #include "k8s/pod_names.h"
 #include "loader/bpf_session.h"
+#include "otlp/exporter_options.h"
+#include "enrich/enrich_chain.h"
 #include "runtime/control_loop.h"
 #include "runtime/export_filter.h"
 
@@ -49,6 +54,9 @@ class KernelSymbolizer;
 }
 namespace mcp::pipeline {
 class RingConsumer;
+}
+namespace mcp::metrics {
+class Registry;
 }
 
 namespace mcp::runtime {
@@ -62,6 +70,17 @@ struct StreamSpec {
   std::string path;             // empty: stdout; else created/truncated
 };
 
+// How the agent names itself to the broker and in OTLP resources, resolved once when a broker
+// or OTLP sink is configured: `id` as given; else $NODE_NAME when `node_name_env` (unique in a
+// cluster; refused when it cannot be an id); else the id kept in `state_dir` (stable across
+// runs, so the broker deduplicates a later run's spool replays); else one for this run only
+// (two runs on one host must not deduplicate each other's batches).
+struct IdentitySpec {
+  std::string id;
+  bool node_name_env = false;
+  std::string state_dir;
+};
+
 struct RuntimeSpec {
   loader::SessionOptions session;
   ControlSettings control;
@@ -71,7 +90,9 @@ struct RuntimeSpec {
   ExportFilterSpec export_filter;  // replaceable while running: set_export_filter()
   // Sinks: each one set adds a sink to the fan-out.
   std::optional<StreamSpec> stream;
-  std::optional<ForwarderOptions> broker;  // on_policy and on_broker_hlc are the runtime's
+  std::optional<ForwarderOptions> broker;  // agent_id, on_policy and on_broker_hlc are the runtime's
+  std::optional<otlp::ExporterOptions> otlp;  // resource: the agent id and this host's name
+  IdentitySpec identity;
   std::vector<std::shared_ptr<EventSink>> sinks;  // built by the caller (tests, embedders), after the above
   // Pod names from the API server (k8s/pod_names.h); start() waits up to pod_names_sync for
   // the first list, so the first events of pods already running carry names.
@@ -85,13 +106,6 @@ struct RuntimeSpec {
   bool summary = false;                     // print per-probe counts etc. on stderr at the end
   // Events a sink kept on disk for a later run are not a failure of this one (exit 0).
   bool kept_on_disk_is_delivered = false;
-};
-
-// A step applied to every event before the export filter (e.g. pod identity).
-class Enricher {
- public:
-  virtual ~Enricher() = default;
-  virtual void enrich(Event& e) = 0;
 };
 
 struct RunHooks {
@@ -130,9 +144,16 @@ class Runtime {
   // which must come after the front end dropped privileges (capabilities are per thread).
   void add_sink(std::shared_ptr<EventSink> sink) { spec_.sinks.push_back(std::move(sink)); }
 
-  // Starts the clock, the sinks (opens the output file, connects the forwarder), the
-  // consumer and the control loop. Throws mcp::Error.
+  // Starts the clock, the sinks (opens the output file, connects the forwarder, starts the
+  // OTLP exporter), the consumer and the control loop. Throws mcp::Error.
   void start();
+  // The id the broker and OTLP resources know this agent by (IdentitySpec); empty when
+  // neither sink is configured.
+  const std::string& agent_id() const { return agent_id_; }
+  // The agent's self-metrics (metrics/names.h: probes, sampling, tenants, ring buffer,
+  // forwarder, clock) into `registry`, read live; after start(). The registry must not
+  // outlive the runtime.
+  void register_metrics(metrics::Registry& registry);
   // The broker sink's forwarder (metrics read its stats); null without one. After start().
   Forwarder* forwarder() const { return forwarder_; }
   // The pod watch (spec.pod_names), for container-aware probes; null without one. After start().
@@ -162,12 +183,13 @@ class Runtime {
   std::unique_ptr<clock::Timestamper> clock_;
   std::unique_ptr<ProbeSet> probes_;  // before the consumer: it reads their labels
   std::jthread refresher_;             // probes_->refresh() every second, from start()
-  std::vector<std::unique_ptr<Enricher>> enrichers_;
+  enrich::EnrichChain chain_;
   ExportFilter filter_;
   std::unique_ptr<IntervalCounts> counts_;
   std::vector<std::shared_ptr<EventSink>> sinks_;
   Forwarder* forwarder_ = nullptr;  // owned by sinks_
-  const k8s::PodNames* pod_names_ = nullptr;  // owned by enrichers_
+  const k8s::PodNames* pod_names_ = nullptr;  // owned by chain_
+  std::string agent_id_;
   std::unique_ptr<pipeline::RingConsumer> consumer_;
   std::atomic<int> requests_{0};
   uint64_t delivered_ = 0;

@@ -7,6 +7,7 @@
 #include "common/sampling_bounds.h"
 #include "forward/channel.h"
 #include "mcp/v1/sampling.grpc.pb.h"
+#include "subscribe/subscribe_command.h"
 
 namespace mcp {
 namespace {
@@ -80,10 +81,16 @@ void add_policy_command(CLI::App& app, CommandAction& action) {
   apply_cmd->add_option("--probe", flags->probe, "probe name or symbol (default: every probe)");
   apply_cmd->add_option("--sampling-rate", flags->sampling_rate, "fixed keep probability, 0 < R <= 1");
   apply_cmd->add_option("--target-qps", flags->target_qps, "kept events per second to steer each probe to");
-  apply_cmd->callback([flags, &action] { action = [flags] { return apply(*flags); }; });
+  apply_cmd->callback([flags, &action] {
+    use_setting_spelling(broker_client_flag_for);
+    action = [flags] { return apply(*flags); };
+  });
   auto* list_cmd = cmd->add_subcommand("list", "Print the stored policies");
   add_connection_flags(list_cmd, *flags);
-  list_cmd->callback([flags, &action] { action = [flags] { return list(*flags); }; });
+  list_cmd->callback([flags, &action] {
+    use_setting_spelling(broker_client_flag_for);
+    action = [flags] { return list(*flags); };
+  });
 }
 
 }  // namespace mcp

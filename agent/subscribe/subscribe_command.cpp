@@ -103,6 +103,14 @@ int run_subscribe(const SubscribeFlags& flags) {
 
 }  // namespace
 
+std::string broker_client_flag_for(Setting s) {
+  switch (s) {
+    case Setting::kBrokers: return "--broker";
+    case Setting::kTlsClientCert: return "--tls-cert and --tls-key";
+    default: return setting_words(s);
+  }
+}
+
 void add_subscribe_command(CLI::App& app, CommandAction& action) {
   auto flags = std::make_shared<SubscribeFlags>();
   CLI::App* cmd = app.add_subcommand("subscribe", "print events a broker receives, as JSON lines");
@@ -127,7 +135,10 @@ void add_subscribe_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("--tls-key", flags->tls.key, "client key for mTLS")->check(CLI::ExistingFile);
   cmd->add_option("--token-file", flags->token_file, "bearer token (first line of the file)")
       ->check(CLI::ExistingFile);
-  cmd->callback([flags, &action] { action = [flags] { return run_subscribe(*flags); }; });
+  cmd->callback([flags, &action] {
+    use_setting_spelling(broker_client_flag_for);
+    action = [flags] { return run_subscribe(*flags); };
+  });
 }
 
 }  // namespace mcp

@@ -9,9 +9,12 @@
 #include <CLI/CLI.hpp>
 
 #include "common/command.h"
+#include "common/setting_names.h"
 
 namespace mcp {
 
 void add_subscribe_command(CLI::App& app, CommandAction& action);
+// The flags of the broker clients (`subscribe`, `policy`) for settings lower layers name.
+std::string broker_client_flag_for(Setting s);
 
 }  // namespace mcp

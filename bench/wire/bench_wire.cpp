@@ -17,7 +17,6 @@
 #include "broker/publish_check.h"
 #include "forward/event_block.h"
 #include "events.h"          // tests/support: make_event
-#include "sample_convert.h"  // tests/support: v1 Samples as old agents sent them
 #include "subscribe/packet_printer.h"
 
 namespace mcp {
@@ -109,7 +108,7 @@ void BM_SubscribeSamples(benchmark::State& state) {
   packet.set_agent_id("node-1");
   for (int i = 0; i < kBatch; ++i) {
     auto* s = packet.add_samples();
-    mcp::test::to_sample(make_event(static_cast<uint32_t>(i)), s);
+    mcp::to_sample(make_event(static_cast<uint32_t>(i)), s);
     s->set_agent_id("node-1");
     s->set_event_id(1000000 + i);
   }

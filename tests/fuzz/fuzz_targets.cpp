@@ -7,7 +7,7 @@
 #include "broker/event_block.h"
 #include "broker/publish_check.h"
 #include "config/loader.h"
-#include "forward/segment_log.h"
+#include "spool/segment_log.h"
 #include "mcp/v1/sampling.pb.h"
 #include "rules/ruleset.h"
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "control/tenant_quota.h"
+#include "cgroup/cgroup2.h"
 
 namespace mcp::test {
 
@@ -18,7 +18,7 @@ class CgroupTree {
  public:
   // The tree's root is <cgroup2 mount>/<name>; throws mcp::Error when there is no cgroup2 mount.
   explicit CgroupTree(const std::string& name)
-      : mount_(control::find_cgroup2_mount()), rel_("/" + name) {
+      : mount_(cgroup::find_cgroup2_mount()), rel_("/" + name) {
     add("");
   }
   ~CgroupTree() {

@@ -45,6 +45,11 @@ inline CommandResult run_command(const std::vector<std::string>& argv) {
   return r;
 }
 
+// A shell command line, its stdout and stderr together in `out` (for tools that interleave them).
+inline CommandResult run_shell(const std::string& command) {
+  return run_command({"/bin/sh", "-c", command + " 2>&1"});
+}
+
 // The complete lines of `text`, each parsed as JSON. Text after the last newline is a line the
 // process is still writing (tests read a running agent's output) and is left out; the agent
 // ends every line, so an exact count still catches a truncated one.

@@ -17,8 +17,8 @@
 #include "../../support/process.h"
 #include "../../support/run_command.h"
 #include "../../support/wait_until.h"
-#include "../broker/broker_client.h"
-#include "../broker/broker_process.h"
+#include "../../support/broker_client.h"
+#include "../../support/broker_process.h"
 
 namespace mcp {
 namespace {
@@ -149,7 +149,7 @@ TEST_F(AgentBrokerE2E, ContainerAndPodFromKubeletCgroupsReachTraceAndSubscriber)
   std::string script;
   for (auto& p : pods) {
     const auto dir = tree->add(p.path);
-    p.cgroup_id = control::resolve_cgroup_id(dir.string(), tree->mount());
+    p.cgroup_id = cgroup::resolve_cgroup_id(dir.string(), tree->mount());
     script += "sh -c 'echo $$ > " + (dir / "cgroup.procs").string() + " && exec " + kWorkload + " calls 100' && ";
   }
   script += "exec " + kWorkload + " calls 100";

@@ -7,10 +7,10 @@
 #include <regex>
 
 #include "../../support/process.h"
-#include "forward/segment_log.h"
+#include "spool/segment_log.h"
 #include "../../support/run_command.h"
-#include "../broker/broker_client.h"
-#include "../broker/broker_process.h"
+#include "../../support/broker_client.h"
+#include "../../support/broker_process.h"
 
 namespace mcp {
 namespace {

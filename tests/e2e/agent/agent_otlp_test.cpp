@@ -21,8 +21,8 @@
 #include "../../support/process.h"
 #include "../../support/run_command.h"
 #include "../../support/trace_ids.h"
-#include "../broker/broker_client.h"
-#include "../broker/broker_process.h"
+#include "../../support/broker_client.h"
+#include "../../support/broker_process.h"
 
 namespace mcp {
 namespace {

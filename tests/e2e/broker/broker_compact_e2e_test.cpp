@@ -8,9 +8,9 @@
 #include <set>
 #include <thread>
 
-#include "broker_client.h"
-#include "broker_process.h"
-#include "compact_block.h"
+#include "../../support/broker_client.h"
+#include "../../support/broker_process.h"
+#include "../../support/compact_block.h"
 #include "mcp/v1/sampling.grpc.pb.h"
 
 namespace mcp {

@@ -14,8 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "broker_client.h"
-#include "broker_process.h"
+#include "../../support/broker_client.h"
+#include "../../support/broker_process.h"
 #include "common/error.h"
 #include "forward/channel.h"
 #include "forward/forwarder.h"

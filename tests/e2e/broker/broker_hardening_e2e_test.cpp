@@ -11,8 +11,8 @@
 #include <fstream>
 #include <limits>
 
-#include "broker_client.h"
-#include "broker_process.h"
+#include "../../support/broker_client.h"
+#include "../../support/broker_process.h"
 #include "forward/forwarder.h"
 #include "common/error.h"
 #include "mcp/v1/sampling.grpc.pb.h"

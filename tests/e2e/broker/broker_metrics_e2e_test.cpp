@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <regex>
 
-#include "broker_client.h"
-#include "broker_process.h"
+#include "../../support/broker_client.h"
+#include "../../support/broker_process.h"
 #include "../../support/grafana_dashboard.h"
 #include "../../support/prometheus.h"
 

@@ -8,10 +8,10 @@
 #include <cmath>
 #include <regex>
 
-#include "broker_client.h"
-#include "broker_process.h"
+#include "../../support/broker_client.h"
+#include "../../support/broker_process.h"
 #include "common/event.h"
-#include "compact_block.h"
+#include "../../support/compact_block.h"
 #include "otlp_collector.h"
 #include "prometheus.h"
 

@@ -16,8 +16,8 @@
 #include <nlohmann/json.hpp>
 
 #include "../../support/fake_apiserver.h"
-#include "broker_client.h"
-#include "broker_process.h"
+#include "../../support/broker_client.h"
+#include "../../support/broker_process.h"
 #include "forward/forwarder.h"
 
 namespace mcp {

@@ -15,14 +15,14 @@
 #include <thread>
 
 #include "broker/downsample.h"
-#include "broker_client.h"
-#include "broker_process.h"
-#include "compact_block.h"
+#include "../../support/broker_client.h"
+#include "../../support/broker_process.h"
+#include "../../support/compact_block.h"
 #include "common/event.h"
 #include "forward/channel.h"
 #include "forward/forwarder.h"
 #include "mcp/v1/sampling.grpc.pb.h"
-#include "nats_cluster.h"
+#include "../../support/nats_cluster.h"
 #include "subscribe/subscribe_client.h"
 
 namespace mcp {

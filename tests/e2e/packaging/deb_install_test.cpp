@@ -197,8 +197,8 @@ TEST(DebInstall, PackagedUnitsAndDefaultConfigDeliverEventsToSubscribe) {
   const fs::path deb = build_deb(build_dir, dir.path(), &cpack_log);
   ASSERT_FALSE(deb.empty()) << cpack_log;
   const fs::path root = dir.path() / "root";
-  auto unpack = mcp::packaging_test::run_command("dpkg-deb -x " + deb.string() + " " + root.string());
-  ASSERT_EQ(unpack.status, 0) << unpack.output;
+  auto unpack = mcp::packaging_test::run_shell("dpkg-deb -x " + deb.string() + " " + root.string());
+  ASSERT_EQ(unpack.exit_code, 0) << unpack.out;
   const std::string why = private_namespaces(dir.path());
   if (!why.empty()) GTEST_SKIP() << "no private namespaces: " << why;
 
@@ -235,7 +235,7 @@ TEST(DebInstall, PackagedUnitsAndDefaultConfigDeliverEventsToSubscribe) {
                        sub_out);
     // The default traces execve, openat and connect node-wide: starting programs makes events.
     const bool got = wait_until([&] {
-      mcp::test::run_command({"/bin/true"});
+      mcp::test::run_shell({"/bin/true"});
       return subscriber.exited();
     }, 60s);
     ASSERT_TRUE(got) << "no events within 60 s\nsubscribe: " << mcp::test::slurp(sub_out) << "\nagent: " << agent.log()

@@ -71,7 +71,7 @@ class DebLint : public ::testing::Test {
   static fs::path root() { return pkg_.root(); }
   // `mcp-agent ARGS --help` of the packaged binary.
   static std::string help(const std::string& program, const std::string& args = "") {
-    return run_command(quote(root() / "usr/bin" / program) + " " + args + " --help").output;
+    return run_shell(quote(root() / "usr/bin" / program) + " " + args + " --help").out;
   }
   // Every (subcommand, --flag) pair of a program, subcommands of subcommands included.
   static std::vector<std::pair<std::string, std::string>> flags(const std::string& program) {
@@ -87,7 +87,7 @@ class DebLint : public ::testing::Test {
     return out;
   }
   static std::string man_page(const std::string& program) {
-    return run_command("gzip -dc " + quote(root() / "usr/share/man/man8" / (program + ".8.gz"))).output;
+    return run_shell("gzip -dc " + quote(root() / "usr/share/man/man8" / (program + ".8.gz"))).out;
   }
 
   static inline UnpackedDeb pkg_;
@@ -96,14 +96,14 @@ class DebLint : public ::testing::Test {
 TEST_F(DebLint, LintianReportsNoErrorAndNoWarning) {
   if (!have_tool("lintian")) GTEST_SKIP() << "lintian not installed (scripts/setup installs it): package not linted";
   // --info: the informational tags go into the failure message, for context.
-  const auto r = run_command("lintian --info --display-info " + quote(pkg_.deb));
+  const auto r = run_shell("lintian --info --display-info " + quote(pkg_.deb));
   std::vector<std::string> bad;
-  std::istringstream in(r.output);
+  std::istringstream in(r.out);
   for (std::string line; std::getline(in, line);)
     if (line.rfind("E: ", 0) == 0 || line.rfind("W: ", 0) == 0) bad.push_back(line);
-  EXPECT_TRUE(bad.empty()) << bad.size() << " errors and warnings; lintian says:\n" << r.output;
+  EXPECT_TRUE(bad.empty()) << bad.size() << " errors and warnings; lintian says:\n" << r.out;
   // lintian exits non-zero on an error, and on its own failures (a package it cannot read).
-  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.out;
 }
 
 TEST_F(DebLint, ManPagesCoverEveryCommandAndFlagOfHelp) {
@@ -146,7 +146,7 @@ TEST_F(DebLint, BashCompletionOffersCommandsFlagsAndChoices) {
     const std::string script = "source " + quote(root() / "usr/share/bash-completion/completions" / program) +
                                "; COMP_WORDS=(" + words + "); COMP_CWORD=$((${#COMP_WORDS[@]}-1)); _mcp_sampling;"
                                " printf '%s\\n' \"${COMPREPLY[@]}\"";
-    return run_command("PATH=" + quote(root() / "usr/bin") + ":$PATH bash -c " + quote(script)).output;
+    return run_shell("PATH=" + quote(root() / "usr/bin") + ":$PATH bash -c " + quote(script)).out;
   };
   auto lines = [](const std::string& s) {
     std::set<std::string> out;
@@ -177,8 +177,8 @@ TEST_F(DebLint, CopyrightIsMachineReadableAndChangelogIsGzippedWithoutTimestamp)
   ASSERT_GT(gz.size(), 10u);
   EXPECT_EQ(gz.substr(4, 4), std::string(4, '\0')) << "gzip header carries a time stamp (use gzip -9n)";
   EXPECT_EQ(gz[3] & 0x08, 0) << "gzip header carries a file name (use gzip -9n)";
-  const auto changelog = run_command("gzip -dc " + quote(doc / "changelog.gz")).output;
-  std::string version = run_command("dpkg-deb -f " + quote(pkg_.deb) + " Version").output;
+  const auto changelog = run_shell("gzip -dc " + quote(doc / "changelog.gz")).out;
+  std::string version = run_shell("dpkg-deb -f " + quote(pkg_.deb) + " Version").out;
   version.erase(version.find_last_not_of('\n') + 1);
   EXPECT_EQ(changelog.rfind("mcp-sampling (" + version + ") ", 0), 0u) << "the newest entry is not " << version
                                                                        << ":\n" << changelog;

@@ -81,14 +81,14 @@ CommandResult in_image(const fs::path& root, const std::string& script, std::chr
       kill(-pid, SIGKILL);
       kill(pid, SIGKILL);
       waitpid(pid, &st, 0);
-      r.output = "(killed after " + std::to_string(timeout.count()) + " s)\n";
+      r.out = "(killed after " + std::to_string(timeout.count()) + " s)\n";
       break;
     }
     std::this_thread::sleep_for(50ms);
   }
   kill(-pid, SIGKILL);  // anything the script left in the background
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  r.output = slurp(log) + r.output;
+  r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  r.out = slurp(log) + r.out;
   return r;
 }
 
@@ -123,27 +123,27 @@ class Image : public ::testing::Test {
     if (!skip_reason_.empty()) return;
     const fs::path deb = cached_deb(kBuildDir, &log_);
     if (deb.empty()) return;
-    version_ = run_command("dpkg-deb -f " + quote(deb) + " Version").output;
+    version_ = run_shell("dpkg-deb -f " + quote(deb) + " Version").out;
     version_.erase(version_.find_last_not_of('\n') + 1);
     // One image per package, shared by the test processes like the package.
     archive_ = deb.parent_path() / "mcp-sampling.oci.tar";
     if (!fs::exists(archive_)) {
-      const auto r = run_command(quote(source_dir() / "scripts/image") + " --deb " + quote(deb) + " --output " +
+      const auto r = run_shell(quote(source_dir() / "scripts/image") + " --deb " + quote(deb) + " --output " +
                                  quote(archive_));
-      log_ = r.output;
-      if (r.status != 0) {
+      log_ = r.out;
+      if (r.exit_code != 0) {
         fs::remove(archive_);
         static const std::regex offline("Failed to fetch|Could not resolve|Temporary failure resolving|"
                                         "Network is unreachable|Unable to connect");
-        if (std::regex_search(r.output, offline))
-          skip_reason_ = "the Debian mirror is unreachable, so the image cannot be built:\n" + r.output;
+        if (std::regex_search(r.out, offline))
+          skip_reason_ = "the Debian mirror is unreachable, so the image cannot be built:\n" + r.out;
         archive_.clear();
         return;
       }
     }
     dir_ = new TempDir("mcp-image");
     fs::create_directories(dir_->path() / "layout");
-    unpack_ = run_command("tar -xf " + quote(archive_) + " -C " + quote(dir_->path() / "layout") +
+    unpack_ = run_shell("tar -xf " + quote(archive_) + " -C " + quote(dir_->path() / "layout") +
                           " && umoci unpack --image " + quote(dir_->path() / ("layout:" + version_)) + " " +
                           quote(dir_->path() / "bundle"));
   }
@@ -154,7 +154,7 @@ class Image : public ::testing::Test {
   void SetUp() override {
     if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
     ASSERT_FALSE(archive_.empty()) << "no image; cpack or scripts/image said:\n" << log_;
-    ASSERT_EQ(unpack_.status, 0) << unpack_.output;
+    ASSERT_EQ(unpack_.exit_code, 0) << unpack_.out;
   }
   static fs::path root() { return dir_->path() / "bundle/rootfs"; }
   static nlohmann::json blob(const std::string& digest) {
@@ -200,24 +200,24 @@ TEST_F(Image, ArchiveHoldsOneTaggedImageWithBothProgramsAndNoToolchain) {
   EXPECT_EQ(fs::status(root() / "var/lib/mcp-broker").permissions() & fs::perms::owner_write, fs::perms::owner_write);
 
   if (have_tool("skopeo")) {  // a second reader of the archive format
-    const auto r = run_command("skopeo inspect oci-archive:" + quote(archive_));
-    EXPECT_EQ(r.status, 0) << r.output;
-    EXPECT_NE(r.output.find("\"Architecture\": \"amd64\""), std::string::npos) << r.output;
+    const auto r = run_shell("skopeo inspect oci-archive:" + quote(archive_));
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("\"Architecture\": \"amd64\""), std::string::npos) << r.out;
   }
 }
 
 TEST_F(Image, EverySharedLibraryResolvesInsideTheImage) {
   for (const char* bin : {"/usr/bin/mcp-agent", "/usr/bin/mcp-broker"}) {
     // What ldd does (the image has no shell for ldd's script): the dynamic loader's list mode.
-    const auto r = run_command("chroot " + quote(root()) + " /lib64/ld-linux-x86-64.so.2 --list " + bin);
-    EXPECT_EQ(r.status, 0) << bin << ":\n" << r.output;
-    EXPECT_EQ(r.output.find("not found"), std::string::npos) << bin << ":\n" << r.output;
-    EXPECT_NE(r.output.find("libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6"), std::string::npos) << r.output;
-    const auto help = run_command("chroot " + quote(root()) + " " + bin + " --help");
-    EXPECT_EQ(help.status, 0) << bin << " --help in the image:\n" << help.output;
+    const auto r = run_shell("chroot " + quote(root()) + " /lib64/ld-linux-x86-64.so.2 --list " + bin);
+    EXPECT_EQ(r.exit_code, 0) << bin << ":\n" << r.out;
+    EXPECT_EQ(r.out.find("not found"), std::string::npos) << bin << ":\n" << r.out;
+    EXPECT_NE(r.out.find("libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6"), std::string::npos) << r.out;
+    const auto help = run_shell("chroot " + quote(root()) + " " + bin + " --help");
+    EXPECT_EQ(help.exit_code, 0) << bin << " --help in the image:\n" << help.out;
   }
-  const auto version = run_command("chroot " + quote(root()) + " /usr/bin/mcp-agent version");
-  EXPECT_NE(version.output.find("mcp-agent " + version_), std::string::npos) << version.output;
+  const auto version = run_shell("chroot " + quote(root()) + " /usr/bin/mcp-agent version");
+  EXPECT_NE(version.out.find("mcp-agent " + version_), std::string::npos) << version.out;
 }
 
 TEST_F(Image, AgentInTheImageTracesAHostProcessSyscall) {
@@ -227,13 +227,13 @@ TEST_F(Image, AgentInTheImageTracesAHostProcessSyscall) {
                           "chroot \"$R\" /usr/bin/mcp-agent trace -s getppid --pid " + std::to_string(w.pid()) +
                               " -d 2s; echo \"exit=$?\" >&2",
                           60s);
-  ASSERT_NE(r.output.find("exit=0"), std::string::npos) << r.output;
+  ASSERT_NE(r.out.find("exit=0"), std::string::npos) << r.out;
   std::vector<nlohmann::json> events;
-  std::istringstream in(r.output);
+  std::istringstream in(r.out);
   for (std::string line; std::getline(in, line);)
     if (line.rfind("{", 0) == 0) events.push_back(nlohmann::json::parse(line));
   // 200 calls/s for 2 s, every one kept (rate 1).
-  EXPECT_GT(events.size(), 100u) << r.output.substr(0, 4000);
+  EXPECT_GT(events.size(), 100u) << r.out.substr(0, 4000);
   for (const auto& e : events) {
     EXPECT_EQ(e["probe"], "syscall:getppid") << e;
     EXPECT_EQ(e["pid"], w.pid()) << e;
@@ -265,13 +265,13 @@ TEST_F(Image, BrokerAndSubscriberInTheImageDeliverTheAgentsEvents) {
     rm -rf "$out"
   )";
   const auto r = in_image(root(), script, 90s);
-  EXPECT_NE(r.output.find("trace_exit=0"), std::string::npos) << r.output;
-  ASSERT_NE(r.output.find("subscribe_exit=0"), std::string::npos) << r.output;
+  EXPECT_NE(r.out.find("trace_exit=0"), std::string::npos) << r.out;
+  ASSERT_NE(r.out.find("subscribe_exit=0"), std::string::npos) << r.out;
   std::vector<nlohmann::json> events;
-  std::istringstream in(r.output.substr(0, r.output.find("--- subscribe stderr")));
+  std::istringstream in(r.out.substr(0, r.out.find("--- subscribe stderr")));
   for (std::string line; std::getline(in, line);)
     if (line.rfind("{", 0) == 0) events.push_back(nlohmann::json::parse(line));
-  ASSERT_EQ(events.size(), 5u) << r.output;
+  ASSERT_EQ(events.size(), 5u) << r.out;
   for (const auto& e : events) {
     EXPECT_EQ(e["probe"], "syscall:getppid") << e;
     EXPECT_EQ(e["pid"], w.pid()) << e;

@@ -128,7 +128,7 @@ TEST_F(DaemonTest, SelectorOnAPodSeesItsContainersAndNotItsSibling) {
     ASSERT_EQ(mcp::test::wait_exit(mcp::test::spawn_in_cgroup(cg, {kWorkload, "calls", "50"})), 0) << cg;
   ASSERT_TRUE(wait_until([&] { return count_uprobe_events(d.events()) >= 100; })) << d.log();
   EXPECT_EQ(d.terminate(), 0) << d.log();
-  const auto id = [&](const fs::path& p) { return mcp::control::resolve_cgroup_id(p.string(), tree->mount()); };
+  const auto id = [&](const fs::path& p) { return mcp::cgroup::resolve_cgroup_id(p.string(), tree->mount()); };
   std::map<uint64_t, int> per_cgroup;
   for (const auto& e : d.events())
     if (e["kind"] == "uprobe") per_cgroup[e["cgroup_id"].get<uint64_t>()]++;
@@ -175,7 +175,7 @@ TEST_F(DaemonTest, PodSelectorSeesThePodsContainersNotItsSiblingAndFollowsALater
               "probes:\n  - binary: " + kWorkload + "\n    symbol: mcp_work\n    selector: { pod: shop/p1 }\n");
   Daemon d(cm_->config_path(), dir_);
   ASSERT_GT(d.port(), 0) << d.log();
-  const auto id = [&](const fs::path& p) { return mcp::control::resolve_cgroup_id(p.string(), tree->mount()); };
+  const auto id = [&](const fs::path& p) { return mcp::cgroup::resolve_cgroup_id(p.string(), tree->mount()); };
   const auto count = [&](const fs::path& cg) {
     size_t n = 0;
     for (const auto& e : d.events()) n += e["kind"] == "uprobe" && e["cgroup_id"].get<uint64_t>() == id(cg);
@@ -231,7 +231,7 @@ TEST_F(DaemonTest, NamespaceQuotaHoldsItsPodsTogetherAndSparesAnotherNamespace) 
   const pid_t pb = mcp::test::spawn_in_cgroup(b, {kWorkload, "rate", "5000", "3"});
   const pid_t pc = mcp::test::spawn_in_cgroup(c, {kWorkload, "calls", "6000"});
   for (pid_t p : {pa, pb, pc}) ASSERT_EQ(mcp::test::wait_exit(p), 0);
-  const auto id = [&](const fs::path& p) { return mcp::control::resolve_cgroup_id(p.string(), tree->mount()); };
+  const auto id = [&](const fs::path& p) { return mcp::cgroup::resolve_cgroup_id(p.string(), tree->mount()); };
   const uint64_t id_a = id(a), id_b = id(b), id_c = id(c);
   const auto count_c = [&] {
     size_t n = 0;
@@ -268,7 +268,7 @@ TEST_F(DaemonTest, PodNamesFromTheApiServerReachTheEventsOfAKubeletCgroup) {
                "probes:\n  - binary: " + kWorkload + "\n    symbol: mcp_work\n");
   Daemon d(cm_->config_path(), dir_);
   ASSERT_GT(d.port(), 0) << d.log();
-  const auto id = [&](const fs::path& p) { return mcp::control::resolve_cgroup_id(p.string(), tree->mount()); };
+  const auto id = [&](const fs::path& p) { return mcp::cgroup::resolve_cgroup_id(p.string(), tree->mount()); };
   ASSERT_EQ(mcp::test::wait_exit(mcp::test::spawn_in_cgroup(a, {kWorkload, "calls", "20"})), 0);
   const auto from = [&](const fs::path& cg) {
     std::vector<nlohmann::json> out;
@@ -746,7 +746,7 @@ class ContainerProbeTest : public DaemonTest {
         cgroup, std::vector<mcp::test::FakeContainer::Bind>{{image, kBin}},
         std::vector<std::string>{kBin + "/app", "calls", std::to_string(calls)});
   }
-  uint64_t cgroup_id(const fs::path& p) const { return mcp::control::resolve_cgroup_id(p.string(), tree_->mount()); }
+  uint64_t cgroup_id(const fs::path& p) const { return mcp::cgroup::resolve_cgroup_id(p.string(), tree_->mount()); }
   // Uprobe events by service, then by cgroup id.
   static std::map<std::string, std::map<uint64_t, int>> by_service(const std::vector<nlohmann::json>& events) {
     std::map<std::string, std::map<uint64_t, int>> out;

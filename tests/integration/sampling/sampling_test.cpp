@@ -75,7 +75,7 @@ TEST(TenantQuota, NoisyCgroupIsHeldToItsQuotaWhileTheQuietOneKeepsEverything) {
   MCP_CGROUP_TREE_OR_SKIP(tree, "mcp-test-");
   const std::string base = tree->relative_root();  // "/mcp-test-PID", as tenants are named
   const fs::path noisy = tree->add("noisy");
-  const auto id_of = [&](const fs::path& p) { return mcp::control::resolve_cgroup_id(p.string(), tree->mount()); };
+  const auto id_of = [&](const fs::path& p) { return mcp::cgroup::resolve_cgroup_id(p.string(), tree->mount()); };
   // Two cgroups in one quota bucket would share a token bucket: pick a quiet
   // cgroup whose id hashes elsewhere (1 in 64 names collide).
   const uint32_t noisy_bucket = mcp::control::tenant_bucket(id_of(noisy));
@@ -162,8 +162,8 @@ TEST(TenantQuota, QuotaOnAQosSliceHoldsTheProcessesOfItsPodsTogether) {
   EXPECT_GT(seen, 40000u) << "both pods' calls (2 x 10000/s for 3 s) are the slice's";
   EXPECT_EQ(seen, kept + dropped);
 
-  const auto id_a = mcp::control::resolve_cgroup_id(a.string(), tree->mount());
-  const auto id_b = mcp::control::resolve_cgroup_id(b.string(), tree->mount());
+  const auto id_a = mcp::cgroup::resolve_cgroup_id(a.string(), tree->mount());
+  const auto id_b = mcp::cgroup::resolve_cgroup_id(b.string(), tree->mount());
   auto w = mcp::test::quota_window(parse_json_lines(mcp::test::slurp(events)), {id_a, id_b});
   fs::remove_all(dir);
   EXPECT_EQ(w.count, kept);

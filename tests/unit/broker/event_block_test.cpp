@@ -4,7 +4,7 @@
 
 #include "broker/packet_forms.h"
 #include "common/event.h"
-#include "compact_block.h"
+#include "../../support/compact_block.h"
 
 namespace mcp::broker {
 namespace {

@@ -9,7 +9,6 @@
 
 #include "common/utf8.h"
 #include "../../support/events.h"
-#include "../../support/sample_convert.h"
 #include "output/formatter.h"
 
 namespace mcp {
@@ -245,7 +244,7 @@ TEST(EventBlock, V1SamplesDecodeToTheSameJson) {
   std::string error;
   ASSERT_TRUE(dec.parse(encode({e}), error));
   mcp::v1::Sample s;
-  test::to_sample(e, &s);
+  to_sample(e, &s);
   Event back;
   from_sample(s, back);
   EXPECT_EQ(to_json(back), to_json(e));
@@ -261,7 +260,7 @@ TEST(EventBlock, V1SamplePodNamesAndLabelsRoundTrip) {
   e.container = "app";
   e.pod_labels = {{"app", "web"}, {"tier", "front"}};
   mcp::v1::Sample s;
-  test::to_sample(e, &s);
+  to_sample(e, &s);
   EXPECT_EQ(s.pod_name(), "web-1");
   EXPECT_EQ(s.pod_namespace(), "shop");
   EXPECT_EQ(s.container_name(), "app");

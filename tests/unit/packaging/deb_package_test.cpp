@@ -34,17 +34,17 @@ class DebPackage : public ::testing::Test {
   static void TearDownTestSuite() { pkg_.close(); }
   void SetUp() override { pkg_.require(); }
   static std::string field(const std::string& name) {
-    auto r = run_command("dpkg-deb -f " + pkg_.deb.string() + " " + name);
-    return r.output;
+    auto r = run_shell("dpkg-deb -f " + pkg_.deb.string() + " " + name);
+    return r.out;
   }
 
   static inline UnpackedDeb pkg_;
 };
 
 TEST_F(DebPackage, PackagedAgentRunsAndPrintsItsVersion) {
-  auto r = run_command((pkg_.root() / "usr/bin/mcp-agent").string() + " version");
-  EXPECT_EQ(r.status, 0) << r.output;
-  EXPECT_NE(r.output.find(std::string("mcp-agent ") + MCP_VERSION), std::string::npos) << r.output;
+  auto r = run_shell((pkg_.root() / "usr/bin/mcp-agent").string() + " version");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find(std::string("mcp-agent ") + MCP_VERSION), std::string::npos) << r.out;
 }
 
 TEST_F(DebPackage, ContainsBinariesUnitsAndDocs) {
@@ -65,17 +65,17 @@ TEST_F(DebPackage, DefaultConfigIsAConffileTheAgentAccepts) {
   fs::path packaged = pkg_.root() / "etc/mcp-agent/agent.yaml";
   ASSERT_TRUE(fs::exists(packaged));
   auto control = pkg_.dir->path() / "control";
-  ASSERT_EQ(run_command("dpkg-deb -e " + pkg_.deb.string() + " " + control.string()).status, 0);
+  ASSERT_EQ(run_shell("dpkg-deb -e " + pkg_.deb.string() + " " + control.string()).exit_code, 0);
   EXPECT_NE(slurp(control / "conffiles").find("/etc/mcp-agent/agent.yaml"), std::string::npos)
       << "an operator's edits would be overwritten on upgrade";
-  auto help = run_command((pkg_.root() / "usr/bin/mcp-agent").string() + " --help");
-  if (help.output.find("check-config") == std::string::npos) {
+  auto help = run_shell((pkg_.root() / "usr/bin/mcp-agent").string() + " --help");
+  if (help.out.find("check-config") == std::string::npos) {
     GTEST_SKIP() << "conffile checked; mcp-agent has no check-config subcommand yet to validate it";
   }
-  auto r = run_command((pkg_.root() / "usr/bin/mcp-agent").string() + " check-config " + packaged.string());
-  EXPECT_EQ(r.status, 0) << "the packaged default config is rejected by the packaged agent:\n" << r.output;
-  EXPECT_EQ(r.output.find("warning"), std::string::npos) << "the default must need nothing this host lacks:\n"
-                                                         << r.output;
+  auto r = run_shell((pkg_.root() / "usr/bin/mcp-agent").string() + " check-config " + packaged.string());
+  EXPECT_EQ(r.exit_code, 0) << "the packaged default config is rejected by the packaged agent:\n" << r.out;
+  EXPECT_EQ(r.out.find("warning"), std::string::npos) << "the default must need nothing this host lacks:\n"
+                                                         << r.out;
 }
 
 // The annotated example moved to the docs; the packaged agent accepts it (its example
@@ -84,8 +84,8 @@ TEST_F(DebPackage, AnnotatedExampleIsInTheDocsAndTheAgentAcceptsIt) {
   fs::path example = pkg_.root() / "usr/share/doc/mcp-sampling/examples/agent.yaml";
   ASSERT_TRUE(fs::exists(example));
   EXPECT_EQ(slurp(example), slurp(source_dir() / "packaging/config/agent.example.yaml"));
-  auto r = run_command((pkg_.root() / "usr/bin/mcp-agent").string() + " check-config " + example.string());
-  EXPECT_EQ(r.status, 0) << r.output;
+  auto r = run_shell((pkg_.root() / "usr/bin/mcp-agent").string() + " check-config " + example.string());
+  EXPECT_EQ(r.exit_code, 0) << r.out;
 }
 
 TEST_F(DebPackage, ControlNamesThePackageVersionAndRuntimeLibraries) {

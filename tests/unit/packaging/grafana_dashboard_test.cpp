@@ -98,10 +98,10 @@ TEST(GrafanaDashboard, EveryExpressionParsesAsPromQL) {
   rules << YAML::EndSeq << YAML::EndMap << YAML::EndSeq << YAML::EndMap;
   TempDir dir;
   write_file(dir.path() / "rules.yml", rules.c_str());
-  const auto r = run_command("promtool check rules " + (dir.path() / "rules.yml").string());
-  EXPECT_EQ(r.status, 0) << r.output << rules.c_str();
-  EXPECT_NE(r.output.find("SUCCESS: " + std::to_string(queries.size()) + " rules found"), std::string::npos)
-      << r.output;
+  const auto r = run_shell("promtool check rules " + (dir.path() / "rules.yml").string());
+  EXPECT_EQ(r.exit_code, 0) << r.out << rules.c_str();
+  EXPECT_NE(r.out.find("SUCCESS: " + std::to_string(queries.size()) + " rules found"), std::string::npos)
+      << r.out;
 }
 
 TEST(GrafanaDashboard, EveryMetricAndGroupingLabelIsOneTheAgentOrBrokerExports) {
@@ -162,9 +162,9 @@ TEST(GrafanaDashboard, KustomizationShipsItAsAConfigMapGrafanaLoads) {
   EXPECT_NE(slurp(source_dir() / "docs/metrics.md").find("packaging/grafana/mcp-sampling.json"), std::string::npos);
 
   if (!have_tool("kubectl")) return;  // the rendering below is a bonus where kubectl exists
-  const auto r = run_command("kubectl kustomize " + (source_dir() / "packaging/grafana").string());
-  ASSERT_EQ(r.status, 0) << r.output;
-  const auto cm = YAML::Load(r.output.substr(0, r.output.rfind('\n') + 1));
+  const auto r = run_shell("kubectl kustomize " + (source_dir() / "packaging/grafana").string());
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto cm = YAML::Load(r.out.substr(0, r.out.rfind('\n') + 1));
   EXPECT_EQ(cm["kind"].as<std::string>(""), "ConfigMap");
   EXPECT_EQ(cm["metadata"]["labels"]["grafana_dashboard"].as<std::string>(""), "1");
   EXPECT_EQ(cm["data"]["mcp-sampling.json"].as<std::string>(""), slurp(kDashboard));

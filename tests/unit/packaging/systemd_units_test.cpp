@@ -50,11 +50,11 @@ void stage_units(const fs::path& dir) {
 // mentioning the unit also counts as a failure. --man=no: the units' Documentation= man pages
 // come with the package (DebLint.ManPagesCoverEveryCommandAndFlagOfHelp), not this host.
 bool verify_clean(const fs::path& unit, std::string* why) {
-  auto r = run_command("cd " + unit.parent_path().string() +
+  auto r = run_shell("cd " + unit.parent_path().string() +
                        " && SYSTEMD_LOG_LEVEL=notice systemd-analyze verify --man=no ./" +
                        unit.filename().string());
-  *why = "exit " + std::to_string(r.status) + ": " + r.output;
-  return r.status == 0 && r.output.find(unit.filename().string()) == std::string::npos;
+  *why = "exit " + std::to_string(r.exit_code) + ": " + r.out;
+  return r.exit_code == 0 && r.out.find(unit.filename().string()) == std::string::npos;
 }
 
 #define SKIP_WITHOUT_SYSTEMD_ANALYZE()                                                 \
@@ -107,12 +107,12 @@ TEST(SystemdUnits, SecurityExposureIsLow) {
     int threshold;
   } limits[] = {{"mcp-agent.service", 50}, {"mcp-broker.service", 20}};
   for (const auto& l : limits) {
-    auto r = run_command("cd " + dir.path().string() +
+    auto r = run_shell("cd " + dir.path().string() +
                          " && systemd-analyze security --offline=yes --threshold=" +
                          std::to_string(l.threshold) + " ./" + l.unit);
-    auto last = r.output.rfind("Overall exposure");
-    EXPECT_EQ(r.status, 0) << l.unit << " exposure above " << l.threshold / 10.0 << ": "
-                           << (last == std::string::npos ? r.output : r.output.substr(last));
+    auto last = r.out.rfind("Overall exposure");
+    EXPECT_EQ(r.exit_code, 0) << l.unit << " exposure above " << l.threshold / 10.0 << ": "
+                           << (last == std::string::npos ? r.out : r.out.substr(last));
   }
 }
 

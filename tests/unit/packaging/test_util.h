@@ -1,5 +1,5 @@
-// Helpers shared by the packaging tests: run a shell command capturing output (stdout and
-// stderr together); files and scratch directories are tests/support's.
+// Helpers shared by the packaging tests: the package and image under test; commands, files and
+// scratch directories are tests/support's.
 #pragma once
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,28 +15,15 @@
 #include <string>
 
 #include "../../support/files.h"
+#include "../../support/run_command.h"
 
 namespace mcp::packaging_test {
 
-struct CommandResult {
-  int status = -1;  // exit status, or -1 when it did not exit normally
-  std::string output;  // stdout and stderr together
-};
-
-inline CommandResult run_command(const std::string& command) {
-  CommandResult r;
-  FILE* p = popen((command + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-  int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+using mcp::test::CommandResult;
+using mcp::test::run_shell;
 
 inline bool have_tool(const std::string& name) {
-  return run_command("command -v " + name).status == 0;
+  return run_shell("command -v " + name).exit_code == 0;
 }
 
 using mcp::test::slurp;
@@ -57,7 +44,7 @@ struct UnpackedDeb {
 
   std::filesystem::path root() const { return dir->path() / "root"; }
   void unpack() {
-    if (!deb.empty()) unpack_result = run_command("dpkg-deb -x '" + deb.string() + "' '" + root().string() + "'");
+    if (!deb.empty()) unpack_result = run_shell("dpkg-deb -x '" + deb.string() + "' '" + root().string() + "'");
   }
   void close() {
     delete dir;
@@ -67,7 +54,7 @@ struct UnpackedDeb {
   void require() const {
     if (!skip_reason.empty()) GTEST_SKIP() << skip_reason;
     ASSERT_FALSE(deb.empty()) << "cpack produced no .deb:\n" << cpack_output;
-    ASSERT_EQ(unpack_result.status, 0) << unpack_result.output;
+    ASSERT_EQ(unpack_result.exit_code, 0) << unpack_result.out;
   }
 };
 
@@ -78,10 +65,10 @@ struct UnpackedDeb {
 // without that step: CPack then only runs the install scripts over the binaries built.
 inline std::filesystem::path build_deb(const std::filesystem::path& build_dir, const std::filesystem::path& out_dir,
                                        std::string* log) {
-  auto r = run_command("cpack -G DEB --config " + (build_dir / "CPackConfig.cmake").string() + " -B " +
+  auto r = run_shell("cpack -G DEB --config " + (build_dir / "CPackConfig.cmake").string() + " -B " +
                        out_dir.string() + " -D CPACK_CMAKE_GENERATOR=Ninja");
-  *log = r.output;
-  if (r.status != 0) return {};
+  *log = r.out;
+  if (r.exit_code != 0) return {};
   for (const auto& e : std::filesystem::directory_iterator(out_dir))
     if (e.path().extension() == ".deb") return e.path();
   return {};

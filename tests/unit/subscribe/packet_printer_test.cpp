@@ -11,7 +11,6 @@
 #include "forward/event_block.h"
 #include "golden_events.h"
 #include "output/formatter.h"
-#include "sample_convert.h"
 #include "subscribe/packet_printer.h"
 
 namespace mcp {
@@ -94,7 +93,7 @@ TEST(PacketPrinter, V1SamplesPrintThroughTheSameEncoder) {
   packet.set_agent_id("node-1");
   for (size_t i = 0; i < golden.events.size(); ++i) {
     auto* s = packet.add_samples();
-    test::to_sample(golden.events[i], s);
+    to_sample(golden.events[i], s);
     s->set_event_id(kFirstId + i);
     if (i % 2) s->set_agent_id("other-agent");  // a sample's own agent id wins
   }

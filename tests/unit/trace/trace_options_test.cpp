@@ -394,4 +394,20 @@ TEST_F(TraceConfigFile, BadFileIsAUsageErrorWithFileLineColumn) {
 }
 
 }  // namespace
+// Libraries below the front end name settings, not flags (common/setting_names.h): with the
+// trace's spelling installed, as its subcommand does, the errors name the flag; without one,
+// plain words that no other front end would find wrong.
+TEST(TraceOptions, LowerLayerErrorsNameTheFlagThroughTheTraceSpelling) {
+  use_setting_spelling(nullptr);
+  expect_usage_error({"-s", "getppid", "--tenant-quota", "noequals"}, "tenant quota 'noequals'");
+  use_setting_spelling(trace_flag_for);
+  expect_usage_error({"-s", "getppid", "--tenant-quota", "noequals"}, "--tenant-quota 'noequals'");
+  expect_usage_error({"-u", "/bin/true:main", "--trace-id-arg", "arg9"}, "--trace-id-arg 'arg9'");
+  use_setting_spelling(nullptr);
+  EXPECT_EQ(setting_name(Setting::kRingbufSize), "the ring buffer size");
+  use_setting_spelling(trace_flag_for);
+  EXPECT_EQ(setting_name(Setting::kRingbufSize), "--ringbuf-size");
+  use_setting_spelling(nullptr);
+}
+
 }  // namespace mcp::cli

@@ -1,4 +1,4 @@
-#include "forward/segment_log.h"
+#include "spool/segment_log.h"
 
 #include <fcntl.h>
 #include <sys/file.h>

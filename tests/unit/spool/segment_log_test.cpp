@@ -1,5 +1,5 @@
 // SegmentLog (the forwarder's spool and the broker's journal) on real files in a temp dir.
-#include "forward/segment_log.h"
+#include "spool/segment_log.h"
 
 #include <gtest/gtest.h>
 #include <sys/mount.h>

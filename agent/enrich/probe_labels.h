@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-namespace mcp::runtime {
+namespace mcp::enrich {
 
 struct ProbeMeta {
   std::string service;
@@ -23,4 +23,4 @@ class ProbeLabels {
   virtual std::shared_ptr<const ProbeMeta> meta(uint32_t probe_id) const = 0;
 };
 
-}  // namespace mcp::runtime
+}  // namespace mcp::enrich

@@ -21,7 +21,7 @@
 #include "forward/forwarder.h"
 #include "mcp/v1/sampling.grpc.pb.h"
 #include "subscribe/subscribe_client.h"
-#include "../../support/wait_until.h"
+#include "wait_until.h"
 
 namespace mcp::test {
 
