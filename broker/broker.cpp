@@ -95,9 +95,12 @@ struct AgentConn {
   std::mutex write_mu;
   RawStream* stream;
   bool write(const mcp::v1::BrokerMessage& msg) {
+    std::lock_guard lock(write_mu);
+    return write_locked(msg);
+  }
+  bool write_locked(const mcp::v1::BrokerMessage& msg) {
     grpc::Slice slice(msg.SerializeAsString());
     grpc::ByteBuffer buffer(&slice, 1);
-    std::lock_guard lock(write_mu);
     return stream != nullptr && stream->Write(buffer);
   }
   // The Publish handler calls this before returning: a policy push racing with it must not
@@ -289,18 +292,23 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
 
     auto conn = std::make_shared<AgentConn>();
     conn->stream = stream;
-    mcp::v1::BrokerMessage push;
     {
-      std::lock_guard lock(mu_);
-      if (stopping_) return Status(StatusCode::UNAVAILABLE, "broker stopping");
-      agents_.insert(conn);
-    }
-    for (const auto& p : backend_->policies()) *push.mutable_policies()->add_policies() = p;
-    spdlog::info("agent {} connected from {}", agent_id, ctx->peer());
-    if (push.policies().policies_size() > 0) {
+      // The full set goes first: a push for this agent waits on its write lock, and the set is
+      // read after the agent joined, so a policy stored meanwhile is in the set, pushed after
+      // it, or both (pushes are idempotent); never lost behind a set that lacks it.
+      std::lock_guard first(conn->write_mu);
+      {
+        std::lock_guard lock(mu_);
+        if (stopping_) return Status(StatusCode::UNAVAILABLE, "broker stopping");
+        agents_.insert(conn);
+      }
+      mcp::v1::BrokerMessage push;
+      push.mutable_policies()->set_full_set(true);
+      for (const auto& p : backend_->policies()) *push.mutable_policies()->add_policies() = p;
       push.set_broker_hlc(hlc_now());
-      conn->write(push);
+      conn->write_locked(push);
     }
+    spdlog::info("agent {} connected from {}", agent_id, ctx->peer());
     Status status = Status::OK;
     if (backend_->pipelined()) {
       status = publish_pipelined(ctx, stream, conn, agent_id, incarnation, refused_acks, origin, &msg,

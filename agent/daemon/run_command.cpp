@@ -133,6 +133,8 @@ int run_daemon(const RunFlags& flags) {
     std::string detail;
     for (const auto& p : probes.status())
       if (p.state != ProbeState::kAttached) detail += "probe " + p.probe + " " + runtime::state_name(p.state) + ": " + p.detail + "\n";
+    // The broker policies in force, as `mcp-agent policy list` prints the broker's set.
+    for (const auto& line : control.policy_lines()) detail += "policy " + line + "\n";
     return metrics::HealthStatus{true, detail};
   }, metrics::parse_listen_address(cfg0->metrics_listen));
   server.start();

@@ -396,13 +396,20 @@ class Forwarder::Impl {
           if (flushed) fcv_.notify_all();
           if (reopened) scv_.notify_one();
           if (idle_now) ship_on_idle();
-        } else if (msg.has_policies() && options_.on_policy) {
+        } else if (msg.has_policies()) {
+          std::vector<PolicyUpdate> updates;
           for (const auto& p : msg.policies().policies()) {
             PolicyUpdate u{p.service(), p.probe(), p.sampling_rate(), p.target_qps()};
             for (const auto& [key, value] : p.service_labels()) u.service_labels[key] = value;
             u.trace_id_prefix = p.trace_id_prefix();
             u.removed = p.sampling_rate() == 0 && p.target_qps() == 0;
-            options_.on_policy(u);
+            updates.push_back(std::move(u));
+          }
+          if (msg.policies().full_set() && options_.on_policy_set) {
+            std::erase_if(updates, [](const PolicyUpdate& u) { return u.removed; });
+            options_.on_policy_set(updates);
+          } else if (options_.on_policy) {
+            for (const auto& u : updates) options_.on_policy(u);
           }
         }
       }

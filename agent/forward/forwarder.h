@@ -91,6 +91,9 @@ struct ForwarderOptions {
   TlsFiles tls;
   std::string token_file;                       // bearer token, first line of the file (read again for each connection: tokens rotate)
   std::function<void(const PolicyUpdate&)> on_policy;  // called on the receiving thread
+  // The broker's full policy set, sent when the stream opens: every policy in force, none
+  // other (PolicyPush.full_set). Unset: each is passed to on_policy.
+  std::function<void(const std::vector<PolicyUpdate>&)> on_policy_set;
   // The broker's packed HLC on each message, for the agent's clock to merge, so
   // events stamped after an ack are ordered after the broker's send.
   std::function<void(uint64_t)> on_broker_hlc;

@@ -259,6 +259,22 @@ int ControlLoop::apply_policy(ProbePolicy policy) {
   return changed;
 }
 
+std::vector<std::pair<std::string, std::string>> ControlLoop::policy_keys() const {
+  std::lock_guard lock(rates_mu_);
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& p : policies_) out.emplace_back(p.service, p.probe);
+  return out;
+}
+
+std::vector<std::string> ControlLoop::policy_lines() const {
+  std::lock_guard lock(rates_mu_);
+  std::vector<std::string> out;
+  for (const auto& p : policies_)
+    out.push_back(fmt::format("service={} probe={} sampling_rate={:g} target_qps={:g}", p.service.empty() ? "*" : p.service,
+                              p.probe.empty() ? "*" : p.probe, p.sampling_rate, p.target_qps));
+  return out;
+}
+
 int ControlLoop::remove_policy(const std::string& service, const std::string& probe_key) {
   std::lock_guard lock(rates_mu_);
   const auto it = std::find_if(policies_.begin(), policies_.end(),

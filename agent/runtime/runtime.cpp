@@ -173,22 +173,15 @@ void Runtime::start() {
   if (spec_.broker) {
     ForwarderOptions fo = *spec_.broker;
     fo.agent_id = agent_id_;
-    fo.on_policy = [this](const PolicyUpdate& p) {
-      if (p.removed) {
-        const int n = control_->remove_policy(p.service, p.probe);
-        spdlog::info("broker policy for service '{}' probe '{}' removed -> {} probe(s) back", p.service, p.probe, n);
-        return;
+    fo.on_policy = [this](const PolicyUpdate& p) { apply_broker_policy(p); };
+    fo.on_policy_set = [this](const std::vector<PolicyUpdate>& set) {
+      // Policies removed while this agent was away are not in the set: undo them first.
+      for (const auto& [service, probe] : control_->policy_keys()) {
+        const bool kept = std::any_of(set.begin(), set.end(),
+                                      [&](const PolicyUpdate& u) { return u.service == service && u.probe == probe; });
+        if (!kept) apply_broker_policy(PolicyUpdate{service, probe, 0, 0, {}, {}, true});
       }
-      if (!p.trace_id_prefix.empty())
-        spdlog::warn("broker policy for service '{}' probe '{}' has trace_id_prefix {}, which agents do not enforce: "
-                     "not applied", p.service, p.probe, p.trace_id_prefix);
-      ProbePolicy rule{p.service, p.probe, p.sampling_rate, p.target_qps, [this, p](const loader::ProbeInfo& probe) {
-                         const auto meta = probes_->meta(probe.id);
-                         return policy_applies(p, probe, meta.get(), spec_.policy_service);
-                       }};
-      const int n = control_->apply_policy(std::move(rule));
-      spdlog::info("broker policy for service '{}' probe '{}': rate {} target {} -> {} probe(s)", p.service, p.probe,
-                   p.sampling_rate, p.target_qps, n);
+      for (const auto& p : set) apply_broker_policy(p);
     };
     fo.on_broker_hlc = [clock = clock_.get()](uint64_t hlc) { clock->merge_remote(hlc); };
     auto sink = std::make_unique<BrokerSink>(make_forwarder(std::move(fo)));
@@ -240,6 +233,24 @@ void Runtime::start() {
     while (!cv.wait_for(lock, stop, std::chrono::seconds(1), [&] { return stop.stop_requested(); }))
       probes_->refresh();
   });
+}
+
+void Runtime::apply_broker_policy(const PolicyUpdate& p) {
+  if (p.removed) {
+    const int n = control_->remove_policy(p.service, p.probe);
+    spdlog::info("broker policy for service '{}' probe '{}' removed -> {} probe(s) back", p.service, p.probe, n);
+    return;
+  }
+  if (!p.trace_id_prefix.empty())
+    spdlog::warn("broker policy for service '{}' probe '{}' has trace_id_prefix {}, which agents do not enforce: "
+                 "not applied", p.service, p.probe, p.trace_id_prefix);
+  ProbePolicy rule{p.service, p.probe, p.sampling_rate, p.target_qps, [this, p](const loader::ProbeInfo& probe) {
+                     const auto meta = probes_->meta(probe.id);
+                     return policy_applies(p, probe, meta.get(), spec_.policy_service);
+                   }};
+  const int n = control_->apply_policy(std::move(rule));
+  spdlog::info("broker policy for service '{}' probe '{}': rate {} target {} -> {} probe(s)", p.service, p.probe,
+               p.sampling_rate, p.target_qps, n);
 }
 
 void Runtime::on_event(Event& e) {

@@ -169,6 +169,8 @@ class Runtime {
   bool stop_requested() const;
 
  private:
+  // A policy the broker pushed (or its removal), on the forwarder's receiving thread.
+  void apply_broker_policy(const PolicyUpdate& p);
   void on_event(Event& e);
   void close_interval();
   bool drain_sinks();

@@ -2,6 +2,7 @@
 // workload through real BPF, forwarding to a real mcp-broker process, and the
 // mcp-agent subscribe command printing what the broker delivers.
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <cinttypes>
 #include <cmath>
@@ -209,6 +210,61 @@ TEST_F(AgentBrokerE2E, PolicyAppliedAtTheBrokerChangesTheAgentsKernelThreshold) 
   EXPECT_EQ(events.back()["threshold"], uint64_t{1} << 62);
 }
 
+// The weights of the events a running agent printed so far, in order (complete lines only).
+struct WeightReader {
+  explicit WeightReader(const test::Process& agent) : agent(agent) {}
+  void update() {
+    const std::string out = agent.out();
+    const size_t end = out.rfind('\n');
+    if (end == std::string::npos || end < read) return;
+    for (size_t at = out.find("\"weight\":", read); at != std::string::npos && at < end;
+         at = out.find("\"weight\":", at + 1))
+      weights.push_back(std::strtod(out.c_str() + at + 9, nullptr));
+    read = end + 1;
+  }
+  ptrdiff_t last_index_of(double w) const {
+    for (size_t i = weights.size(); i-- > 0;)
+      if (weights[i] == w) return static_cast<ptrdiff_t>(i);
+    return -1;
+  }
+  const test::Process& agent;
+  std::vector<double> weights;
+  size_t read = 0;
+};
+
+// Issue 31: a policy removed while an agent was away stays in force no longer than the
+// reconnect. The broker comes back without it (restarted; a policy deleted meanwhile reads the
+// same to the agent) and, as on every new stream, sends its full set: the agent drops the
+// policy and its probe goes back to its own rate.
+TEST_F(AgentBrokerE2E, APolicyGoneWhileTheAgentWasAwayIsDroppedWhenItReconnects) {
+  auto broker = std::make_unique<BrokerProcess>(std::vector<std::string>{}, dir_ / "away-broker.log");
+  const int port = broker->port();
+  test::Process agent({kAgent, "trace", "--uprobe", kWorkload + ":mcp_work", "--broker", broker->address(),
+                       "--service", "checkout", "--also-stdout", "--", kWorkload, "rate", "2000", "120"},
+                      dir_, "away-agent");
+  WeightReader reader(agent);
+  ASSERT_TRUE(test::wait_until([&] { return test::broker_stats(broker->address()).agents_connected() == 1; }, 20s))
+      << agent.err();
+  auto applied = run_command({kAgent, "policy", "apply", "--broker", broker->address(), "--service", "checkout",
+                              "--sampling-rate", "0.25"});
+  ASSERT_EQ(applied.exit_code, 0) << applied.err;
+  ASSERT_TRUE(test::wait_until([&] { reader.update(); return reader.last_index_of(4.0) >= 0; }, 20s)) << agent.err();
+
+  broker.reset();  // the agent is away: it keeps tracing at the policy's rate and queues
+  broker = std::make_unique<BrokerProcess>(std::vector<std::string>{}, dir_ / "away-broker-2.log", port);
+  ASSERT_TRUE(test::wait_until([&] { return test::broker_stats(broker->address()).agents_connected() == 1; }, 30s))
+      << agent.err();
+  ASSERT_TRUE(test::wait_until([&] { reader.update(); return reader.last_index_of(1.0) > reader.last_index_of(4.0); },
+                               20s))
+      << "the removed policy stayed in force after the reconnect: " << agent.err();
+  reader.update();
+  const size_t after = reader.weights.size();
+  ASSERT_TRUE(test::wait_until([&] { reader.update(); return reader.weights.size() > after + 500; }, 20s));
+  EXPECT_LT(reader.last_index_of(4.0), static_cast<ptrdiff_t>(after));
+  agent.signal(SIGINT);
+  EXPECT_TRUE(agent.wait(30s).has_value()) << agent.err();
+}
+
 // A SamplingPolicy, through the broker's controller, on a real agent's kernel thresholds: it
 // applies only where its serviceLabels are among the agent's tags, and once its object is
 // deleted the agent's probe goes back to its own rate (before, a removed policy stayed in
@@ -222,23 +278,10 @@ TEST_F(AgentBrokerE2E, SamplingPolicyMatchesTheAgentsLabelsAndItsDeletionReaches
   test::Process agent({kAgent, "trace", "--uprobe", kWorkload + ":mcp_work", "--broker", broker.address(), "--service",
                        "checkout", "--tag", "zone=a", "--also-stdout", "--", kWorkload, "rate", "2000", "120"},
                       dir_, "policy-agent");
-  // The weights of the events the agent printed so far, in order (complete lines only).
-  std::vector<double> weights;
-  size_t read = 0;
-  const auto update = [&] {
-    const std::string out = agent.out();
-    const size_t end = out.rfind('\n');
-    if (end == std::string::npos || end < read) return;
-    for (size_t at = out.find("\"weight\":", read); at != std::string::npos && at < end;
-         at = out.find("\"weight\":", at + 1))
-      weights.push_back(std::strtod(out.c_str() + at + 9, nullptr));
-    read = end + 1;
-  };
-  const auto last_index_of = [&](double w) {
-    for (size_t i = weights.size(); i-- > 0;)
-      if (weights[i] == w) return static_cast<ptrdiff_t>(i);
-    return ptrdiff_t{-1};
-  };
+  WeightReader reader(agent);
+  std::vector<double>& weights = reader.weights;
+  const auto update = [&] { reader.update(); };
+  const auto last_index_of = [&](double w) { return reader.last_index_of(w); };
   const auto status_agents = [&](const std::string& name) {
     const nlohmann::json o = api.policy("default", name);
     return o.is_object() && o.contains("status") ? o["status"].value("appliedAgents", 0) : 0;
@@ -329,4 +372,36 @@ TEST_F(AgentBrokerE2E, DaemonShipsProbeCountsSoStatsSeeEveryCall) {
 }
 
 }  // namespace
+// The daemon's /healthz lists the broker policies in force in the lines `mcp-agent policy list`
+// prints for the broker's set (issue 31): an operator compares the two directly.
+TEST_F(AgentBrokerE2E, DaemonHealthListsThePoliciesInForceAsTheBrokerLists) {
+  const auto cfg = dir_ / "agent.yaml";
+  std::ofstream(cfg) << "version: 1\nmetrics:\n  listen: 127.0.0.1:0\nbroker:\n  addresses: [\""
+                     << broker_->address() << "\"]\nprobes:\n  - binary: " << kWorkload
+                     << "\n    symbol: mcp_work\n    service: health-policy\n";
+  test::Process agent({kAgent, "run", "--config", cfg.string()}, dir_, "daemon-health");
+  ASSERT_TRUE(agent.wait_for_err(std::regex("metrics on 127\\.0\\.0\\.1:[0-9]+"), 20s)) << agent.err();
+  std::smatch m;
+  const std::string err = agent.err();
+  ASSERT_TRUE(std::regex_search(err, m, std::regex("metrics on 127\\.0\\.0\\.1:([0-9]+)")));
+  httplib::Client http("127.0.0.1", std::stoi(m[1]));
+  const auto health = [&] {
+    const auto res = http.Get("/healthz");
+    return res ? res->body : std::string();
+  };
+  EXPECT_EQ(health().find("policy "), std::string::npos) << health();
+  ASSERT_TRUE(test::wait_until([&] { return test::broker_stats(broker_->address()).agents_connected() == 1; }, 20s));
+  auto applied = run_command({kAgent, "policy", "apply", "--broker", broker_->address(), "--service", "health-policy",
+                              "--sampling-rate", "0.5"});
+  ASSERT_EQ(applied.exit_code, 0) << applied.err;
+  const auto listed = run_command({kAgent, "policy", "list", "--broker", broker_->address()});
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  const std::string line = "service=health-policy probe=* sampling_rate=0.5 target_qps=0";
+  ASSERT_NE(listed.out.find(line), std::string::npos) << listed.out;
+  EXPECT_TRUE(test::wait_until([&] { return health().find("policy " + line + "\n") != std::string::npos; }, 20s))
+      << health();
+  agent.signal(SIGTERM);
+  EXPECT_EQ(agent.wait(30s), std::optional<int>(0)) << agent.err();
+}
+
 }  // namespace mcp

@@ -334,6 +334,52 @@ TEST_F(BrokerE2E, PolicyAppliedThroughTheBrokerReachesConnectedAndLaterAgents) {
   EXPECT_TRUE(wait_until([&] { std::lock_guard l(mu); return received.size() == 2; }, 5s));
 }
 
+// Issue 31: every new stream gets the broker's whole policy set first (none is a set too), so
+// an agent can drop what was removed while it was away; later changes follow one by one.
+TEST_F(BrokerE2E, EveryNewAgentStreamGetsTheFullPolicySetFirst) {
+  BrokerProcess broker({}, dir_ / "broker.log");
+  std::mutex mu;
+  std::vector<std::vector<PolicyUpdate>> sets;
+  std::vector<PolicyUpdate> singles;
+  auto options = forwarder(broker.address());
+  options.on_policy_set = [&](const std::vector<PolicyUpdate>& set) {
+    std::lock_guard lock(mu);
+    sets.push_back(set);
+  };
+  options.on_policy = [&](const PolicyUpdate& p) {
+    std::lock_guard lock(mu);
+    singles.push_back(p);
+  };
+  const auto apply = [&](const std::string& service, double rate) {
+    mcp::v1::Policy policy;
+    policy.set_service(service);
+    policy.set_sampling_rate(rate);
+    grpc::ClientContext ctx;
+    mcp::v1::ApplyPolicyReply reply;
+    ASSERT_TRUE(stub_for(broker.address())->ApplyPolicy(&ctx, policy, &reply).ok());
+  };
+  {
+    Forwarder first(options);
+    first.consume(make_call_event(0));
+    ASSERT_TRUE(first.flush_for(10s));
+    ASSERT_TRUE(wait_until([&] { std::lock_guard l(mu); return sets.size() == 1; }, 5s));
+    EXPECT_TRUE(sets[0].empty());
+    apply("cart", 0.5);
+    ASSERT_TRUE(wait_until([&] { std::lock_guard l(mu); return singles.size() == 1; }, 5s));
+    EXPECT_EQ(singles[0].service, "cart");
+  }
+  apply("checkout", 0.25);
+  Forwarder second(options);
+  second.consume(make_call_event(1));
+  ASSERT_TRUE(second.flush_for(10s));
+  ASSERT_TRUE(wait_until([&] { std::lock_guard l(mu); return sets.size() == 2; }, 5s));
+  std::lock_guard lock(mu);
+  std::set<std::string> services;
+  for (const auto& p : sets[1]) services.insert(p.service);
+  EXPECT_EQ(services, (std::set<std::string>{"cart", "checkout"}));
+  EXPECT_EQ(singles.size(), 1u) << "the set came as single pushes";
+}
+
 TEST_F(BrokerE2E, SubscribeCommandPrintsJsonLinesWithTheAgentsFieldNames) {
   BrokerProcess broker({}, dir_ / "broker.log");
   CLI::App app;

@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "common/event.h"
+#include "common/setting_names.h"
 
 namespace mcp::control {
 namespace {
@@ -26,7 +27,9 @@ TEST(TraceIdArg, BadValuesAreUsageErrors) {
       ADD_FAILURE() << "accepted '" << bad << "'";
     } catch (const mcp::Error& e) {
       EXPECT_EQ(e.code(), mcp::ExitCode::kUsage) << bad;
-      EXPECT_NE(std::string(e.what()).find("--trace-id-arg"), std::string::npos);
+      // The setting, as the running front end spells it (plain words here: no front end).
+      EXPECT_NE(std::string(e.what()).find(mcp::setting_name(mcp::Setting::kTraceIdArg) + " '"), std::string::npos)
+          << e.what();
     }
   }
 }
