@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <cstdio>
 
+#include "audit/audit_command.h"
 #include "cli/trace_command.h"
 #include "common/command.h"
 #include "common/error.h"
@@ -24,6 +25,7 @@ int main(int argc, char** argv) {
   mcp::add_policy_command(app, action);
   mcp::daemon::add_run_command(app, action);
   mcp::add_check_config_command(app, action);
+  mcp::audit::add_audit_command(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

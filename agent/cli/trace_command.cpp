@@ -151,6 +151,9 @@ runtime::RuntimeSpec spec_of(const TraceOptions& o, pid_t target) {
     spec.broker = std::move(fo);
   }
   spec.otlp = std::move(otlp_options);
+  // --audit-log wins over the file's compliance.audit_log.
+  if (!o.audit_log_dir.empty()) spec.audit = audit::AuditOptions{o.audit_log_dir};
+  else if (o.config) spec.audit = runtime::audit_options_of(o.config->compliance);
   // --agent-id, else the spool directory's (a later run's replays are deduplicated), else the run's own.
   spec.identity = {o.agent_id, false, o.spool_dir};
   spec.max_events = o.max_events;

@@ -60,6 +60,9 @@ void add_trace_options(CLI::App& sub, TraceOptions& o) {
   sub.add_option("--tag", o.tag_texts, "Tag every event: KEY=VALUE (repeatable)");
   otlp::add_otlp_flags(sub, o.otlp);
   sub.add_option("--rules", o.rules_file, "Compliance rules file (drop, redact, exempt, rate), as compliance.file");
+  sub.add_option("--audit-log", o.audit_log_dir,
+                 "Record each exempt/redact/audit decision of the rules in a hash-chained trail in this directory "
+                 "(as compliance.audit_log; check it with `mcp-agent audit verify DIR`)");
   sub.add_flag("--error-only", o.error_only, "Export only events whose return value marks an error");
   sub.add_option("--export-sample-rate", o.export_sample_rate, "Extra uniform sampling before export, [1e-6, 1]");
   sub.add_option("--config,-c", o.config_file,
@@ -245,6 +248,8 @@ void validate(TraceOptions& o) {
                         ": " + e.reason());
     }
   }
+  if (!o.audit_log_dir.empty() && o.rules_file.empty() && !(o.config && !o.config->compliance.source.empty()))
+    throw usage_error("--audit-log records what compliance rules decide: give --rules, or --config with a compliance section");
   for (const auto& s : o.syscalls)
     if (s.empty() || s.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
       throw usage_error("bad --syscall '" + s + "' (expected a name such as getppid)");

@@ -82,6 +82,7 @@ struct TraceOptions {
   otlp::OtlpFlags otlp;
   // Exporter step, as the config's `compliance` and `exporter` sections
   std::string rules_file;             // compliance rules (the language of compliance.rules)
+  std::string audit_log_dir;          // the rules' decisions recorded there (compliance.audit_log)
   bool error_only = false;
   double export_sample_rate = 1.0;
   runtime::ExportFilterSpec export_filter;  // derived by validate()

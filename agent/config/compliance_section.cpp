@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/duration.h"
 #include "config/sections.h"
 #include "config/yaml_reader.h"
 #include "rules/ruleset.h"
@@ -16,6 +17,7 @@ using yaml::Ctx;
 using yaml::MapReader;
 using yaml::pos_of;
 using yaml::read_file;
+using yaml::read_integer;
 using yaml::read_string;
 
 namespace {
@@ -53,9 +55,47 @@ Position map_inline_rules_pos(std::string_view text, const YAML::Node& scalar, r
 
 }  // namespace
 
-void read_compliance(Ctx& ctx, const YAML::Node& n, const std::filesystem::path& base_dir, ComplianceConfig& out) {
-  MapReader m(ctx, n, "compliance", {"rules", "file"});
+namespace {
+
+// compliance.audit_log: {dir, max_bytes, max_age}; dir is required.
+void read_audit_log(Ctx& ctx, const YAML::Node& n, const std::filesystem::path& base_dir, ComplianceConfig& out) {
+  MapReader m(ctx, n, "compliance.audit_log", {"dir", "max_bytes", "max_age"});
   if (!m.valid()) return;
+  AuditLogConfig a;
+  if (!m.has("dir")) {
+    ctx.error(n, "compliance.audit_log needs 'dir'");
+    return;
+  }
+  if (auto d = read_string(ctx, m.get("dir"), "compliance.audit_log.dir")) {
+    std::filesystem::path p(*d);
+    if (p.is_relative() && !base_dir.empty()) p = base_dir / p;
+    a.dir = p.string();
+  }
+  if (m.has("max_bytes")) {
+    if (auto b = read_integer(ctx, m.get("max_bytes"), "compliance.audit_log.max_bytes")) {
+      if (*b < 4096) ctx.error(m.get("max_bytes"), "compliance.audit_log.max_bytes must be at least 4096");
+      else a.max_bytes = static_cast<uint64_t>(*b);
+    }
+  }
+  if (m.has("max_age")) {
+    if (auto s = read_string(ctx, m.get("max_age"), "compliance.audit_log.max_age")) {
+      try {
+        a.max_age = std::chrono::duration_cast<std::chrono::seconds>(mcp::parse_duration(*s));
+        if (a.max_age.count() < 1) ctx.error(m.get("max_age"), "compliance.audit_log.max_age must be at least 1s");
+      } catch (const mcp::Error& e) {
+        ctx.error(m.get("max_age"), std::string("compliance.audit_log.max_age: ") + e.what());
+      }
+    }
+  }
+  out.audit_log = a;
+}
+
+}  // namespace
+
+void read_compliance(Ctx& ctx, const YAML::Node& n, const std::filesystem::path& base_dir, ComplianceConfig& out) {
+  MapReader m(ctx, n, "compliance", {"rules", "file", "audit_log"});
+  if (!m.valid()) return;
+  if (m.has("audit_log")) read_audit_log(ctx, m.get("audit_log"), base_dir, out);
   if (m.has("rules") && m.has("file")) {
     ctx.error(m.key_node("file"), "compliance takes either 'rules' (inline) or 'file', not both");
     return;

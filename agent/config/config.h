@@ -159,8 +159,17 @@ struct VersionTarget {
   bool operator==(const VersionTarget&) const = default;
 };
 
+// `compliance.audit_log:` where the rules' decisions are recorded (audit/audit_log.h).
+struct AuditLogConfig {
+  std::string dir;                                      // relative: the config directory's
+  uint64_t max_bytes = 64ull << 20;                     // rotate past this size
+  std::chrono::seconds max_age = std::chrono::hours(24);  // rotate after this long
+  bool operator==(const AuditLogConfig&) const = default;
+};
+
 struct ComplianceConfig {
   std::string source;                         // the rules text (inline or read from `file`)
+  std::optional<AuditLogConfig> audit_log;    // takes effect on restart
   std::string file;                           // resolved path when given as a file, else empty
   std::shared_ptr<const rules::RuleSet> rules;  // compiled; never null (empty set when no rules)
   bool operator==(const ComplianceConfig& o) const { return source == o.source; }

@@ -73,6 +73,7 @@ runtime::RuntimeSpec spec_of(const config::Config& cfg, const RunFlags& flags) {
     spec.stream = runtime::StreamSpec{"json", ""};
   }
   spec.otlp = cfg.otlp;
+  spec.audit = runtime::audit_options_of(cfg.compliance);
 
   spec.ready_file = !flags.ready_file.empty() ? flags.ready_file : cfg.ready_file;  // the flag wins
   spec.pod_names = runtime::pod_names_of(cfg);

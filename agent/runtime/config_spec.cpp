@@ -59,4 +59,9 @@ std::optional<k8s::PodNamesSpec> pod_names_of(const config::Config& cfg) {
   return names;
 }
 
+std::optional<audit::AuditOptions> audit_options_of(const config::ComplianceConfig& c) {
+  if (!c.audit_log) return std::nullopt;
+  return audit::AuditOptions{c.audit_log->dir, c.audit_log->max_bytes, c.audit_log->max_age, ""};
+}
+
 }  // namespace mcp::runtime

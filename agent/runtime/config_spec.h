@@ -6,6 +6,7 @@
 #include <optional>
 #include <vector>
 
+#include "audit/audit_log.h"
 #include "config/config.h"
 #include "control/tenant_quota.h"
 #include "forward/forwarder.h"
@@ -30,6 +31,9 @@ std::optional<control::TenantQuotaTable> quota_table(const config::QuotaConfig& 
 // broker.addresses, token_file, tls and compression; the agent id and the spool directory
 // are the front end's (a daemon's identity differs from a one-shot run's).
 ForwarderOptions forwarder_of(const config::BrokerConfig& broker);
+
+// compliance.audit_log; none without one (the node name is the runtime's).
+std::optional<audit::AuditOptions> audit_options_of(const config::ComplianceConfig& c);
 
 // kubernetes (pod names from the API server's watch; node_name picks the node); none when
 // kubernetes.pod_names is false.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "audit/audit_log.h"
 #include "common/call_error.h"
 #include "common/mix64.h"
 
@@ -11,6 +12,7 @@ bool ExportFilter::keep(const ExportFilterSpec& spec, Event& e) {
   double rate = spec.sample_rate;
   if (spec.rules && !spec.rules->empty()) {
     rules::apply(*spec.rules, e, scratch_);
+    if (audit_ && scratch_.any()) audit_->record(*spec.rules, scratch_, e);
     if (scratch_.drop) return false;
     if (scratch_.exempt) return true;
     if (scratch_.rate) rate = std::min(rate, *scratch_.rate);

@@ -9,6 +9,10 @@
 #include "common/event.h"
 #include "rules/ruleset.h"
 
+namespace mcp::audit {
+class AuditLog;
+}
+
 namespace mcp::runtime {
 
 struct ExportFilterSpec {
@@ -24,9 +28,13 @@ class ExportFilter {
   // Returns false to drop `e`; may redact fields and lower e.threshold. Not thread-safe
   // (one scratch decision per filter): one per consumer thread.
   bool keep(const ExportFilterSpec& spec, Event& e);
+  // Every rule decision that exempts, redacts or names clauses is recorded there first (the
+  // record is written before the event can reach a sink); null: none.
+  void set_audit(audit::AuditLog* log) { audit_ = log; }
 
  private:
   rules::Decision scratch_;
+  audit::AuditLog* audit_ = nullptr;
 };
 
 }  // namespace mcp::runtime

@@ -191,6 +191,12 @@ void Runtime::start() {
   if (spec_.otlp) sinks_.push_back(std::make_shared<otlp::OtlpSink>(*spec_.otlp, otlp::Origin{agent_id_, host_name()}));
   for (const auto& sink : spec_.sinks) sinks_.push_back(sink);
 
+  if (spec_.audit) {
+    audit::AuditOptions o = *spec_.audit;
+    if (o.node.empty()) o.node = agent_id_.empty() ? host_name() : agent_id_;
+    audit_ = std::make_unique<audit::AuditLog>(std::move(o));
+    filter_.set_audit(audit_.get());
+  }
   chain_.add(std::make_unique<enrich::PodIdentityStage>());
   chain_.add(std::make_unique<enrich::ProbeLabelStage>(*probes_));
   chain_.add(std::make_unique<enrich::CudaSymbolStage>(*symbolizer_));
@@ -345,8 +351,17 @@ int Runtime::run(const RunHooks& hooks) {
     print_summary(secs);
     for (const auto& r : reports)
       if (!r.summary.empty()) fprintf(stderr, "%s\n", r.summary.c_str());
+    if (audit_)
+      fprintf(stderr, "audit: %llu records in %s\n", static_cast<unsigned long long>(audit_->records()),
+              audit_->current_file().parent_path().c_str());
   }
   bool failed = false, said = false;
+  // A decision without its record is a gap in the trail: said, and the run fails.
+  if (audit_ && audit_->failures()) {
+    fprintf(stderr, "mcp-agent: audit log: %llu records could not be written to %s\n",
+            static_cast<unsigned long long>(audit_->failures()), audit_->current_file().parent_path().c_str());
+    failed = true;
+  }
   for (const auto& r : reports) {
     if (r.undelivered.empty()) continue;
     fprintf(stderr, "mcp-agent: %s\n", r.undelivered.c_str());
@@ -430,6 +445,9 @@ void Runtime::register_metrics(metrics::Registry& reg) {
   reg.add_callback(metrics::kForwardErrors, [forwarder] { return forwarder ? static_cast<double>(forwarder->stats().forward_errors) : 0.0; });
   reg.add_callback(metrics::kForwardDropped, [forwarder] { return forwarder ? static_cast<double>(forwarder->stats().dropped_oldest) : 0.0; });
   reg.add_callback(metrics::kForwardUnreadable, [forwarder] { return forwarder ? static_cast<double>(forwarder->stats().unreadable_batches) : 0.0; });
+  auto* log = audit_.get();  // 0 without an audit log, so every series always exists
+  reg.add_callback(metrics::kAuditRecords, [log] { return log ? static_cast<double>(log->records()) : 0.0; });
+  reg.add_callback(metrics::kAuditFailures, [log] { return log ? static_cast<double>(log->failures()) : 0.0; });
   reg.add_callback(metrics::kClockDrift, [&clock] { return clock.stats().calibrator.drift_ppm; });
   reg.add_callback(metrics::kClockResidual, [&clock] { return clock.stats().calibrator.residual_ns / 1e9; });
 }

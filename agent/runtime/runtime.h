@@ -42,6 +42,7 @@
 #include "k8s/pod_names.h"
 #include "loader/bpf_session.h"
 #include "otlp/exporter_options.h"
+#include "audit/audit_log.h"
 #include "enrich/enrich_chain.h"
 #include "runtime/control_loop.h"
 #include "runtime/export_filter.h"
@@ -93,6 +94,9 @@ struct RuntimeSpec {
   std::optional<ForwarderOptions> broker;  // agent_id, on_policy and on_broker_hlc are the runtime's
   std::optional<otlp::ExporterOptions> otlp;  // resource: the agent id and this host's name
   IdentitySpec identity;
+  // The compliance audit trail (audit/audit_log.h); its records name this agent (agent id, else
+  // the host name).
+  std::optional<audit::AuditOptions> audit;
   std::vector<std::shared_ptr<EventSink>> sinks;  // built by the caller (tests, embedders), after the above
   // Pod names from the API server (k8s/pod_names.h); start() waits up to pod_names_sync for
   // the first list, so the first events of pods already running carry names.
@@ -192,6 +196,7 @@ class Runtime {
   Forwarder* forwarder_ = nullptr;  // owned by sinks_
   const k8s::PodNames* pod_names_ = nullptr;  // owned by chain_
   std::string agent_id_;
+  std::unique_ptr<audit::AuditLog> audit_;  // before the consumer: its filter writes here
   std::unique_ptr<pipeline::RingConsumer> consumer_;
   std::atomic<int> requests_{0};
   uint64_t delivered_ = 0;

@@ -97,6 +97,15 @@ inline constexpr MetricSpec kReloadFailures{
     "Configuration reloads rejected; the previous configuration stayed in force.",
     MetricType::kCounter, ""};
 
+// Compliance audit trail (audit/audit_log.h).
+inline constexpr MetricSpec kAuditRecords{
+    "mcp_audit_records_total", "Audit records written for events a compliance rule exempted, redacted or tagged with clauses.",
+    MetricType::kCounter, ""};
+inline constexpr MetricSpec kAuditFailures{
+    "mcp_audit_failures_total",
+    "Audit records that could not be written (a full disk); the events were still delivered.",
+    MetricType::kCounter, ""};
+
 // Clock calibration.
 inline constexpr MetricSpec kClockDrift{
     "mcp_clock_drift_ppm", "Estimated drift of the kernel monotonic clock against wall time, in ppm.",
@@ -109,7 +118,7 @@ inline constexpr MetricSpec kClockResidual{
 inline constexpr std::array kAgentMetrics{
     kEventsSeen,  kEventsKept,  kEventsLost,          kQuotaDrops,     kRingbufOccupancy,
     kRingbufCapacity, kProbeRate, kSamplingProbability, kQueueDepth,  kSpoolBytes,
-    kForwardErrors, kForwardDropped, kForwardUnreadable, kReloads,   kReloadFailures,      kClockDrift,     kClockResidual,
+    kForwardErrors, kForwardDropped, kForwardUnreadable, kReloads,   kReloadFailures, kAuditRecords, kAuditFailures, kClockDrift,     kClockResidual,
     kProbeState,  kProbeReattach, kUprobeSessions, kSamplingWindows, kWindowCoverage};
 
 // A Markdown table of `specs` (name, type, labels, help) for the docs; the broker's table is
