@@ -356,6 +356,41 @@ void append_json_string(std::string& out, std::string_view s) {
 
 namespace {
 
+size_t columns(std::string_view s) {
+  return static_cast<size_t>(std::count_if(s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+}
+
+// The first `n` columns of `s`, cut at a character boundary.
+std::string_view first_columns(std::string_view s, size_t n) {
+  size_t cols = 0, i = 0;
+  for (; i < s.size(); i++) {
+    if ((static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) continue;
+    if (cols == n) break;
+    cols++;
+  }
+  return s.substr(0, i);
+}
+
+}  // namespace
+
+std::string short_probe_name(std::string_view probe, size_t width) {
+  static constexpr std::string_view kEllipsis = "\u2026";
+  if (columns(probe) <= width || width < 2) return std::string(first_columns(probe, width));
+  // "/dir/binary:symbol": the binary's path ends at the first ':' (a symbol may hold "::").
+  const size_t colon = probe.find(':');
+  const size_t slash = colon == std::string_view::npos ? std::string_view::npos : probe.rfind('/', colon);
+  std::string out;
+  if (slash != std::string_view::npos && slash > 0) {
+    out = std::string(kEllipsis) + std::string(probe.substr(slash));
+    if (columns(out) <= width) return out;
+  } else {
+    out = std::string(probe);
+  }
+  return std::string(first_columns(out, width - 1)) + std::string(kEllipsis);
+}
+
+namespace {
+
 class JsonFormatter final : public Formatter {
  public:
   void format(const Event& e, std::string& out) const override {
@@ -380,10 +415,9 @@ class TableFormatter final : public Formatter {
     char ts[16];
     strftime(ts, sizeof(ts), "%H:%M:%S", &tm);
     auto it = std::back_inserter(out);
-    std::string_view probe = e.probe;
-    if (probe.size() > 40) probe = probe.substr(probe.size() - 40);
     fmt::format_to(it, "{}.{:06} {:<9} {:>7} {:>7} {:<16} {:<40} ", ts, (e.ts_ns / 1000) % 1000000,
-                   to_string(e.kind), e.pid, e.tid, valid_utf8(e.comm_view()), valid_utf8(probe));
+                   to_string(e.kind), e.pid, e.tid, valid_utf8(e.comm_view()),
+                   short_probe_name(valid_utf8(e.probe), 40));
     if (e.has_ret) fmt::format_to(it, "{:>14} ", e.ret);
     else fmt::format_to(it, "{:>14} ", "-");
     if (e.has_duration) fmt::format_to(it, "{:>12.3f}  ", static_cast<double>(e.duration_ns) / 1000.0);

@@ -21,6 +21,11 @@ class Formatter {
 // "json" (one object per line) or "table"; throws a usage error for others.
 std::unique_ptr<Formatter> make_formatter(std::string_view name);
 
+// `probe` in at most `width` columns (code points), shortened the same way for every probe:
+// the directories give way first ("…/binary:symbol", so one binary's probes read alike), then
+// the symbol's end ("…/binary:sym…"). Names that fit, and syscalls, are kept whole.
+std::string short_probe_name(std::string_view probe, size_t width);
+
 // Appends s as a JSON string literal (quotes and escapes included).
 void append_json_string(std::string& out, std::string_view s);
 

@@ -22,8 +22,8 @@
 #include <thread>
 #include <vector>
 
-#include "control/quota_balancer.h"
 #include "common/setting_names.h"
+#include "control/quota_balancer.h"
 #include "control/rate_controller.h"
 #include "control/tenant_quota.h"
 #include "k8s/pod_scope.h"

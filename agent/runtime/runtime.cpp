@@ -1,5 +1,4 @@
 #include "runtime/runtime.h"
-#include "common/setting_names.h"
 
 #include <signal.h>
 #include <spdlog/spdlog.h>
@@ -14,6 +13,7 @@
 #include "cgroup/cgroup2.h"
 #include "clock/timestamper.h"
 #include "common/agent_id_rule.h"
+#include "common/setting_names.h"
 #include "cuda/kernel_symbolizer.h"
 #include "enrich/stages.h"
 #include "forward/agent_id.h"

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <ctime>
 #include <nlohmann/json.hpp>
@@ -299,13 +300,39 @@ TEST_F(TableFormatterTest, UnknownRetAndLatencyShowDashes) {
   EXPECT_EQ(w[8], "0xff");
 }
 
-TEST_F(TableFormatterTest, LongProbeKeepsItsTail) {
+// Issue 36: probes of one binary shorten alike (the directories go, "…/binary:symbol"), not
+// to whatever 40 characters happen to end them.
+TEST_F(TableFormatterTest, LongProbesShortenAlikeToTheBinaryAndSymbol) {
+  const std::string dir = "/work/main/build/tests/deeply/nested/";
   auto e = make_event(EventKind::kUprobe);
-  const std::string probe = "/very/long/path/to/some/deeply/nested/binary/file:the_function";
-  e.probe = probe;
-  const auto w = words(format_with("table", e));
-  ASSERT_GE(w.size(), 6u);
-  EXPECT_EQ(w[5], probe.substr(probe.size() - 40));
+  std::vector<std::string> shown;
+  for (const std::string probe : {dir + "mcp-workload:mcp_work", dir + "mcp-workload:mcp_sleep"}) {
+    e.probe = probe;
+    const auto w = words(format_with("table", e));
+    ASSERT_GE(w.size(), 6u);
+    shown.push_back(w[5]);
+  }
+  EXPECT_EQ(shown, (std::vector<std::string>{"\u2026/mcp-workload:mcp_work", "\u2026/mcp-workload:mcp_sleep"}));
+  // The row still lines up: the name takes 40 columns (not bytes), so RET's column ends where
+  // the header's does.
+  const auto cols = [](const std::string& t) {
+    return std::count_if(t.begin(), t.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; });
+  };
+  std::string h;
+  make_formatter("table")->header(h);
+  e.probe = dir + "mcp-workload:mcp_work";
+  const std::string row = format_with("table", e);
+  const size_t ret = row.find(" - ", row.find("mcp_work")) + 1;
+  EXPECT_EQ(cols(row.substr(0, ret + 1)), cols(h.substr(0, h.find("RET") + 3))) << row << h;
+}
+
+TEST(ShortProbeName, FitsAreKeptTheSymbolEndGoesLastAndCharactersStayWhole) {
+  EXPECT_EQ(short_probe_name("syscall:getppid", 40), "syscall:getppid");
+  EXPECT_EQ(short_probe_name("/bin/ls:main", 12), "/bin/ls:main");
+  EXPECT_EQ(short_probe_name("/usr/lib/libc.so.6:malloc", 20), "\u2026/libc.so.6:malloc");
+  EXPECT_EQ(short_probe_name("/usr/lib/libc.so.6:a_very_long_function_name", 20), "\u2026/libc.so.6:a_very_\u2026");
+  EXPECT_EQ(short_probe_name("/opt/caf\u00e9/b\u00e9:f", 6), "\u2026/b\u00e9:f");
+  EXPECT_EQ(short_probe_name("/x/y:ns::Class::method()", 12), "\u2026/y:ns::Cla\u2026");
 }
 
 // ---------------------------------------------------------------- StreamSink
