@@ -1,6 +1,5 @@
 #include "audit/audit_command.h"
 
-#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -21,13 +20,8 @@ int verify(const std::vector<std::string>& args) {
       files.emplace_back(a);
       continue;
     }
-    std::vector<fs::path> in_dir;
-    for (const auto& e : fs::directory_iterator(a, ec)) {
-      const std::string name = e.path().filename().string();
-      if (name.starts_with("audit-") && name.ends_with(".jsonl")) in_dir.push_back(e.path());
-    }
+    const auto in_dir = trail_files(a);
     if (in_dir.empty()) throw usage_error("audit verify: " + a + " holds no audit-*.jsonl file");
-    std::sort(in_dir.begin(), in_dir.end());
     files.insert(files.end(), in_dir.begin(), in_dir.end());
   }
   const VerifyResult r = verify_chain(files);

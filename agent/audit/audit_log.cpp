@@ -30,17 +30,6 @@ std::string file_name(uint64_t first_seq) {
   return name;
 }
 
-std::vector<fs::path> chain_files(const fs::path& dir) {
-  std::vector<fs::path> out;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.starts_with("audit-") && name.ends_with(".jsonl")) out.push_back(entry.path());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 // The line's body (hash field taken out), or nullopt when it does not end in one.
 std::optional<std::string> body_of(std::string_view line, std::string* hash) {
   if (line.size() < kHashTail + 2 || !line.ends_with("\"}")) return std::nullopt;
@@ -51,6 +40,17 @@ std::optional<std::string> body_of(std::string_view line, std::string* hash) {
 }
 
 }  // namespace
+
+std::vector<fs::path> trail_files(const fs::path& dir) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.starts_with("audit-") && name.ends_with(".jsonl")) out.push_back(entry.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 std::string record_hash(std::string_view line_without_hash) {
   unsigned char digest[SHA256_DIGEST_LENGTH];
@@ -70,7 +70,7 @@ AuditLog::AuditLog(AuditOptions options) : options_(std::move(options)) {
   if (ec) throw runtime_error("audit log: cannot create " + options_.dir.string() + ": " + ec.message());
   ::chmod(options_.dir.c_str(), 0700);
   last_hash_ = kGenesis;
-  const auto files = chain_files(options_.dir);
+  const auto files = trail_files(options_.dir);
   if (!files.empty()) {
     // Continue the chain: the last complete record of the newest file.
     file_ = files.back();

@@ -65,6 +65,9 @@ class AuditLog {
 // The SHA-256 (hex) a record line carries: of the line with its "hash" field taken out.
 std::string record_hash(std::string_view line_without_hash);
 
+// The trail's files in `dir` (audit-*.jsonl), in name order: the chain's order.
+std::vector<std::filesystem::path> trail_files(const std::filesystem::path& dir);
+
 struct VerifyResult {
   bool ok = false;
   uint64_t records = 0;

@@ -47,23 +47,15 @@ void decide(AuditLog& log, Event e) {
   if (d.any()) log.record(rule_set(), d, e);
 }
 
+std::vector<fs::path> files_in(const fs::path& dir) { return trail_files(dir); }
+
 std::vector<nlohmann::json> records_in(const fs::path& dir) {
   std::vector<nlohmann::json> out;
-  std::vector<fs::path> files;
-  for (const auto& f : fs::directory_iterator(dir)) files.push_back(f.path());
-  std::sort(files.begin(), files.end());
-  for (const auto& f : files) {
+  for (const auto& f : files_in(dir)) {
     std::ifstream in(f);
     for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
   }
   return out;
-}
-
-std::vector<fs::path> files_in(const fs::path& dir) {
-  std::vector<fs::path> files;
-  for (const auto& f : fs::directory_iterator(dir)) files.push_back(f.path());
-  std::sort(files.begin(), files.end());
-  return files;
 }
 
 TEST(AuditLog, RecordsExemptRedactAndClauseDecisionsNamingFieldsNotValues) {
