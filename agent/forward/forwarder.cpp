@@ -33,6 +33,11 @@ uint64_t unix_ns() {
 
 }  // namespace
 
+std::string policy_line(std::string_view service, std::string_view probe, double sampling_rate, double target_qps) {
+  return fmt::format("service={} probe={} sampling_rate={:g} target_qps={:g}", service.empty() ? "*" : service,
+                     probe.empty() ? "*" : probe, sampling_rate, target_qps);
+}
+
 std::vector<std::string> parse_broker_list(const std::string& text) {
   std::vector<std::string> out;
   std::stringstream in(text);

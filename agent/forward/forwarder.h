@@ -31,6 +31,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/sink.h"
@@ -57,6 +58,10 @@ struct PolicyUpdate {
   std::string trace_id_prefix;  // not enforced by agents: they ignore such a policy (README)
   bool removed = false;
 };
+
+// A policy as `mcp-agent policy list` prints the broker's and `run`'s /healthz the agent's:
+// "service=S probe=P sampling_rate=R target_qps=N", '*' for an empty service or probe.
+std::string policy_line(std::string_view service, std::string_view probe, double sampling_rate, double target_qps);
 
 // gRPC message compression to the broker. None by default: the compact events carry few
 // repeated bytes, and on loopback or a fast link gzip costs more CPU than it saves.

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/event.h"
+#include "forward/forwarder.h"
 #include <time.h>
 
 namespace mcp::runtime {
@@ -269,9 +270,7 @@ std::vector<std::pair<std::string, std::string>> ControlLoop::policy_keys() cons
 std::vector<std::string> ControlLoop::policy_lines() const {
   std::lock_guard lock(rates_mu_);
   std::vector<std::string> out;
-  for (const auto& p : policies_)
-    out.push_back(fmt::format("service={} probe={} sampling_rate={:g} target_qps={:g}", p.service.empty() ? "*" : p.service,
-                              p.probe.empty() ? "*" : p.probe, p.sampling_rate, p.target_qps));
+  for (const auto& p : policies_) out.push_back(policy_line(p.service, p.probe, p.sampling_rate, p.target_qps));
   return out;
 }
 

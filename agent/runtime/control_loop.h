@@ -73,8 +73,7 @@ class ControlLoop {
   int remove_policy(const std::string& service, const std::string& probe);
   // (service, probe) of every broker policy in force, oldest push first.
   std::vector<std::pair<std::string, std::string>> policy_keys() const;
-  // One line per policy in force, "service=S probe=P sampling_rate=R target_qps=N" ('*' for
-  // empty), as `mcp-agent policy list` prints the broker's.
+  // One policy_line() (forward/forwarder.h) per policy in force, oldest push first.
   std::vector<std::string> policy_lines() const;
   // Per probe, for the daemon's configuration: a fixed rate, or a target QPS
   // the controller steers to; either becomes what a policy removal returns the probe to.

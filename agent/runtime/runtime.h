@@ -140,13 +140,9 @@ class Runtime {
   loader::BpfSession& session() { return *session_; }
   ControlLoop& control() { return *control_; }
   cuda::KernelSymbolizer& symbolizer() { return *symbolizer_; }
-  clock::Timestamper& clock() { return *clock_; }
   // The probes, and the labels each event gets from them: apply() before start() (and on
   // reload); the runtime refreshes them from start() until the shutdown.
   ProbeSet& probes() { return *probes_; }
-  // One more caller-built sink, as spec.sinks; before start(). For sinks that start threads,
-  // which must come after the front end dropped privileges (capabilities are per thread).
-  void add_sink(std::shared_ptr<EventSink> sink) { spec_.sinks.push_back(std::move(sink)); }
 
   // Starts the clock, the sinks (opens the output file, connects the forwarder, starts the
   // OTLP exporter), the consumer and the control loop. Throws mcp::Error.
@@ -160,8 +156,6 @@ class Runtime {
   void register_metrics(metrics::Registry& registry);
   // The broker sink's forwarder (metrics read its stats); null without one. After start().
   Forwarder* forwarder() const { return forwarder_; }
-  // The pod watch (spec.pod_names), for container-aware probes; null without one. After start().
-  const k8s::PodNames* pod_names() const { return pod_names_; }
   // Run thread only (e.g. from hooks.each_poll): the export filter for the next events.
   void set_export_filter(ExportFilterSpec spec) { spec_.export_filter = std::move(spec); }
 

@@ -6,6 +6,7 @@
 #include "common/error.h"
 #include "common/sampling_bounds.h"
 #include "forward/channel.h"
+#include "forward/forwarder.h"
 #include "mcp/v1/sampling.grpc.pb.h"
 #include "subscribe/subscribe_command.h"
 
@@ -27,8 +28,7 @@ std::unique_ptr<mcp::v1::Sampling::Stub> connect(const PolicyFlags& f, grpc::Cli
 }
 
 void print(const mcp::v1::Policy& p) {
-  std::printf("service=%s probe=%s sampling_rate=%g target_qps=%g\n", p.service().empty() ? "*" : p.service().c_str(),
-              p.probe().empty() ? "*" : p.probe().c_str(), p.sampling_rate(), p.target_qps());
+  std::printf("%s\n", policy_line(p.service(), p.probe(), p.sampling_rate(), p.target_qps()).c_str());
 }
 
 int apply(const PolicyFlags& f) {
