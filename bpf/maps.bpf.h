@@ -90,6 +90,23 @@ struct {
 	__type(value, struct mcp_counters);
 } tenant_counters SEC(".maps") __weak;
 
+/* Trace-id prefix rules (struct mcp_prefix_key); each rule's decisions are counted in
+ * prefix_counters at its slot (seen, kept and quota_dropped; lost and orphaned stay per probe). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, MCP_MAX_TRACE_PREFIXES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct mcp_prefix_key);
+	__type(value, struct mcp_prefix_rule);
+} trace_prefixes SEC(".maps") __weak;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MCP_MAX_TRACE_PREFIXES);
+	__type(key, __u32);
+	__type(value, struct mcp_counters);
+} prefix_counters SEC(".maps") __weak;
+
 /*
  * Calls waiting for their return (uretprobe), keyed by the entry's stack
  * pointer: recursion gives each frame its own entry, and a return pairs only

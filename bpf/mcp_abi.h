@@ -26,6 +26,7 @@
 #define MCP_MAX_CGROUP_LEVEL 31 /* deepest cgroup level whose ancestors are matched */
 #define MCP_COMM_LEN 16
 #define MCP_MAX_STACK_DEPTH 32  /* user stack frames captured for slow CUDA launches */
+#define MCP_MAX_TRACE_PREFIXES 256 /* trace-id prefix rules (slots 1..255; 0 is "none") */
 
 /* Kind of a record; selects the payload that follows the header. */
 enum mcp_kind {
@@ -128,6 +129,27 @@ MCP_STATIC_ASSERT(sizeof(struct mcp_probe_config) == 24, "mcp_probe_config layou
 
 /* mcp_probe_config.cgroup_id of a probe scoped to cgroups; no cgroup has this id. */
 #define MCP_CGROUP_SCOPE_SET (~0ULL)
+
+/*
+ * A trace-id prefix rule (BPF_MAP_TYPE_LPM_TRIE trace_prefixes): the longest entry matching
+ * (probe id, the decision's trace id) gives the threshold the probe decides with. prefixlen
+ * counts bits of probe_id then id: 32 + 4 x the prefix's hex digits, so a rule never matches
+ * another probe. probe_id is in host order (both sides write it whole); id is the W3C trace
+ * id's 16 bytes as written (big-endian).
+ */
+struct mcp_prefix_key {
+	__u32 prefixlen;
+	__u32 probe_id;
+	__u8 id[16];
+};
+MCP_STATIC_ASSERT(sizeof(struct mcp_prefix_key) == 24, "mcp_prefix_key layout");
+
+struct mcp_prefix_rule {
+	__u64 threshold;       /* as mcp_probe_config.threshold, for the ids under the prefix */
+	__u32 slot;            /* 1..MCP_MAX_TRACE_PREFIXES-1: its prefix_counters index */
+	__u32 pad;             /* zero */
+};
+MCP_STATIC_ASSERT(sizeof(struct mcp_prefix_rule) == 16, "mcp_prefix_rule layout");
 
 /*
  * Key of scope_cgroups (bpf/maps.bpf.h), the one table of cgroup scopes: a cgroup (v2 id)

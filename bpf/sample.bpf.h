@@ -2,7 +2,8 @@
 /*
  * The sampling decision and record emission shared by every program family.
  * Order: scope (pid tree, cgroup) -> probability (random draw or trace id
- * against the probe's threshold, see sample_math.h) -> tenant quota (per-CPU
+ * against the probe's threshold, or that of the longest trace-id prefix rule
+ * holding the id; see sample_math.h) -> tenant quota (per-CPU
  * token bucket). The quota is applied to sampled-in events so it caps what a
  * tenant actually ships. The outcome is an enum mcp_decision.
  */
@@ -154,19 +155,38 @@ static __always_inline bool mcp_read_trace_id(const void *ptr, __u8 format, __u6
  * decision for the record. args may be NULL when the probe has no arguments;
  * trace_id (two words, see mcp_read_trace_id) is NULL when the caller keeps no
  * trace id, else it receives the id a MCP_EV_CONSISTENT decision used (0 when
- * the caller zeroed it and no id was read).
+ * the caller zeroed it and no id was read). *slot: the trace-id prefix rule
+ * (trace_prefixes) that decided, 0 when the probe's own threshold did.
  */
-static __always_inline bool mcp_decide(const struct mcp_probe_config *cfg, const __u64 *args,
-				       __u64 *threshold, __u32 *flags, __u64 *trace_id)
+static __always_inline bool mcp_decide(__u32 probe_id, const struct mcp_probe_config *cfg,
+				       const __u64 *args, __u64 *threshold, __u32 *flags,
+				       __u64 *trace_id, __u32 *slot)
 {
 	__u64 t = cfg->threshold;
 
 	*threshold = t;
 	*flags = 0;
+	*slot = 0;
 	if (cfg->trace_id_arg && args && trace_id) {
 		__u32 n = cfg->trace_id_arg - 1;
 		if (n < MCP_MAX_ARGS &&
 		    mcp_read_trace_id((const void *)args[n], cfg->trace_id_format, trace_id)) {
+			struct mcp_prefix_key key = {
+				.prefixlen = 32 + 128,
+				.probe_id = probe_id,
+			};
+			struct mcp_prefix_rule *rule;
+
+			*(__u64 *)&key.id[0] = bpf_cpu_to_be64(trace_id[0]);
+			*(__u64 *)&key.id[8] = bpf_cpu_to_be64(trace_id[1]);
+			/* the longest prefix rule of this probe holding the id decides with its own
+			 * threshold: OTel-exact inside the prefix, and the record carries it */
+			rule = bpf_map_lookup_elem(&trace_prefixes, &key);
+			if (rule) {
+				t = rule->threshold;
+				*threshold = t;
+				*slot = rule->slot;
+			}
 			*flags = MCP_EV_CONSISTENT;
 			return mcp_otel_keep(trace_id[1], t);
 		}
@@ -407,8 +427,10 @@ static __always_inline enum mcp_decision mcp_sample(__u32 probe_id, const __u64 
 {
 	__u32 key = probe_id;
 	struct mcp_probe_config *cfg = bpf_map_lookup_elem(&probe_configs, &key);
-	struct mcp_counters *c;
+	struct mcp_counters *c, *pc = NULL;
+	enum mcp_decision d;
 	__u64 cgroup_id = 0;
+	__u32 slot = 0;
 
 	*flags = 0;
 	*threshold = 0;
@@ -432,10 +454,22 @@ static __always_inline enum mcp_decision mcp_sample(__u32 probe_id, const __u64 
 		/* every call is kept while forced, so each stands for itself: weight 1 */
 		*threshold = MCP_KEEP_ALL;
 		*flags = MCP_EV_SLOW_MODE;
-	} else if (!mcp_decide(cfg, args, threshold, flags, trace_id)) {
-		return MCP_SAMPLED_OUT;
+	} else {
+		bool keep = mcp_decide(probe_id, cfg, args, threshold, flags, trace_id, &slot);
+
+		if (slot) {
+			pc = bpf_map_lookup_elem(&prefix_counters, &slot);
+			mcp_bump(pc, seen);
+		}
+		if (!keep)
+			return MCP_SAMPLED_OUT;
 	}
-	return mcp_admit(c, cgroup_id, now);
+	d = mcp_admit(c, cgroup_id, now);
+	if (d == MCP_KEEP)
+		mcp_bump(pc, kept);
+	else
+		mcp_bump(pc, quota_dropped);
+	return d;
 }
 
 #endif /* MCP_SAMPLE_BPF_H */

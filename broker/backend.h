@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "broker/policy_key.h"
 #include "mcp/v1/sampling.grpc.pb.h"
 
 namespace mcp::broker {
@@ -71,9 +72,9 @@ class Backend {
   // Validates, stamps and stores; mcp::Error usage for a bad policy. *pushed: agents told.
   virtual mcp::v1::Policy apply_policy(const mcp::v1::Policy& policy, uint32_t* pushed) = 0;
   virtual std::vector<mcp::v1::Policy> policies() const = 0;
-  // Removes the policy of (service, probe) (from every broker, with JetStream) and pushes the
+  // Removes the policy of `key` (from every broker, with JetStream) and pushes the
   // removal to the agents (of every broker); false when there was none.
-  virtual bool remove_policy(const std::string& service, const std::string& probe) = 0;
+  virtual bool remove_policy(const PolicyKey& key) = 0;
 
   // Ends every subscription stream (the broker is stopping).
   virtual void stop() = 0;

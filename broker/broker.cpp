@@ -798,8 +798,8 @@ std::optional<otlp::ExporterStats> Broker::otlp_stats() const { return impl_->ot
 mcp::v1::Policy Broker::apply_policy(const mcp::v1::Policy& policy, uint32_t* pushed) {
   return impl_->backend().apply_policy(policy, pushed);
 }
-bool Broker::remove_policy(const std::string& service, const std::string& probe) {
-  return impl_->backend().remove_policy(service, probe);
+bool Broker::remove_policy(const PolicyKey& key) {
+  return impl_->backend().remove_policy(key);
 }
 std::vector<mcp::v1::Policy> Broker::policies() const { return impl_->backend().policies(); }
 

@@ -48,6 +48,7 @@
 
 #include "broker/access.h"
 #include "broker/nats_options.h"
+#include "broker/policy_key.h"
 #include "broker/publish_check.h"
 #include "mcp/v1/sampling.pb.h"
 #include "otlp/exporter.h"
@@ -102,7 +103,7 @@ class Broker {
   // The policies, in process (the SamplingPolicy controller, policy_controller.h): the same
   // store, validation and pushes as the ApplyPolicy RPC, without an access check. Thread-safe.
   mcp::v1::Policy apply_policy(const mcp::v1::Policy& policy, uint32_t* pushed);
-  bool remove_policy(const std::string& service, const std::string& probe);
+  bool remove_policy(const PolicyKey& key);
   std::vector<mcp::v1::Policy> policies() const;
 
   class Impl;

@@ -214,12 +214,12 @@ class EmbeddedBackend final : public Backend {
     return policies_.list();
   }
 
-  bool remove_policy(const std::string& service, const std::string& probe) override {
+  bool remove_policy(const PolicyKey& key) override {
     {
       std::lock_guard lock(mu_);
-      if (!policies_.remove(service, probe)) return false;
+      if (!policies_.remove(key)) return false;
     }
-    push_(removal_of(service, probe));
+    push_(removal_of(key));
     return true;
   }
 

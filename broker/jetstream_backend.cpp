@@ -93,8 +93,8 @@ class JetStreamBackend final : public Backend {
     return nats_.apply_policy(policy, pushed);
   }
   std::vector<mcp::v1::Policy> policies() const override { return nats_.policies(); }
-  bool remove_policy(const std::string& service, const std::string& probe) override {
-    return nats_.remove_policy(service, probe);
+  bool remove_policy(const PolicyKey& key) override {
+    return nats_.remove_policy(key);
   }
 
   void stop() override { stop_ = true; }

@@ -250,7 +250,7 @@ class NatsBackend::Impl {
       stored = validator_.apply(policy);  // validates and stamps; the bucket is the truth
     }
     const std::string data = stored.SerializeAsString();
-    const std::string key = policy_key(stored.service(), stored.probe());
+    const std::string key = policy_key(key_of(stored));
     uint64_t revision = 0;
     const natsStatus s = kvStore_Put(&revision, kv_, key.c_str(), data.data(),
                                      static_cast<int>(data.size()));
@@ -262,15 +262,15 @@ class NatsBackend::Impl {
     return stored;
   }
 
-  bool remove_policy(const std::string& service, const std::string& probe) {
+  bool remove_policy(const PolicyKey& key) {
     {
       std::lock_guard lock(mu_);
-      if (policies_.count({service, probe}) == 0) return false;
+      if (policies_.count(key) == 0) return false;
     }
-    const natsStatus s = kvStore_Delete(kv_, policy_key(service, probe).c_str());
+    const natsStatus s = kvStore_Delete(kv_, policy_key(key).c_str());
     if (s != NATS_OK) throw runtime_error("nats backend: deleting the policy: " + describe(s));
     std::lock_guard lock(mu_);
-    policies_.erase({service, probe});  // listed without it at once; the watcher tells the agents
+    policies_.erase(key);  // listed without it at once; the watcher tells the agents
     return true;
   }
 
@@ -572,7 +572,7 @@ class NatsBackend::Impl {
       if (valid) {
         {
           std::lock_guard lock(mu_);
-          policies_[{p.service(), p.probe()}] = p;
+          policies_[key_of(p)] = p;
         }
         if (on_policy_) pushed = on_policy_(p);
       } else {
@@ -585,7 +585,7 @@ class NatsBackend::Impl {
         std::lock_guard lock(mu_);
         policies_.erase(*key);
       }
-      if (on_policy_) pushed = on_policy_(removal_of(key->first, key->second));
+      if (on_policy_) pushed = on_policy_(removal_of(*key));
     } else {
       spdlog::warn("nats: deleted key {} is not a policy key; ignored", kvEntry_Key(entry));
     }
@@ -668,7 +668,7 @@ class NatsBackend::Impl {
   mutable std::mutex mu_;  // guards everything below
   std::condition_variable cv_;
   PolicyStore validator_;
-  std::map<std::pair<std::string, std::string>, mcp::v1::Policy> policies_;
+  std::map<PolicyKey, mcp::v1::Policy> policies_;
   bool initial_loaded_ = false;
   uint64_t seen_revision_ = 0;
   std::map<uint64_t, uint32_t> pushed_by_revision_;
@@ -696,8 +696,8 @@ std::vector<mcp::v1::Policy> NatsBackend::policies() const { return impl_->polic
 std::optional<std::string> NatsBackend::bind_agent(const std::string& agent_id, const std::string& credential) {
   return impl_->bind_agent(agent_id, credential);
 }
-bool NatsBackend::remove_policy(const std::string& service, const std::string& probe) {
-  return impl_->remove_policy(service, probe);
+bool NatsBackend::remove_policy(const PolicyKey& key) {
+  return impl_->remove_policy(key);
 }
 
 }  // namespace mcp::broker

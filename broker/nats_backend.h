@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "broker/nats_options.h"
+#include "broker/policy_key.h"
 #include "mcp/v1/sampling.pb.h"
 
 namespace mcp::broker {
@@ -82,7 +83,7 @@ class NatsBackend {
   mcp::v1::Policy apply_policy(const mcp::v1::Policy& policy, uint32_t* pushed);
   std::vector<mcp::v1::Policy> policies() const;
   // Deletes the key; every broker's watcher drops the policy. False when it was not there.
-  bool remove_policy(const std::string& service, const std::string& probe);
+  bool remove_policy(const PolicyKey& key);
 
   class Impl;
 

@@ -72,26 +72,33 @@ std::string message_id(std::string_view agent_id, uint64_t incarnation, uint64_t
   return id + std::to_string(sequence) + "|" + std::to_string(part);
 }
 
-std::string policy_key(std::string_view service, std::string_view probe) {
+std::string policy_key(const PolicyKey& key) {
   // An empty field still needs a non-empty token: "_" cannot be a hex digit pair.
-  const std::string s = service.empty() ? "_" : hex(service);
-  const std::string p = probe.empty() ? "_" : hex(probe);
-  return "p." + s + "." + p;
+  const std::string s = key.service.empty() ? "_" : hex(key.service);
+  const std::string p = key.probe.empty() ? "_" : hex(key.probe);
+  return "p." + s + "." + p + (key.trace_id_prefix.empty() ? "" : "." + hex(key.trace_id_prefix));
 }
 
-std::optional<std::pair<std::string, std::string>> parse_policy_key(std::string_view key) {
+std::optional<PolicyKey> parse_policy_key(std::string_view key) {
   if (key.substr(0, 2) != "p.") return std::nullopt;
   key.remove_prefix(2);
-  const auto dot = key.find('.');
-  if (dot == std::string_view::npos) return std::nullopt;
   const auto field = [](std::string_view token) -> std::optional<std::string> {
     if (token == "_") return std::string();
     if (token.empty()) return std::nullopt;
     return unhex(token);
   };
-  auto service = field(key.substr(0, dot)), probe = field(key.substr(dot + 1));
-  if (!service || !probe) return std::nullopt;
-  return std::pair{std::move(*service), std::move(*probe)};
+  std::optional<std::string> tokens[3];
+  int n = 0;
+  while (n < 3) {
+    const auto dot = key.find('.');
+    tokens[n++] = field(key.substr(0, dot));
+    if (dot == std::string_view::npos) break;
+    key.remove_prefix(dot + 1);
+    if (n == 3) return std::nullopt;  // a fourth token
+  }
+  if (n < 2 || !tokens[0] || !tokens[1]) return std::nullopt;
+  if (n == 3 && (!tokens[2] || tokens[2]->empty())) return std::nullopt;
+  return PolicyKey{std::move(*tokens[0]), std::move(*tokens[1]), n == 3 ? std::move(*tokens[2]) : std::string()};
 }
 
 std::vector<std::string> parse_nats_urls(std::string_view text) {

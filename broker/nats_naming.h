@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "broker/policy_key.h"
+
 namespace mcp::broker {
 
 inline constexpr std::string_view kSubjectPrefix = "mcp.samples";
@@ -27,9 +29,11 @@ std::string subject_filter(std::string_view service);  // empty: "mcp.samples.>"
 // A batch part's Nats-Msg-Id. The agent's incarnation (Hello.incarnation) is in it when set: a
 // new incarnation counts its sequences from 1 again, inside JetStream's duplicate window.
 std::string message_id(std::string_view agent_id, uint64_t incarnation, uint64_t sequence, uint32_t part);
-std::string policy_key(std::string_view service, std::string_view probe);
-// policy_key's inverse: (service, probe), or nullopt for a key policy_key cannot have made.
-std::optional<std::pair<std::string, std::string>> parse_policy_key(std::string_view key);
+// "p.<service>.<probe>[.<trace_id_prefix>]" (hex tokens, "_" for an empty field): the keys of
+// policies without a prefix are those brokers before prefix rules wrote.
+std::string policy_key(const PolicyKey& key);
+// policy_key's inverse, or nullopt for a key policy_key cannot have made.
+std::optional<PolicyKey> parse_policy_key(std::string_view key);
 
 // "nats://a:1,b:2,nats://c:3" -> {"nats://a:1", "nats://b:2", "nats://c:3"}; throws mcp::Error
 // (usage) when empty or when an entry has no port or another scheme.

@@ -108,7 +108,7 @@ std::optional<PolicySpec> parse_sampling_policy(const json& object, std::string&
 PolicyTarget broker_policy_target(Broker& broker) {
   PolicyTarget t;
   t.apply = [&broker](const mcp::v1::Policy& p, uint32_t* pushed) { return broker.apply_policy(p, pushed); };
-  t.remove = [&broker](const std::string& s, const std::string& p) { return broker.remove_policy(s, p); };
+  t.remove = [&broker](const PolicyKey& key) { return broker.remove_policy(key); };
   t.list = [&broker] { return broker.policies(); };
   t.service_counts = [&broker] {
     std::map<std::string, double> out;
@@ -170,9 +170,9 @@ void PolicyController::on_list(const std::vector<json>& items) {
   // dir or JetStream) whose objects are gone or no longer hold that key.
   for (const auto& p : target_.list()) {
     if (p.source().rfind(kSourcePrefix, 0) != 0) continue;
-    const auto owner = owners_.find({p.service(), p.probe()});
+    const auto owner = owners_.find(key_of(p));
     if (owner != owners_.end() && entries_[owner->second].applied) continue;
-    target_.remove(p.service(), p.probe());
+    target_.remove(key_of(p));
     spdlog::info("SamplingPolicy controller: removed stale policy service='{}' probe='{}' ({})", p.service(),
                  p.probe(), p.source());
   }
@@ -209,27 +209,19 @@ void PolicyController::upsert(const json& object) {
     update_status(e);
     return;
   }
-  if (!spec->policy.trace_id_prefix().empty()) {
-    // Applied to every trace id it would do what the object does not ask for.
-    e.reason = "TraceIdPrefixNotEnforced";
-    e.message = "spec.traceIdPrefix is not enforced: agents decide in the kernel on the trace id's low 56 bits "
-                "only and cannot restrict a rate to a prefix; the policy is not applied" + kept;
-    spdlog::warn("SamplingPolicy {}/{}: {}", e.ns, e.name, e.message);
-    update_status(e);
-    return;
-  }
-  const Key key{spec->policy.service(), spec->policy.probe()};
+  const Key key = key_of(spec->policy);
   if (const auto o = owners_.find(key); o != owners_.end() && o->second != uid) {
     const Entry& other = entries_[o->second];
     e.reason = "Conflict";
-    e.message = "SamplingPolicy " + other.ns + "/" + other.name + " already holds service '" + key.first +
-                "' probe '" + key.second + "'" + kept;
+    e.message = "SamplingPolicy " + other.ns + "/" + other.name + " already holds service '" + key.service +
+                "' probe '" + key.probe + "'" +
+                (key.trace_id_prefix.empty() ? "" : " traceIdPrefix '" + key.trace_id_prefix + "'") + kept;
     spdlog::warn("SamplingPolicy {}/{}: {}", e.ns, e.name, e.message);
     update_status(e);
     return;
   }
   if (e.good) {
-    const Key old{e.good->policy.service(), e.good->policy.probe()};
+    const Key old = key_of(e.good->policy);
     if (old != key) {
       take_out(e);
       owners_.erase(old);
@@ -240,7 +232,7 @@ void PolicyController::upsert(const json& object) {
   e.reason.clear();
   if (e.good->qps_threshold > 0) {
     // Judged again on the current rate with the new threshold.
-    e.observed_qps = rate_of(key.first);
+    e.observed_qps = rate_of(key.service);
     e.above = e.observed_qps > e.good->qps_threshold ||
               (e.above && e.observed_qps >= e.good->qps_threshold * (1 - opt_.qps_hysteresis));
   }
@@ -254,7 +246,7 @@ void PolicyController::erase(const std::string& uid) {
   Entry& e = it->second;
   take_out(e);
   if (e.good) {
-    const Key key{e.good->policy.service(), e.good->policy.probe()};
+    const Key key = key_of(e.good->policy);
     if (const auto o = owners_.find(key); o != owners_.end() && o->second == uid) owners_.erase(o);
   }
   spdlog::info("SamplingPolicy {}/{} deleted", e.ns, e.name);
@@ -298,7 +290,7 @@ void PolicyController::put_in(Entry& e) {
 void PolicyController::take_out(Entry& e) {
   if (!e.applied || !e.good) return;
   try {
-    target_.remove(e.good->policy.service(), e.good->policy.probe());
+    target_.remove(key_of(e.good->policy));
   } catch (const std::exception& ex) {
     spdlog::warn("SamplingPolicy {}/{}: removing the policy: {}", e.ns, e.name, ex.what());
   }

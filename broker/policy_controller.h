@@ -1,17 +1,20 @@
 // PolicyController: SamplingPolicy objects (sampling.mcp.dev/v1alpha1, every namespace) ->
 // broker policies, with what happened written back to each object's status.
 //   kube::ListWatch (list, watch from its version, relist on 410 Gone, rewatch after a drop,
-//   backoff on errors) -> each object is one broker policy keyed (service, probe) with source
+//   backoff on errors) -> each object is one broker policy keyed (service, probe,
+//   traceIdPrefix) with source
 //   "SamplingPolicy NS/NAME". A list replaces the whole set: policies of this controller whose
 //   objects are gone are removed, so a relist neither loses nor duplicates, and a broker that
 //   restarts forgets objects deleted meanwhile. DELETED removes the policy.
 //   A generation is handled once: the MODIFIED that a status write causes changes nothing.
-//   An object the broker cannot apply (a bad field, strategy weighted, a (service, probe)
-//   another object holds, a traceIdPrefix, which agents cannot enforce) gets Applied=False
+//   An object the broker cannot apply (a bad field, strategy weighted, a key another object
+//   holds) gets Applied=False
 //   with the reason; the policy of its last good generation, if any, and every other object's
 //   policy stay in force. DELETED, a relist without the object, and a qpsThreshold no longer
 //   met remove the policy, and the broker pushes the removal to its agents (they go back to
-//   their own rates). serviceLabels travel with the policy; agents match them to probe tags.
+//   their own rates). serviceLabels travel with the policy; agents match them to probe tags. A
+//   traceIdPrefix makes it a prefix rule on the agents (runtime/control_loop.h ProbePolicy): a
+//   probe without a trace-id argument refuses it, in that agent's log and /healthz, not here.
 //   qpsThreshold N: the policy is in the broker only while its service's rate at the broker is
 //   above N: the adjusted counts (sum of weights, an estimate of the calls whatever sampling is
 //   in force) of the service's stored events over the last qps_window, divided by the window
@@ -41,6 +44,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "broker/policy_key.h"
 #include "kube/api_config.h"
 #include "mcp/v1/sampling.pb.h"
 
@@ -59,7 +63,7 @@ inline constexpr const char* kSamplingPolicies = "/apis/sampling.mcp.dev/v1alpha
 struct PolicyTarget {
   // Stores and pushes; throws mcp::Error for a policy the broker refuses.
   std::function<mcp::v1::Policy(const mcp::v1::Policy&, uint32_t* pushed)> apply;
-  std::function<bool(const std::string& service, const std::string& probe)> remove;
+  std::function<bool(const PolicyKey& key)> remove;
   std::function<std::vector<mcp::v1::Policy>()> list;
   // Cumulative adjusted counts of the stored events, by service.
   std::function<std::map<std::string, double>()> service_counts;
@@ -109,7 +113,7 @@ class PolicyController {
     nlohmann::json written;          // the status last written (null: none yet)
     bool dirty = false;              // a status write is due
   };
-  using Key = std::pair<std::string, std::string>;
+  using Key = PolicyKey;
 
   void on_list(const std::vector<nlohmann::json>& items);
   void on_event(std::string_view type, const nlohmann::json& object);
@@ -135,7 +139,7 @@ class PolicyController {
   bool stopping_ = false;
   bool synced_ = false;
   std::map<std::string, Entry> entries_;  // by metadata.uid
-  std::map<Key, std::string> owners_;     // (service, probe) -> uid
+  std::map<Key, std::string> owners_;     // (service, probe, trace_id_prefix) -> uid
   // (time, cumulative adjusted counts by service), oldest first, spanning qps_window
   std::deque<std::pair<std::chrono::steady_clock::time_point, std::map<std::string, double>>> samples_;
   std::string status_state_;  // the last status-write failure logged

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/error.h"
+#include "common/trace_id_prefix.h"
 
 namespace mcp::broker {
 
@@ -26,8 +27,9 @@ void validate_policy(const mcp::v1::Policy& policy) {
   if (policy.service().size() > 1024 || policy.probe().size() > 1024)
     throw usage_error("service and probe must be at most 1024 bytes");
   const std::string& prefix = policy.trace_id_prefix();
-  if (prefix.size() > 16 || prefix.find_first_not_of("0123456789abcdef") != std::string::npos)
-    throw usage_error("trace_id_prefix must be lowercase hex, at most 16 digits");
+  if (!prefix.empty() &&
+      (!trace_id_prefix_error(prefix).empty() || prefix.find_first_not_of("0123456789abcdef") != std::string::npos))
+    throw usage_error("trace_id_prefix must be lowercase hex, 1 to 32 digits");
   if (policy.service_labels_size() > 32) throw usage_error("service_labels: at most 32 pairs");
   for (const auto& [k, v] : policy.service_labels())
     if (k.empty() || k.size() > 256 || v.size() > 256)
@@ -35,11 +37,16 @@ void validate_policy(const mcp::v1::Policy& policy) {
   if (policy.source().size() > 1024) throw usage_error("source must be at most 1024 bytes");
 }
 
-mcp::v1::Policy removal_of(const std::string& service, const std::string& probe) {
+mcp::v1::Policy removal_of(const PolicyKey& key) {
   mcp::v1::Policy p;
-  p.set_service(service);
-  p.set_probe(probe);
+  p.set_service(key.service);
+  p.set_probe(key.probe);
+  p.set_trace_id_prefix(key.trace_id_prefix);
   return p;
+}
+
+PolicyKey key_of(const mcp::v1::Policy& policy) {
+  return {policy.service(), policy.probe(), policy.trace_id_prefix()};
 }
 
 PolicyStore::PolicyStore(std::filesystem::path file) : file_(std::move(file)) {
@@ -71,7 +78,7 @@ PolicyStore::PolicyStore(std::filesystem::path file) : file_(std::move(file)) {
       p.set_trace_id_prefix(j.value("trace_id_prefix", ""));
       p.set_source(j.value("source", ""));
       validate_policy(p);
-      policies_[{p.service(), p.probe()}] = p;
+      policies_[key_of(p)] = p;
     } catch (const std::exception& e) {
       spdlog::warn("broker: policy {} in {} quarantined to {}: {}", j.dump(), file_.string(),
                    quarantine.string(), e.what());
@@ -95,13 +102,13 @@ mcp::v1::Policy PolicyStore::apply(const mcp::v1::Policy& policy) {
       std::chrono::duration_cast<std::chrono::nanoseconds>(
           std::chrono::system_clock::now().time_since_epoch())
           .count()));
-  policies_[{stored.service(), stored.probe()}] = stored;
+  policies_[key_of(stored)] = stored;
   persist();
   return stored;
 }
 
-bool PolicyStore::remove(const std::string& service, const std::string& probe) {
-  if (policies_.erase({service, probe}) == 0) return false;
+bool PolicyStore::remove(const PolicyKey& key) {
+  if (policies_.erase(key) == 0) return false;
   persist();
   return true;
 }

@@ -1,4 +1,4 @@
-// PolicyStore: sampling policies keyed by (service, probe), the latest write wins. Persisted as
+// PolicyStore: sampling policies keyed by (service, probe, trace_id_prefix), the latest write wins. Persisted as
 // a JSON array in the state dir (write-to-temp + rename) and reloaded on start; an empty path
 // keeps them in memory. Not thread-safe: the broker serialises access.
 // A stored record that fails validate_policy() (or a file that is not JSON at all) never stops
@@ -13,19 +13,21 @@
 
 #include "mcp/v1/sampling.pb.h"
 
+#include "broker/policy_key.h"
 #include "common/sampling_bounds.h"
 
 namespace mcp::broker {
 
 // Policy bounds (README "Broker limits", common/sampling_bounds.h): sampling_rate 0 (unset) or
 // in [1e-6, 1]; target_qps 0 (unset) or in [0.01, 1e7] events/s; exactly one set; service and probe at most
-// 1024 bytes; trace_id_prefix lowercase hex of at most 16 digits; at most 32 service_labels,
+// 1024 bytes; trace_id_prefix empty or lowercase hex of 1 to 32 digits (common/trace_id_prefix.h); at most 32 service_labels,
 // keys and values at most 256 bytes. Throws mcp::Error (usage) naming the field.
 void validate_policy(const mcp::v1::Policy& policy);
-// What the broker pushes to agents when the policy of (service, probe) is removed: the key with
+// What the broker pushes to agents when the policy of `key` is removed: the key with
 // neither sampling_rate nor target_qps, which no stored policy has (validate_policy), so an
 // agent tells it from a policy; an agent from before removals changes nothing on it.
-mcp::v1::Policy removal_of(const std::string& service, const std::string& probe);
+mcp::v1::Policy removal_of(const PolicyKey& key);
+PolicyKey key_of(const mcp::v1::Policy& policy);
 
 class PolicyStore {
  public:
@@ -35,13 +37,13 @@ class PolicyStore {
   // validate_policy(), then stamps and stores.
   mcp::v1::Policy apply(const mcp::v1::Policy& policy);
   std::vector<mcp::v1::Policy> list() const;
-  // Removes the policy of (service, probe); false when there was none.
-  bool remove(const std::string& service, const std::string& probe);
+  // Removes the policy of `key`; false when there was none.
+  bool remove(const PolicyKey& key);
 
  private:
   void persist() const;
   std::filesystem::path file_;
-  std::map<std::pair<std::string, std::string>, mcp::v1::Policy> policies_;
+  std::map<PolicyKey, mcp::v1::Policy> policies_;
 };
 
 }  // namespace mcp::broker

@@ -206,6 +206,9 @@ int run_trace(TraceOptions& o) {
   }
   rt.probes().apply(reload::diff(config::Config{}, probes));
   if (o.config) rt.probes().apply_services(*o.config);
+  for (const auto& [digits, rate] : o.trace_id_prefixes)
+    rt.control().apply_policy(runtime::ProbePolicy{
+        "", "", rate, 0, [](const loader::ProbeInfo& p) { return p.trace_id; }, digits});
 
   rt.start();
   session.track_process_tree();

@@ -15,6 +15,7 @@
 #include "common/duration.h"
 #include "common/error.h"
 #include "common/sampling_bounds.h"
+#include "common/trace_id_prefix.h"
 #include "loader/bpf_session.h"
 #include "config/loader.h"
 #include "runtime/config_spec.h"
@@ -42,6 +43,10 @@ void add_trace_options(CLI::App& sub, TraceOptions& o) {
   sub.add_option("--default-quota", o.default_quota_text, "Quota for every other cgroup: RATE[:BURST]");
   sub.add_option("--trace-id-arg", o.trace_id_arg_text,
                  "Consistent sampling on a trace id in argument N: N:hex32, N:bytes16 (pointers) or N:u64");
+  sub.add_option("--trace-id-prefix", o.trace_id_prefix_texts,
+                 "With --trace-id-arg: keep the trace ids starting with HEX (1-32 digits) at RATE instead "
+                 "of the probe's rate, on every probe with a trace-id argument: HEX=RATE (repeatable; the "
+                 "longest matching prefix decides)");
   sub.add_option("--broker", o.brokers, "Forward events to mcp-broker HOST:PORT[,HOST:PORT...] (fail over in order)");
   sub.add_flag("--also-stdout", o.also_stdout, "With --broker or --otlp-endpoint, print events as well");
   sub.add_option("--tls-ca", o.tls_ca, "CA of the broker's certificate (enables TLS)");
@@ -231,6 +236,24 @@ void validate(TraceOptions& o) {
   for (const auto& t : o.tenant_quota_texts) o.tenant_quotas.push_back(control::parse_tenant_quota(t));
   if (!o.default_quota_text.empty()) o.default_quota = control::parse_quota(o.default_quota_text);
   if (!o.trace_id_arg_text.empty()) o.trace_id_arg = control::parse_trace_id_arg(o.trace_id_arg_text);
+  o.trace_id_prefixes.clear();
+  for (const auto& text : o.trace_id_prefix_texts) {
+    const auto eq = text.find('=');
+    const std::string hex = text.substr(0, eq);
+    if (eq == std::string::npos)
+      throw usage_error("--trace-id-prefix " + text + ": expected HEX=RATE, e.g. 00af=1");
+    if (const auto why = trace_id_prefix_error(hex); !why.empty()) throw usage_error("--trace-id-prefix " + text + ": " + why);
+    double rate = 0;
+    const std::string rate_text = text.substr(eq + 1);
+    const auto [end, ec] = std::from_chars(rate_text.data(), rate_text.data() + rate_text.size(), rate);
+    if (ec != std::errc() || end != rate_text.data() + rate_text.size() || !valid_sampling_rate(rate))
+      throw usage_error("--trace-id-prefix " + text + ": the rate must be in " + std::string(kSamplingRateRange));
+    for (const auto& [digits, r] : o.trace_id_prefixes)
+      if (digits == parse_trace_id_prefix(hex)->digits) throw usage_error("--trace-id-prefix " + hex + " is given twice");
+    o.trace_id_prefixes.emplace_back(parse_trace_id_prefix(hex)->digits, rate);
+  }
+  if (!o.trace_id_prefixes.empty() && !o.trace_id_arg)
+    throw usage_error("--trace-id-prefix needs --trace-id-arg: a prefix rule decides on the probe's trace id");
   if (!valid_sampling_rate(o.export_sample_rate))
     throw usage_error(fmt::format("--export-sample-rate must be in {}, got {:g}", kSamplingRateRange, o.export_sample_rate));
   o.export_filter = {};

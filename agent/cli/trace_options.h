@@ -66,6 +66,9 @@ struct TraceOptions {
   std::optional<control::Quota> default_quota;
   std::string trace_id_arg_text;      // N[:hex32|:bytes16]
   std::optional<control::TraceIdArg> trace_id_arg;
+  // Trace-id prefix rules: HEX=RATE (repeatable), on every flag probe with --trace-id-arg.
+  std::vector<std::string> trace_id_prefix_texts;
+  std::vector<std::pair<std::string, double>> trace_id_prefixes;  // (lowercase digits, rate)
   // Forwarding to a broker, and what every event is labelled with
   std::string brokers;                // HOST:PORT[,HOST:PORT...]; empty: stdout only
   bool also_stdout = false;           // with --broker or --otlp-endpoint, print events as well

@@ -33,9 +33,12 @@ uint64_t unix_ns() {
 
 }  // namespace
 
-std::string policy_line(std::string_view service, std::string_view probe, double sampling_rate, double target_qps) {
-  return fmt::format("service={} probe={} sampling_rate={:g} target_qps={:g}", service.empty() ? "*" : service,
-                     probe.empty() ? "*" : probe, sampling_rate, target_qps);
+std::string policy_line(std::string_view service, std::string_view probe, double sampling_rate, double target_qps,
+                        std::string_view trace_id_prefix) {
+  std::string line = fmt::format("service={} probe={} sampling_rate={:g} target_qps={:g}", service.empty() ? "*" : service,
+                                 probe.empty() ? "*" : probe, sampling_rate, target_qps);
+  if (!trace_id_prefix.empty()) line += fmt::format(" trace_id_prefix={}", trace_id_prefix);
+  return line;
 }
 
 std::vector<std::string> parse_broker_list(const std::string& text) {

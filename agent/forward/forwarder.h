@@ -55,13 +55,15 @@ struct PolicyUpdate {
   double sampling_rate = 0;    // 0: unset
   double target_qps = 0;       // 0: unset
   std::map<std::string, std::string> service_labels;  // the probe's tags hold every pair
-  std::string trace_id_prefix;  // not enforced by agents: they ignore such a policy (README)
+  std::string trace_id_prefix;  // lowercase hex: a prefix rule (runtime/control_loop.h ProbePolicy)
   bool removed = false;
 };
 
 // A policy as `mcp-agent policy list` prints the broker's and `run`'s /healthz the agent's:
-// "service=S probe=P sampling_rate=R target_qps=N", '*' for an empty service or probe.
-std::string policy_line(std::string_view service, std::string_view probe, double sampling_rate, double target_qps);
+// "service=S probe=P sampling_rate=R target_qps=N[ trace_id_prefix=HEX]", '*' for an empty
+// service or probe.
+std::string policy_line(std::string_view service, std::string_view probe, double sampling_rate, double target_qps,
+                        std::string_view trace_id_prefix = {});
 
 // gRPC message compression to the broker. None by default: the compact events carry few
 // repeated bytes, and on loopback or a fast link gzip costs more CPU than it saves.

@@ -690,6 +690,40 @@ void BpfSession::erase_scope(uint32_t probe_id, uint64_t cgroup_id) {
   bpf_map_delete_elem(bpf_map__fd(skel_->maps.scope_cgroups), &key);  // ENOENT: already gone
 }
 
+namespace {
+
+mcp_prefix_key prefix_key(uint32_t probe_id, const TraceIdPrefix& prefix) {
+  mcp_prefix_key key{};
+  key.prefixlen = 32 + prefix.bits();
+  key.probe_id = probe_id;
+  std::copy(prefix.bytes.begin(), prefix.bytes.end(), key.id);
+  return key;
+}
+
+}  // namespace
+
+void BpfSession::put_trace_prefix(uint32_t probe_id, const TraceIdPrefix& prefix, uint32_t slot, uint64_t threshold) {
+  const mcp_prefix_key key = prefix_key(probe_id, prefix);
+  const mcp_prefix_rule rule{threshold, slot, 0};
+  if (bpf_map_update_elem(bpf_map__fd(skel_->maps.trace_prefixes), &key, &rule, BPF_ANY))
+    throw runtime_error("cannot add trace-id prefix " + prefix.digits + " (at most " +
+                        std::to_string(MCP_MAX_TRACE_PREFIXES - 1) + " prefix rules): " + errno_text(errno));
+}
+
+void BpfSession::erase_trace_prefix(uint32_t probe_id, const TraceIdPrefix& prefix) {
+  const mcp_prefix_key key = prefix_key(probe_id, prefix);
+  bpf_map_delete_elem(bpf_map__fd(skel_->maps.trace_prefixes), &key);  // ENOENT: already gone
+}
+
+void BpfSession::clear_prefix_counters(uint32_t slot) {
+  std::vector<mcp_counters> zeros(ncpus_, mcp_counters{});
+  bpf_map_update_elem(bpf_map__fd(skel_->maps.prefix_counters), &slot, zeros.data(), BPF_ANY);
+}
+
+ProbeCounters BpfSession::prefix_counters(uint32_t slot) const {
+  return read_counters(bpf_map__fd(skel_->maps.prefix_counters), slot);
+}
+
 void BpfSession::configure(uint32_t id, const ProbeConfig& config) {
   mcp_probe_config value{};
   value.threshold = config.threshold;
@@ -706,6 +740,8 @@ void BpfSession::configure(uint32_t id, const ProbeConfig& config) {
   value.name_arg = config.name_arg;
   if (bpf_map_update_elem(bpf_map__fd(skel_->maps.probe_configs), &id, &value, BPF_ANY))
     throw runtime_error("cannot update probe_configs: " + errno_text(errno));
+  std::unique_lock lock(mu_);
+  trace_id_probes_[id % MCP_MAX_PROBES] = value.trace_id_arg != 0;
 }
 
 void BpfSession::set_threshold(uint32_t id, uint64_t threshold) {
@@ -829,7 +865,9 @@ std::optional<ProbeInfo> BpfSession::probe(uint32_t id) const {
   std::shared_lock lock(mu_);
   auto it = probes_.find(id);
   if (it == probes_.end()) return std::nullopt;
-  return it->second->info;
+  ProbeInfo info = it->second->info;
+  info.trace_id = trace_id_probes_[id % MCP_MAX_PROBES];
+  return info;
 }
 
 std::string_view BpfSession::probe_name(uint32_t id) const {
@@ -851,7 +889,10 @@ uint8_t BpfSession::probe_nargs(uint32_t id) const {
 std::vector<ProbeInfo> BpfSession::probes() const {
   std::shared_lock lock(mu_);
   std::vector<ProbeInfo> out;
-  for (auto& [id, p] : probes_) out.push_back(p->info);
+  for (auto& [id, p] : probes_) {
+    out.push_back(p->info);
+    out.back().trace_id = trace_id_probes_[id % MCP_MAX_PROBES];
+  }
   return out;
 }
 

@@ -162,6 +162,10 @@ class BpfSession : public KernelMaps {
   // Per CPU: events of this bucket that were sampled in (kept + quota-dropped),
   // the demand the quota split follows.
   std::vector<uint64_t> tenant_demand_per_cpu(uint32_t bucket) const override;
+  void put_trace_prefix(uint32_t probe_id, const TraceIdPrefix& prefix, uint32_t slot, uint64_t threshold) override;
+  void erase_trace_prefix(uint32_t probe_id, const TraceIdPrefix& prefix) override;
+  void clear_prefix_counters(uint32_t slot) override;
+  ProbeCounters prefix_counters(uint32_t slot) const override;
   int ncpus() const override { return ncpus_; }
 
   // True when latency probes attach as uprobe sessions (BPF_TRACE_UPROBE_SESSION,
@@ -304,6 +308,7 @@ class BpfSession : public KernelMaps {
   std::map<uint32_t, uint64_t> quarantine_;
   std::map<uint32_t, std::string> retired_names_;
   std::array<uint64_t, MCP_MAX_PROBES> swept_orphans_{};  // counted by sweep_pending
+  std::array<bool, MCP_MAX_PROBES> trace_id_probes_{};   // ProbeInfo::trace_id, set by configure()
   std::vector<bpf_link*> process_links_;
   // Window toggles exclude every other change of a probe's links (remove, files, detach_all).
   std::mutex toggle_mu_;

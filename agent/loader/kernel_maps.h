@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "common/trace_id_prefix.h"
+
 namespace mcp::loader {
 
 enum class ProbeFamily { kUprobe, kSyscall, kCuda };
@@ -26,6 +28,7 @@ struct ProbeInfo {
   uint8_t nargs = 6;     // meaningful arguments (a syscall's arity)
   bool internal = false; // bookkeeping probe: no rate control, not in summaries
   std::string symbol;    // uprobe and CUDA probes: the function name
+  bool trace_id = false; // decides on a trace-id argument (its configuration's trace_id_arg)
 };
 
 class KernelMaps {
@@ -50,6 +53,16 @@ class KernelMaps {
   // (runtime/scope_table.h) calls these.
   virtual void put_scope(uint32_t probe_id, uint64_t cgroup_id, uint64_t value) = 0;
   virtual void erase_scope(uint32_t probe_id, uint64_t cgroup_id) = 0;
+  // Trace-id prefix rules (bpf/mcp_abi.h, struct mcp_prefix_key): probe `probe_id` decides
+  // the ids under `prefix` with `threshold`, counting them at `slot` (1..MCP_MAX_TRACE_PREFIXES-1).
+  // put_trace_prefix throws mcp::Error when the kernel's map is full; clear_prefix_counters
+  // zeroes a slot before it is reused. Only the control loop's prefix rules call these.
+  virtual void put_trace_prefix(uint32_t probe_id, const TraceIdPrefix& prefix, uint32_t slot,
+                                uint64_t threshold) = 0;
+  virtual void erase_trace_prefix(uint32_t probe_id, const TraceIdPrefix& prefix) = 0;
+  virtual void clear_prefix_counters(uint32_t slot) = 0;
+  // A slot's seen, kept and quota_dropped, summed over CPUs.
+  virtual ProbeCounters prefix_counters(uint32_t slot) const = 0;
   // Per CPU: the bucket's sampled-in events (kept + quota-dropped), the demand quotas follow.
   virtual std::vector<uint64_t> tenant_demand_per_cpu(uint32_t bucket) const = 0;
   virtual int ncpus() const = 0;

@@ -6,6 +6,7 @@
 
 #include "common/event.h"
 #include "forward/forwarder.h"
+#include "mcp_abi.h"
 #include <time.h>
 
 namespace mcp::runtime {
@@ -26,8 +27,10 @@ ControlLoop::ControlLoop(loader::KernelMaps& session, ControlSettings settings)
     // the controller steer them.
     control::RateControllerConfig cfg;
     cfg.target_qps = settings_.target_qps.value_or(0.0);
-    rates_ = std::make_unique<control::RateController>(
-        cfg, [this](uint32_t id, uint64_t threshold) { session_.set_threshold(id, threshold); });
+    rates_ = std::make_unique<control::RateController>(cfg, [this](uint32_t id, uint64_t threshold) {
+      if (id >= kPrefixControllerBase) set_prefix_threshold(id, threshold);
+      else session_.set_threshold(id, threshold);
+    });
     adopt_probes();
   }
   if (settings_.quotas) {
@@ -98,6 +101,11 @@ void ControlLoop::tick(uint64_t now_ns) {
       if (!steered_.count(p.id)) continue;
       const auto& c = all[p.id];
       samples.push_back({p.id, {c.seen, c.kept, c.lost, c.quota_dropped}});
+    }
+    for (const auto& [key, e] : prefix_entries_) {
+      if (e.target_qps <= 0) continue;
+      const auto c = session_.prefix_counters(e.slot);
+      samples.push_back({kPrefixControllerBase + e.slot, {c.seen, c.kept, 0, c.quota_dropped}});
     }
     rates_->tick(now_ns, samples);
     std::lock_guard lock(stats_mu_);
@@ -197,6 +205,10 @@ void ControlLoop::forget(uint32_t probe_id) {
   scopes_.forget(probe_id);
   if (rates_) rates_->remove_probe(probe_id);
   steered_.erase(probe_id);
+  std::vector<std::string> prefixes;
+  for (const auto& [key, e] : prefix_entries_)
+    if (key.first == probe_id) prefixes.push_back(key.second);
+  for (const auto& digits : prefixes) erase_prefix(probe_id, digits);
 }
 
 void ControlLoop::set_quotas(std::optional<control::TenantQuotaTable> quotas) {
@@ -247,6 +259,13 @@ void ControlLoop::put(const ProbePolicy& p, uint32_t id) {
 
 int ControlLoop::apply_policy(ProbePolicy policy) {
   std::lock_guard lock(rates_mu_);
+  if (!policy.trace_id_prefix.empty()) {
+    std::erase_if(prefix_policies_, [&](const ProbePolicy& p) {
+      return p.service == policy.service && p.probe == policy.probe && p.trace_id_prefix == policy.trace_id_prefix;
+    });
+    prefix_policies_.push_back(std::move(policy));
+    return apply_prefix_policy(prefix_policies_.back());
+  }
   std::erase_if(policies_, [&](const ProbePolicy& p) { return p.service == policy.service && p.probe == policy.probe; });
   policies_.push_back(std::move(policy));
   const ProbePolicy& p = policies_.back();
@@ -260,10 +279,11 @@ int ControlLoop::apply_policy(ProbePolicy policy) {
   return changed;
 }
 
-std::vector<std::pair<std::string, std::string>> ControlLoop::policy_keys() const {
+std::vector<std::tuple<std::string, std::string, std::string>> ControlLoop::policy_keys() const {
   std::lock_guard lock(rates_mu_);
-  std::vector<std::pair<std::string, std::string>> out;
-  for (const auto& p : policies_) out.emplace_back(p.service, p.probe);
+  std::vector<std::tuple<std::string, std::string, std::string>> out;
+  for (const auto& p : policies_) out.emplace_back(p.service, p.probe, std::string());
+  for (const auto& p : prefix_policies_) out.emplace_back(p.service, p.probe, p.trace_id_prefix);
   return out;
 }
 
@@ -271,11 +291,141 @@ std::vector<std::string> ControlLoop::policy_lines() const {
   std::lock_guard lock(rates_mu_);
   std::vector<std::string> out;
   for (const auto& p : policies_) out.push_back(policy_line(p.service, p.probe, p.sampling_rate, p.target_qps));
+  for (const auto& p : prefix_policies_) {
+    std::string line = policy_line(p.service, p.probe, p.sampling_rate, p.target_qps, p.trace_id_prefix);
+    const auto it = prefix_rejected_.find({p.service, p.probe, p.trace_id_prefix});
+    if (it != prefix_rejected_.end() && !it->second.empty()) {
+      line += " rejected_by=";
+      for (const auto& name : it->second) line += (name == *it->second.begin() ? "" : ",") + name;
+      line += " (no trace-id argument)";
+    }
+    out.push_back(std::move(line));
+  }
   return out;
 }
 
-int ControlLoop::remove_policy(const std::string& service, const std::string& probe_key) {
+int ControlLoop::apply_prefix_policy(const ProbePolicy& p) {
+  const auto prefix = parse_trace_id_prefix(p.trace_id_prefix);
+  if (!prefix) {
+    spdlog::warn("policy for service '{}' probe '{}': {}; not applied", p.service, p.probe,
+                 trace_id_prefix_error(p.trace_id_prefix));
+    return 0;
+  }
+  if (p.sampling_rate <= 0 && !(p.target_qps > 0 && rates_)) return 0;  // as effective()
+  auto& rejected = prefix_rejected_[{p.service, p.probe, p.trace_id_prefix}];
+  rejected.clear();
+  int changed = 0;
+  for (const auto& probe : session_.probes()) {
+    if (!matches(p, probe)) continue;
+    if (!probe.trace_id) {
+      // Without a trace id every call would fall under no prefix: refusing says so.
+      rejected.insert(probe.name);
+      continue;
+    }
+    if (put_prefix(p, *prefix, probe.id)) changed++;
+  }
+  if (!rejected.empty())
+    spdlog::warn("policy for service '{}' probe '{}' trace_id_prefix {}: rejected by {} probe(s) without a trace-id "
+                 "argument (first: {})", p.service, p.probe, p.trace_id_prefix, rejected.size(), *rejected.begin());
+  return changed;
+}
+
+bool ControlLoop::put_prefix(const ProbePolicy& p, const TraceIdPrefix& prefix, uint32_t id) {
+  const std::pair<uint32_t, std::string> key{id, prefix.digits};
+  auto it = prefix_entries_.find(key);
+  if (it == prefix_entries_.end()) {
+    std::set<uint32_t> used;
+    for (const auto& [k, e] : prefix_entries_) used.insert(e.slot);
+    uint32_t slot = 1;
+    while (slot < MCP_MAX_TRACE_PREFIXES && used.count(slot)) slot++;
+    if (slot >= MCP_MAX_TRACE_PREFIXES) {
+      spdlog::warn("trace-id prefix {} on probe {}: every one of the {} prefix rules is taken; not applied",
+                   prefix.digits, id, MCP_MAX_TRACE_PREFIXES - 1);
+      return false;
+    }
+    session_.clear_prefix_counters(slot);
+    std::lock_guard lock(prefix_mu_);
+    it = prefix_entries_.emplace(key, PrefixEntry{prefix, slot}).first;
+  }
+  PrefixEntry& e = it->second;
+  e.service = p.service;
+  e.probe = p.probe;
+  e.sampling_rate = p.sampling_rate;
+  e.target_qps = p.sampling_rate > 0 ? 0 : p.target_qps;
+  const uint32_t controller_id = kPrefixControllerBase + e.slot;
+  if (e.target_qps > 0) {
+    if (rates_->stats(controller_id)) rates_->set_target(controller_id, e.target_qps);
+    else rates_->add_probe(controller_id, e.target_qps);  // writes the rule through set_prefix_threshold
+    if (rates_->stats(controller_id)) return true;
+  } else if (rates_) {
+    rates_->remove_probe(controller_id);
+  }
+  e.threshold = e.target_qps > 0 ? UINT64_MAX : probability_to_threshold(e.sampling_rate);
+  session_.put_trace_prefix(id, e.prefix, e.slot, e.threshold);
+  return true;
+}
+
+void ControlLoop::set_prefix_threshold(uint32_t controller_id, uint64_t threshold) {
+  for (auto& [key, e] : prefix_entries_)
+    if (kPrefixControllerBase + e.slot == controller_id) {
+      e.threshold = threshold;
+      session_.put_trace_prefix(key.first, e.prefix, e.slot, threshold);
+      return;
+    }
+}
+
+void ControlLoop::erase_prefix(uint32_t id, const std::string& digits) {
+  const auto it = prefix_entries_.find({id, digits});
+  if (it == prefix_entries_.end()) return;
+  if (rates_) rates_->remove_probe(kPrefixControllerBase + it->second.slot);
+  session_.erase_trace_prefix(id, it->second.prefix);
+  std::lock_guard lock(prefix_mu_);
+  prefix_entries_.erase(it);
+}
+
+int ControlLoop::remove_prefix_policy(const std::string& service, const std::string& probe, const std::string& prefix) {
+  const auto it = std::find_if(prefix_policies_.begin(), prefix_policies_.end(), [&](const ProbePolicy& p) {
+    return p.service == service && p.probe == probe && p.trace_id_prefix == prefix;
+  });
+  if (it == prefix_policies_.end()) return 0;
+  prefix_policies_.erase(it);
+  prefix_rejected_.erase({service, probe, prefix});
+  int changed = 0;
+  for (const auto& info : session_.probes()) {
+    const auto e = prefix_entries_.find({info.id, prefix});
+    if (e == prefix_entries_.end() || e->second.service != service || e->second.probe != probe) continue;
+    // An earlier rule for the same prefix that matches the probe takes it back, else the probe's rate.
+    const ProbePolicy* next = nullptr;
+    for (auto p = prefix_policies_.rbegin(); p != prefix_policies_.rend() && !next; ++p)
+      if (p->trace_id_prefix == prefix && matches(*p, info)) next = &*p;
+    if (next) put_prefix(*next, e->second.prefix, info.id);
+    else erase_prefix(info.id, prefix);
+    changed++;
+  }
+  return changed;
+}
+
+std::vector<PrefixRuleStats> ControlLoop::prefix_rules() const {
   std::lock_guard lock(rates_mu_);
+  std::vector<PrefixRuleStats> out;
+  for (const auto& [key, e] : prefix_entries_)
+    out.push_back({key.first, e.prefix.digits, threshold_to_probability(e.threshold), e.target_qps,
+                   session_.prefix_counters(e.slot)});
+  return out;
+}
+
+std::string ControlLoop::prefix_rule_of(uint32_t probe_id, uint64_t hi, uint64_t lo) const {
+  std::lock_guard lock(prefix_mu_);
+  const std::string* best = nullptr;
+  for (auto it = prefix_entries_.lower_bound({probe_id, std::string()});
+       it != prefix_entries_.end() && it->first.first == probe_id; ++it)
+    if (it->second.prefix.matches(hi, lo) && (!best || it->first.second.size() > best->size())) best = &it->first.second;
+  return best ? *best : std::string();
+}
+
+int ControlLoop::remove_policy(const std::string& service, const std::string& probe_key, const std::string& prefix) {
+  std::lock_guard lock(rates_mu_);
+  if (!prefix.empty()) return remove_prefix_policy(service, probe_key, prefix);
   const auto it = std::find_if(policies_.begin(), policies_.end(),
                                [&](const ProbePolicy& p) { return p.service == service && p.probe == probe_key; });
   if (it == policies_.end()) return 0;

@@ -20,6 +20,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "common/setting_names.h"
@@ -43,11 +44,26 @@ struct ControlSettings {
 // A broker policy as the loop keeps it. (service, probe) is its key, as at the broker: a push
 // with the same key replaces it, remove_policy() undoes it. `matches` picks the probes it
 // applies to (null: those whose name or symbol is `probe`, every probe when `probe` is empty).
+// With a trace_id_prefix the policy is a prefix rule: (service, probe, trace_id_prefix) is its
+// key, and it sets, on each matching probe that decides on a trace-id argument, the rate (or the
+// controller's target) of the trace ids under the prefix only; the kernel decides from the
+// longest rule holding the id, else the probe's own rate (bpf/mcp_abi.h, mcp_prefix_key). A
+// matching probe without a trace-id argument rejects it, named in policy_lines().
 struct ProbePolicy {
   std::string service, probe;
   double sampling_rate = 0;  // > 0: a fixed rate
   double target_qps = 0;     // > 0 (and no rate): the controller steers to it
   std::function<bool(const loader::ProbeInfo&)> matches;
+  std::string trace_id_prefix;  // lowercase hex (common/trace_id_prefix.h); empty: the whole probe
+};
+
+// One trace-id prefix rule on one probe, as the summary and the metrics report it.
+struct PrefixRuleStats {
+  uint32_t probe_id = 0;
+  std::string prefix;            // lowercase hex digits
+  double sampling_rate = 1;      // of the threshold in force
+  double target_qps = 0;         // 0: a fixed rate
+  loader::ProbeCounters counters;  // seen, kept, quota_dropped since the rule took the probe
 };
 
 class ControlLoop {
@@ -70,9 +86,14 @@ class ControlLoop {
   // the latest remaining policy that matches it, else to the setting it had before any policy
   // (a fixed threshold, or the controller with its own target). Thread-safe; returns how many
   // probes it changed (0 for a key it does not hold).
-  int remove_policy(const std::string& service, const std::string& probe);
-  // (service, probe) of every broker policy in force, oldest push first.
-  std::vector<std::pair<std::string, std::string>> policy_keys() const;
+  int remove_policy(const std::string& service, const std::string& probe, const std::string& trace_id_prefix = {});
+  // (service, probe, trace_id_prefix) of every broker policy in force, oldest push first.
+  std::vector<std::tuple<std::string, std::string, std::string>> policy_keys() const;
+  // Every prefix rule in force on a probe. The longest of a probe's rules holding an event's
+  // trace id is the one that decided it (prefix_rule_of).
+  std::vector<PrefixRuleStats> prefix_rules() const;
+  // The prefix (digits) of the rule of `probe_id` that decided trace id (hi, lo); empty: none.
+  std::string prefix_rule_of(uint32_t probe_id, uint64_t hi, uint64_t lo) const;
   // One policy_line() (forward/forwarder.h) per policy in force, oldest push first.
   std::vector<std::string> policy_lines() const;
   // Per probe, for the daemon's configuration: a fixed rate, or a target QPS
@@ -130,6 +151,27 @@ class ControlLoop {
   };
   std::map<uint32_t, OwnSetting> own_;
   std::vector<ProbePolicy> policies_;  // in force, oldest push first
+  // Prefix rules (ProbePolicy::trace_id_prefix), under rates_mu_. An entry is one kernel rule
+  // (probe, prefix): its counter slot, the policy that set it (the latest pushed matching the
+  // probe) and, steered, its controller id (kPrefixControllerBase + slot).
+  struct PrefixEntry {
+    TraceIdPrefix prefix;
+    uint32_t slot = 0;
+    std::string service, probe;  // the policy's key
+    double sampling_rate = 0, target_qps = 0;
+    uint64_t threshold = UINT64_MAX;
+  };
+  static constexpr uint32_t kPrefixControllerBase = 1u << 16;
+  int apply_prefix_policy(const ProbePolicy& p);
+  int remove_prefix_policy(const std::string& service, const std::string& probe, const std::string& prefix);
+  // Writes the rule of `p` on probe `id`; false when no slot is left.
+  bool put_prefix(const ProbePolicy& p, const TraceIdPrefix& prefix, uint32_t id);
+  void erase_prefix(uint32_t id, const std::string& digits);
+  void set_prefix_threshold(uint32_t controller_id, uint64_t threshold);
+  std::vector<ProbePolicy> prefix_policies_;  // in force, oldest push first
+  std::map<std::pair<uint32_t, std::string>, PrefixEntry> prefix_entries_;  // (probe id, digits)
+  std::map<std::tuple<std::string, std::string, std::string>, std::set<std::string>> prefix_rejected_;
+  mutable std::mutex prefix_mu_;  // prefix_entries_ for the consumer thread (prefix_rule_of)
   std::vector<control::QuotaBalancer> balancers_;
   std::unique_ptr<k8s::PodCgroups> pods_;
   std::string pods_why_ = "no pod watch: " + setting_name(Setting::kPodNames) + " is off";

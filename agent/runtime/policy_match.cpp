@@ -6,7 +6,6 @@ namespace mcp::runtime {
 
 bool policy_applies(const PolicyUpdate& policy, const loader::ProbeInfo& probe, const ProbeMeta* meta,
                     const std::optional<std::string>& run_service) {
-  if (!policy.trace_id_prefix.empty()) return false;
   if (!policy.probe.empty() && policy.probe != probe.name && policy.probe != probe.symbol) return false;
   const std::optional<std::string> service = meta ? std::optional<std::string>(meta->service) : run_service;
   if (!policy.service.empty() && service && *service != policy.service) return false;

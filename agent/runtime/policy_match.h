@@ -4,9 +4,8 @@
 //                   --service for a probe without labels). A probe of no known service at all
 //                   takes every policy, as before services were matched per probe.
 //   service_labels: every pair among the probe's tags (the tags its events carry).
-//   trace_id_prefix: not enforced: the kernel's decision reads only the trace id's low 56 bits,
-//                   so a policy restricted to a prefix would be applied to every trace id;
-//                   such a policy applies to no probe (README "SamplingPolicy controller").
+//   trace_id_prefix: not matched here: a prefix policy applies to the same probes, as a prefix
+//                   rule on those that decide on a trace id (runtime/control_loop.h ProbePolicy).
 #pragma once
 #include <optional>
 #include <string>

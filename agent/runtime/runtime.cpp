@@ -20,6 +20,7 @@
 #include "metrics/names.h"
 #include "metrics/registry.h"
 #include "otlp/event_sink.h"
+#include "output/formatter.h"
 #include "mcp_abi.h"
 #include "pipeline/ring_consumer.h"
 #include "runtime/interval_counts.h"
@@ -176,10 +177,11 @@ void Runtime::start() {
     fo.on_policy = [this](const PolicyUpdate& p) { apply_broker_policy(p); };
     fo.on_policy_set = [this](const std::vector<PolicyUpdate>& set) {
       // Policies removed while this agent was away are not in the set: undo them first.
-      for (const auto& [service, probe] : control_->policy_keys()) {
-        const bool kept = std::any_of(set.begin(), set.end(),
-                                      [&](const PolicyUpdate& u) { return u.service == service && u.probe == probe; });
-        if (!kept) apply_broker_policy(PolicyUpdate{service, probe, 0, 0, {}, {}, true});
+      for (const auto& [service, probe, prefix] : control_->policy_keys()) {
+        const bool kept = std::any_of(set.begin(), set.end(), [&](const PolicyUpdate& u) {
+          return u.service == service && u.probe == probe && u.trace_id_prefix == prefix;
+        });
+        if (!kept) apply_broker_policy(PolicyUpdate{service, probe, 0, 0, {}, prefix, true});
       }
       for (const auto& p : set) apply_broker_policy(p);
     };
@@ -242,21 +244,21 @@ void Runtime::start() {
 }
 
 void Runtime::apply_broker_policy(const PolicyUpdate& p) {
+  const std::string what = p.trace_id_prefix.empty() ? "" : " trace_id_prefix " + p.trace_id_prefix;
   if (p.removed) {
-    const int n = control_->remove_policy(p.service, p.probe);
-    spdlog::info("broker policy for service '{}' probe '{}' removed -> {} probe(s) back", p.service, p.probe, n);
+    const int n = control_->remove_policy(p.service, p.probe, p.trace_id_prefix);
+    spdlog::info("broker policy for service '{}' probe '{}'{} removed -> {} probe(s) back", p.service, p.probe, what, n);
     return;
   }
-  if (!p.trace_id_prefix.empty())
-    spdlog::warn("broker policy for service '{}' probe '{}' has trace_id_prefix {}, which agents do not enforce: "
-                 "not applied", p.service, p.probe, p.trace_id_prefix);
-  ProbePolicy rule{p.service, p.probe, p.sampling_rate, p.target_qps, [this, p](const loader::ProbeInfo& probe) {
+  ProbePolicy rule{p.service, p.probe, p.sampling_rate, p.target_qps,
+                   [this, p](const loader::ProbeInfo& probe) {
                      const auto meta = probes_->meta(probe.id);
                      return policy_applies(p, probe, meta.get(), spec_.policy_service);
-                   }};
+                   },
+                   p.trace_id_prefix};
   const int n = control_->apply_policy(std::move(rule));
-  spdlog::info("broker policy for service '{}' probe '{}': rate {} target {} -> {} probe(s)", p.service, p.probe,
-               p.sampling_rate, p.target_qps, n);
+  spdlog::info("broker policy for service '{}' probe '{}'{}: rate {} target {} -> {} probe(s)", p.service, p.probe,
+               what, p.sampling_rate, p.target_qps, n);
 }
 
 void Runtime::on_event(Event& e) {
@@ -273,6 +275,13 @@ void Runtime::on_event(Event& e) {
   }
   if (!filter_.keep(spec_.export_filter, e)) return;
   counts_->on_delivered(e);
+  if (spec_.summary && e.consistent) {
+    if (auto digits = control_->prefix_rule_of(e.probe_id, e.trace_id_hi, e.trace_id_lo); !digits.empty()) {
+      auto& d = prefix_delivered_[{e.probe_id, std::move(digits)}];
+      d.events++;
+      d.weight += e.weight();
+    }
+  }
   if (spec_.max_events && delivered_ >= spec_.max_events) return;
   for (auto& sink : sinks_) sink->consume(e);
   delivered_++;
@@ -312,7 +321,29 @@ void Runtime::print_summary(double seconds) const {
   print_return_mode(*session_);
   print_windows(*session_, *counts_);
   if (spec_.control.quotas) print_tenants(*session_, *spec_.control.quotas);
+  print_prefix_rules();
   print_kernels(kernel_launches_);
+}
+
+// Each trace-id prefix rule's share of its probe: the calls under the prefix, those kept, and
+// an estimate of the calls that survives quota and loss, as the probe's EST_COUNT does.
+void Runtime::print_prefix_rules() const {
+  const auto rules = control_->prefix_rules();
+  if (rules.empty()) return;
+  fprintf(stderr, "%-48s %10s %12s %12s %12s %12s %14s\n", "TRACE-ID PREFIX (probe)", "RATE", "SEEN", "KEPT",
+          "QUOTA_DROP", "DELIVERED", "EST_COUNT");
+  for (const auto& r : rules) {
+    const auto it = prefix_delivered_.find({r.probe_id, r.prefix});
+    const PrefixDelivered d = it == prefix_delivered_.end() ? PrefixDelivered{} : it->second;
+    const double sampled_in = static_cast<double>(r.counters.kept + r.counters.quota_dropped);
+    const double estimate = d.events ? d.weight * sampled_in / static_cast<double>(d.events) : 0;
+    const size_t width = r.prefix.size() < 28 ? 44 - r.prefix.size() : 16;
+    const std::string name = r.prefix + "… (" + output::short_probe_name(session_->probe_name(r.probe_id), width) + ")";
+    const std::string rate = r.target_qps > 0 ? fmt::format("{:g}/s", r.target_qps) : fmt::format("{:g}", r.sampling_rate);
+    fprintf(stderr, "%-48s %10s %12llu %12llu %12llu %12llu %14.0f\n", name.c_str(), rate.c_str(),
+            (unsigned long long)r.counters.seen, (unsigned long long)r.counters.kept,
+            (unsigned long long)r.counters.quota_dropped, (unsigned long long)d.events, estimate);
+  }
 }
 
 int Runtime::run(const RunHooks& hooks) {

@@ -194,7 +194,14 @@ class Runtime {
   std::unique_ptr<pipeline::RingConsumer> consumer_;
   std::atomic<int> requests_{0};
   uint64_t delivered_ = 0;
+  void print_prefix_rules() const;
   std::map<std::string, KernelLaunches> kernel_launches_;  // CUDA summary (spec.summary)
+  struct PrefixDelivered {
+    uint64_t events = 0;
+    double weight = 0;
+  };
+  // Delivered events per trace-id prefix rule that decided them, (probe id, digits): the summary.
+  std::map<std::pair<uint32_t, std::string>, PrefixDelivered> prefix_delivered_;
 };
 
 }  // namespace mcp::runtime

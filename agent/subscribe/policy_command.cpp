@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "common/sampling_bounds.h"
+#include "common/trace_id_prefix.h"
 #include "forward/channel.h"
 #include "forward/forwarder.h"
 #include "mcp/v1/sampling.grpc.pb.h"
@@ -15,7 +16,7 @@ namespace {
 
 struct PolicyFlags {
   std::string broker;
-  std::string service, probe;
+  std::string service, probe, trace_id_prefix;
   double sampling_rate = 0, target_qps = 0;
   TlsFiles tls;
   std::string token_file;
@@ -28,7 +29,7 @@ std::unique_ptr<mcp::v1::Sampling::Stub> connect(const PolicyFlags& f, grpc::Cli
 }
 
 void print(const mcp::v1::Policy& p) {
-  std::printf("%s\n", policy_line(p.service(), p.probe(), p.sampling_rate(), p.target_qps()).c_str());
+  std::printf("%s\n", policy_line(p.service(), p.probe(), p.sampling_rate(), p.target_qps(), p.trace_id_prefix()).c_str());
 }
 
 int apply(const PolicyFlags& f) {
@@ -38,7 +39,14 @@ int apply(const PolicyFlags& f) {
     throw usage_error(std::string("--sampling-rate must be in ") + kSamplingRateRange);
   if (f.target_qps != 0 && !valid_target_qps(f.target_qps))
     throw usage_error(std::string("--target-qps must be in ") + kTargetQpsRange);
+  std::string prefix;
+  if (!f.trace_id_prefix.empty()) {
+    const auto parsed = parse_trace_id_prefix(f.trace_id_prefix);
+    if (!parsed) throw usage_error("--trace-id-prefix: " + trace_id_prefix_error(f.trace_id_prefix));
+    prefix = parsed->digits;
+  }
   mcp::v1::Policy policy;
+  policy.set_trace_id_prefix(prefix);
   policy.set_service(f.service);
   policy.set_probe(f.probe);
   policy.set_sampling_rate(f.sampling_rate);
@@ -81,6 +89,9 @@ void add_policy_command(CLI::App& app, CommandAction& action) {
   apply_cmd->add_option("--probe", flags->probe, "probe name or symbol (default: every probe)");
   apply_cmd->add_option("--sampling-rate", flags->sampling_rate, "fixed keep probability, 0 < R <= 1");
   apply_cmd->add_option("--target-qps", flags->target_qps, "kept events per second to steer each probe to");
+  apply_cmd->add_option("--trace-id-prefix", flags->trace_id_prefix,
+                        "a prefix rule: the rate or target applies to the trace ids starting with these hex "
+                        "digits (1-32), on probes with a trace-id argument; other ids keep the probe's rate");
   apply_cmd->callback([flags, &action] {
     use_setting_spelling(broker_client_flag_for);
     action = [flags] { return apply(*flags); };

@@ -5,10 +5,11 @@
  *   sleep N US         mcp_sleep(US) N times (each sleeps US microseconds)
  *   getppid N          N getppid() syscalls
  *   rate R SECONDS [getppid]  mcp_work (or getppid) at about R calls/s for SECONDS
- *   traceid N [SEED [FORMAT]]  mcp_handle(trace_id, i) for N trace ids, each two
+ *   traceid N [SEED [FORMAT [PER_SEC]]]  mcp_handle(trace_id, i) for N trace ids, each two
  *                      splitmix64 outputs hi, lo of SEED (tests recompute them); FORMAT
  *                      hex32 (default): a pointer to "%016llx%016llx" of hi, lo; bytes16: a
- *                      pointer to the 16 bytes hi, lo big-endian; u64: mcp_handle_u64(lo, i)
+ *                      pointer to the 16 bytes hi, lo big-endian; u64: mcp_handle_u64(lo, i);
+ *                      PER_SEC > 0 paces the calls at that many per second
  *   realtime N FILE    mcp_work N times, writing "before after" CLOCK_REALTIME ns per call
  *   demo SECONDS       a small mixed service: requests with latency, syscalls
  *   badcomm N          two threads make N getppid() calls each at the same time; the second
@@ -181,9 +182,15 @@ int main(int argc, char **argv)
 			fprintf(stderr, "traceid: format must be hex32, bytes16 or u64\n");
 			return 2;
 		}
+		const double per_sec = argc > 5 ? atof(argv[5]) : 0;
+		const uint64_t start = now_ns(CLOCK_MONOTONIC);
 		for (long i = 0; i < n; i++) {
 			/* sequenced: argument evaluation order is unspecified */
 			unsigned long long hi = splitmix(&seed), lo = splitmix(&seed);
+			while (per_sec > 0 && now_ns(CLOCK_MONOTONIC) - start < (uint64_t)(i * 1e9 / per_sec)) {
+				struct timespec ts = { 0, 500000 };
+				nanosleep(&ts, NULL);
+			}
 			if (!strcmp(format, "u64")) {
 				sum += mcp_handle_u64(lo, i);
 				continue;

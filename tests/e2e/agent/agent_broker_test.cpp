@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cmath>
 #include <fstream>
@@ -315,6 +316,68 @@ TEST_F(AgentBrokerE2E, SamplingPolicyMatchesTheAgentsLabelsAndItsDeletionReaches
 
   agent.signal(SIGINT);
   EXPECT_TRUE(agent.wait(30s).has_value()) << agent.err();
+}
+
+// Issue 31: a SamplingPolicy with a traceIdPrefix goes CRD -> broker -> agent and becomes a
+// prefix rule in the agent's kernel: the trace ids under the prefix are kept at the object's
+// rate while the others keep the probe's; deleting the object takes the rule out again.
+TEST_F(AgentBrokerE2E, ATraceIdPrefixPolicyKeepsItsTracesAtItsRateUntilDeleted) {
+  if (!test::FakeApiServer::available()) GTEST_SKIP() << "no openssl CLI for the fake API server's certificate";
+  test::FakeApiServer api(dir_ / "api");
+  BrokerProcess broker({"--k8s-policies", "--k8s-api-server", api.url(), "--k8s-token-file", api.token_file(),
+                        "--k8s-ca-file", api.ca_file()},
+                       dir_ / "prefix-broker.log");
+  test::Process agent({kAgent, "trace", "--uprobe", kWorkload + ":mcp_handle", "--trace-id-arg", "0:hex32",
+                       "--sample-rate", "0.01", "--broker", broker.address(), "--service", "checkout", "--also-stdout",
+                       "--", kWorkload, "traceid", "1000000", "7", "hex32", "2000"},
+                      dir_, "prefix-agent");
+  WeightReader reader(agent);
+  ASSERT_TRUE(test::wait_until([&] { return test::broker_stats(broker.address()).agents_connected() == 1; }, 20s))
+      << agent.err();
+  api.put_policy(test::FakeApiServer::make_policy(
+      "default", "canary", {{"service", "checkout"}, {"samplingRate", 1}, {"traceIdPrefix", "A"}}));
+  ASSERT_TRUE(test::wait_until([&] { reader.update(); return reader.last_index_of(1.0) >= 0; }, 20s))
+      << "the prefix rule never kept a trace at rate 1: " << agent.err();
+  // ~125 ids/s under the prefix: a few hundred kept at rate 1.
+  ASSERT_TRUE(test::wait_until([&] {
+    reader.update();
+    return std::count(reader.weights.begin(), reader.weights.end(), 1.0) > 300;
+  }, 30s));
+  api.delete_policy("default", "canary");
+  reader.update();
+  const size_t at_delete = reader.weights.size();
+  ASSERT_TRUE(test::wait_until([&] { reader.update(); return reader.weights.size() > at_delete + 100; }, 30s));
+  agent.signal(SIGINT);
+  ASSERT_TRUE(agent.wait(30s).has_value()) << agent.err();
+
+  const auto events = parse_json_lines(agent.out());
+  ptrdiff_t first_rule = -1, last_rule = -1;
+  size_t under_prefix_in_rule = 0, other_in_rule = 0;
+  for (size_t i = 0; i < events.size(); i++) {
+    const auto& e = events[i];
+    const std::string id = e["trace_id"].get<std::string>();
+    const bool under = id[0] == 'a';
+    if (e["weight"] == 1.0) {
+      EXPECT_TRUE(under) << "kept at the rule's rate outside its prefix: " << e.dump();
+      if (first_rule < 0) first_rule = static_cast<ptrdiff_t>(i);
+      last_rule = static_cast<ptrdiff_t>(i);
+    } else {
+      EXPECT_EQ(e["weight"], 100.0) << e.dump();
+    }
+  }
+  ASSERT_GE(first_rule, 0);
+  for (ptrdiff_t i = first_rule; i <= last_rule; i++) {
+    const bool under = events[i]["trace_id"].get<std::string>()[0] == 'a';
+    if (under) {
+      under_prefix_in_rule++;
+      EXPECT_EQ(events[i]["weight"], 1.0) << "an id under the prefix was decided at the probe's rate while the rule held";
+    } else {
+      other_in_rule++;
+    }
+  }
+  // 1/16 of the ids at rate 1 against 15/16 at 0.01: most kept events are the prefix's.
+  EXPECT_GT(under_prefix_in_rule, 3 * other_in_rule);
+  EXPECT_LT(last_rule, static_cast<ptrdiff_t>(events.size()) - 50) << "the rule outlived its object";
 }
 
 // The agent ships its per-probe kernel counters with the batches: the broker's Stats give the

@@ -38,11 +38,11 @@ std::vector<mcp::v1::Policy> list_policies(const std::string& address) {
   return {reply.policies().begin(), reply.policies().end()};
 }
 
-// The broker's policy of (service, probe), or nullopt.
+// The broker's policy of (service, probe) without a trace-id prefix, or nullopt.
 std::optional<mcp::v1::Policy> policy_of(const std::string& address, const std::string& service,
                                          const std::string& probe = "") {
   for (const auto& p : list_policies(address))
-    if (p.service() == service && p.probe() == probe) return p;
+    if (p.service() == service && p.probe() == probe && p.trace_id_prefix().empty()) return p;
   return std::nullopt;
 }
 
@@ -213,14 +213,16 @@ TEST_F(PolicyControllerE2E, AnInvalidObjectGetsAStatusErrorAndLeavesPoliciesInFo
             std::string::npos);
   EXPECT_EQ(policy_of(broker_->address(), "checkout")->sampling_rate(), 0.5);
 
-  // A trace-id prefix agents cannot enforce: not applied to every trace id instead, and the
-  // status says so.
-  api_->put_policy(FakeApiServer::make_policy("default", "debug", {{"service", "debug"}, {"samplingRate", 1},
-                                                                    {"traceIdPrefix", "00AB"}}));
-  ASSERT_TRUE(wait_until([&] { return status_is("debug", 1, "TraceIdPrefixNotEnforced"); }, 10s)) << status_of("debug");
-  EXPECT_NE(status_of("debug")["message"].get<std::string>().find("traceIdPrefix is not enforced"), std::string::npos);
-  EXPECT_EQ(status_of("debug")["active"], false);
-  EXPECT_FALSE(policy_of(broker_->address(), "debug").has_value());
+  // A trace-id prefix rule is a policy of its own, keyed with its prefix (lowercase), beside
+  // the plain policy of its service: no conflict with it.
+  api_->put_policy(FakeApiServer::make_policy("default", "canary", {{"service", "checkout"}, {"samplingRate", 1},
+                                                                     {"traceIdPrefix", "00AB"}}));
+  ASSERT_TRUE(wait_until([&] { return status_is("canary", 1, "Applied"); }, 10s)) << status_of("canary");
+  ASSERT_EQ(list_policies(broker_->address()).size(), 2u);
+  EXPECT_EQ(list_policies(broker_->address())[1].trace_id_prefix(), "00ab");
+  EXPECT_EQ(policy_of(broker_->address(), "checkout")->sampling_rate(), 0.5) << "the plain policy stays";
+  api_->delete_policy("default", "canary");
+  ASSERT_TRUE(wait_until([&] { return list_policies(broker_->address()).size() == 1; }, 10s));
 
   // A second object for a (service, probe) another holds: refused, the holder's policy stays.
   api_->put_policy(FakeApiServer::make_policy("other", "checkout-too", {{"service", "checkout"}, {"samplingRate", 0.9}}));

@@ -218,4 +218,60 @@ TEST(ConsistentSampling, EveryHopKeepsTheSameTracesAsTheReferenceDecision) {
   }
 }
 
+
+// Issue 31: trace-id prefix rules decided in the kernel. Ids under a rule's prefix are kept by
+// OpenTelemetry's formula at that rule's threshold (the longest prefix holding the id decides),
+// every other id at the probe's; each event carries the weight of the threshold that kept it,
+// and the summary counts each rule's calls exactly.
+TEST(ConsistentSampling, TraceIdPrefixRulesDecideWithTheLongestMatchingPrefixsThreshold) {
+  MCP_REQUIRE_BPF();
+  constexpr int kCalls = 20000;
+  struct Rule {
+    const char* prefix;
+    double rate;
+  };
+  const std::vector<Rule> rules = {{"a", 1.0}, {"3", 0.05}, {"3c", 1.0}};
+  auto r = run_command({kAgent, "trace", "--uprobe", kWorkload + ":mcp_handle", "--sample-rate", "0.25",
+                        "--trace-id-arg", "0:hex32", "--trace-id-prefix", "a=1", "--trace-id-prefix", "3=0.05",
+                        "--trace-id-prefix", "3C=1", "--", kWorkload, "traceid", std::to_string(kCalls), "99"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::map<uint64_t, double> kept;  // call index -> weight
+  for (const auto& e : parse_json_lines(r.out)) kept[e["args"][1].get<uint64_t>()] = e["weight"].get<double>();
+
+  std::map<uint64_t, double> expected;
+  std::map<std::string, uint64_t> seen;  // per rule, as the kernel counts it
+  uint64_t seed = 99;
+  char id[33];
+  for (uint64_t i = 0; i < kCalls; i++) {
+    const uint64_t hi = splitmix(seed), lo = splitmix(seed);
+    snprintf(id, sizeof(id), "%016llx%016llx", (unsigned long long)hi, (unsigned long long)lo);
+    double rate = 0.25;
+    std::string decided;
+    for (const auto& rule : rules)
+      if (std::string(id).rfind(rule.prefix, 0) == 0 && std::string(rule.prefix).size() > decided.size()) {
+        decided = rule.prefix;
+        rate = rule.rate;
+      }
+    if (!decided.empty()) seen[decided]++;
+    const auto r56 = mcp::control::trace_randomness56_hex(id);
+    ASSERT_TRUE(r56.has_value());
+    if (mcp::control::consistent_keep(*r56, mcp::probability_to_threshold(rate))) expected[i] = 1 / rate;
+  }
+  ASSERT_EQ(kept.size(), expected.size());
+  for (const auto& [call, weight] : expected) {
+    ASSERT_TRUE(kept.count(call)) << "call " << call << " should have been kept";
+    EXPECT_NEAR(kept[call], weight, 1e-9 * weight) << "call " << call;
+  }
+  // Enough ids under each rule for the comparison to mean something (1/16, 15/256, 1/256 of them).
+  EXPECT_GT(seen["a"], 1000u);
+  EXPECT_GT(seen["3"], 1000u);
+  EXPECT_GT(seen["3c"], 40u);
+  for (const auto& rule : rules) {
+    const std::regex row(std::string(rule.prefix) + "… \\(.*mcp_handle\\) +[0-9.e-]+ +([0-9]+) +([0-9]+)");
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.err, m, row)) << rule.prefix << " has no summary row:\n" << r.err;
+    EXPECT_EQ(std::stoull(m[1]), seen[rule.prefix]) << rule.prefix;
+  }
+}
+
 }  // namespace

@@ -32,21 +32,24 @@ TEST(MessageId, IsStablePerAgentSequenceAndPartAndUnambiguous) {
 }
 
 TEST(PolicyKey, UsesOnlyKeyValueCharactersAndKeepsFieldsApart) {
-  const std::string key = policy_key("checkout", "/usr/bin/worker:handle_request");
+  const std::string key = policy_key({"checkout", "/usr/bin/worker:handle_request", "00af"});
   for (char c : key) EXPECT_TRUE(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_') << key;
-  EXPECT_NE(policy_key("ab", "c"), policy_key("a", "bc"));
-  EXPECT_NE(policy_key("", "x"), policy_key("x", ""));
-  EXPECT_EQ(policy_key("", ""), "p._._");
+  EXPECT_NE(policy_key({"ab", "c"}), policy_key({"a", "bc"}));
+  EXPECT_NE(policy_key({"", "x"}), policy_key({"x", ""}));
+  EXPECT_NE(policy_key({"a", "b"}), policy_key({"a", "b", "0"}));
+  // Without a prefix, the key brokers before prefix rules wrote.
+  EXPECT_EQ(policy_key({"", ""}), "p._._");
 }
 
 // A deleted key names the policy removed: the watcher of every broker decodes it to push the
 // removal to its agents.
-TEST(PolicyKey, ParsesBackToServiceAndProbeAndRejectsForeignKeys) {
-  using Key = std::pair<std::string, std::string>;
-  for (const Key& k : {Key{"checkout", "/usr/bin/worker:handle_request"}, Key{"", "x"}, Key{"x", ""}, Key{"", ""},
-                       Key{"a.b_c", std::string("\0\xff", 2)}})
-    EXPECT_EQ(parse_policy_key(policy_key(k.first, k.second)), std::optional<Key>(k)) << k.first;
-  for (const char* bad : {"", "p.", "p._", "q._._", "p.6.6162", "p.6g.61", "p.AB.61", "p.._"})
+TEST(PolicyKey, ParsesBackToItsFieldsAndRejectsForeignKeys) {
+  for (const PolicyKey& k : {PolicyKey{"checkout", "/usr/bin/worker:handle_request"}, PolicyKey{"", "x"},
+                             PolicyKey{"x", ""}, PolicyKey{"", ""}, PolicyKey{"a.b_c", std::string("\0\xff", 2)},
+                             PolicyKey{"checkout", "", "00af"}, PolicyKey{"", "", "0123456789abcdef0123456789abcdef"}})
+    EXPECT_EQ(parse_policy_key(policy_key(k)), std::optional<PolicyKey>(k)) << k.service;
+  for (const char* bad : {"", "p.", "p._", "q._._", "p.6.6162", "p.6g.61", "p.AB.61", "p.._", "p._._._", "p._._.",
+                          "p._._.30.31"})
     EXPECT_EQ(parse_policy_key(bad), std::nullopt) << bad;
 }
 

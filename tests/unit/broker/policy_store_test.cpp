@@ -53,8 +53,9 @@ TEST(PolicyStore, ConditionsSurviveARestartAndRemoveIsPersisted) {
     store.apply(p);
     p.set_service("gone");
     store.apply(p);
-    EXPECT_TRUE(store.remove("gone", ""));
-    EXPECT_FALSE(store.remove("gone", ""));
+    EXPECT_FALSE(store.remove({"gone", ""})) << "the key includes the prefix";
+    EXPECT_TRUE(store.remove({"gone", "", "00ab"}));
+    EXPECT_FALSE(store.remove({"gone", "", "00ab"}));
   }
   PolicyStore reloaded(file);
   const auto list = reloaded.list();
@@ -66,21 +67,45 @@ TEST(PolicyStore, ConditionsSurviveARestartAndRemoveIsPersisted) {
   std::filesystem::remove(file);
 }
 
-TEST(PolicyStore, RejectsATraceIdPrefixThatIsNotShortLowercaseHex) {
+TEST(PolicyStore, RejectsATraceIdPrefixThatIsNotLowercaseHexOfAtMost32Digits) {
   mcp::v1::Policy p;
   p.set_sampling_rate(1);
-  for (const char* bad : {"00AB", "xyz", "0123456789abcdef0"}) {
+  for (const char* bad : {"00AB", "xyz", "0123456789abcdef0123456789abcdef0"}) {
     p.set_trace_id_prefix(bad);
     EXPECT_THROW(validate_policy(p), Error) << bad;
   }
-  p.set_trace_id_prefix("0123456789abcdef");
+  p.set_trace_id_prefix("0123456789abcdef0123456789abcdef");
   EXPECT_NO_THROW(validate_policy(p));
+}
+
+// A prefix rule is a policy of its own beside the one of its (service, probe): storing one
+// replaces neither, and the removal names the prefix.
+TEST(PolicyStore, APrefixRuleAndThePlainPolicyOfItsProbeAreTwoPolicies) {
+  PolicyStore store;
+  mcp::v1::Policy p;
+  p.set_service("checkout");
+  p.set_sampling_rate(0.01);
+  store.apply(p);
+  p.set_trace_id_prefix("00af");
+  p.set_sampling_rate(1);
+  store.apply(p);
+  p.set_sampling_rate(0.5);
+  store.apply(p);  // same key: replaces the rule
+  const auto list = store.list();
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0].trace_id_prefix(), "");
+  EXPECT_EQ(list[0].sampling_rate(), 0.01);
+  EXPECT_EQ(list[1].trace_id_prefix(), "00af");
+  EXPECT_EQ(list[1].sampling_rate(), 0.5);
+  EXPECT_EQ(removal_of(key_of(list[1])).trace_id_prefix(), "00af");
+  EXPECT_TRUE(store.remove({"checkout", "", "00af"}));
+  ASSERT_EQ(store.list().size(), 1u);
 }
 
 // Agents tell a removal from a policy by its missing rate and target: no stored policy may
 // look like one.
 TEST(PolicyStore, ARemovalIsNeverAValidPolicy) {
-  const mcp::v1::Policy r = removal_of("checkout", "syscall:read");
+  const mcp::v1::Policy r = removal_of({"checkout", "syscall:read"});
   EXPECT_EQ(r.service(), "checkout");
   EXPECT_EQ(r.probe(), "syscall:read");
   EXPECT_EQ(r.sampling_rate(), 0);

@@ -482,11 +482,12 @@ TEST(K8sSamplingPolicyCrd, HasTheControllersConditionsAndStatus) {
   EXPECT_EQ(props["serviceLabels"]["additionalProperties"]["type"].as<std::string>(), "string");
   EXPECT_EQ(props["qpsThreshold"]["type"].as<std::string>(), "number");
   EXPECT_EQ(props["qpsThreshold"]["minimum"].as<double>(), 0.0);
-  // The pattern admits what the broker validates: hex, at most 16 digits.
+  // The pattern admits what the broker validates: hex, 1 to 32 digits (the whole W3C id).
   const std::regex pattern(props["traceIdPrefix"]["pattern"].as<std::string>(), std::regex::extended);
   EXPECT_TRUE(std::regex_match("00AF", pattern));
-  EXPECT_TRUE(std::regex_match("0123456789abcdef", pattern));
-  EXPECT_FALSE(std::regex_match("0123456789abcdef0", pattern));
+  EXPECT_TRUE(std::regex_match("0123456789abcdef0123456789abcdef", pattern));
+  EXPECT_FALSE(std::regex_match("0123456789abcdef0123456789abcdef0", pattern));
+  EXPECT_FALSE(std::regex_match("", pattern));
   EXPECT_FALSE(std::regex_match("xyz", pattern));
   auto status = version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"];
   for (const char* field : {"observedGeneration", "appliedAgents", "active", "observedQps", "message", "conditions"})

@@ -212,6 +212,82 @@ TEST(ControlLoop, RemovedPolicyHandsASteeredProbeBackToItsOwnTarget) {
   EXPECT_LT(p, 0.14);
 }
 
+// A prefix rule sets the rate of the trace ids under its prefix on the probes that decide on a
+// trace id, leaves their own rate alone, is refused (and named) by the others, and on removal
+// gives the probe back to an earlier rule of the same prefix, then to the probe's own rate.
+TEST(ControlLoop, PrefixRulesGoToTraceIdProbesOnlyAndComeOffInOrder) {
+  FakeKernelMaps maps;
+  const uint32_t traced = maps.add("/bin/x:handle", false, "handle");
+  const uint32_t plain = maps.add("syscall:read");
+  maps.set_trace_id(traced);
+  maps.set_threshold(traced, probability_to_threshold(0.01));
+  ControlSettings s;
+  s.accept_policies = true;
+  ControlLoop loop(maps, s);
+  ASSERT_EQ(loop.apply_policy(ProbePolicy{"svc", "", 1.0, 0, nullptr, "00af"}), 1);
+  ASSERT_EQ(maps.prefixes.size(), 1u);
+  const auto [slot, threshold] = maps.prefixes.at({traced, "00af"});
+  EXPECT_GE(slot, 1u);
+  EXPECT_EQ(threshold, UINT64_MAX);
+  EXPECT_EQ(maps.threshold(traced), probability_to_threshold(0.01)) << "the probe's own rate is untouched";
+  EXPECT_EQ(maps.threshold(plain), UINT64_MAX);
+  const auto lines = loop.policy_lines();
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("trace_id_prefix=00af"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("rejected_by=syscall:read (no trace-id argument)"), std::string::npos) << lines[0];
+
+  // A longer prefix is its own rule; the longest holding an id is the one that decided it.
+  ASSERT_EQ(loop.apply_policy(ProbePolicy{"svc", "handle", 0.5, 0, nullptr, "00afc"}), 1);
+  EXPECT_EQ(loop.prefix_rule_of(traced, 0x00afc00000000000ull, 7), "00afc");
+  EXPECT_EQ(loop.prefix_rule_of(traced, 0x00af100000000000ull, 7), "00af");
+  EXPECT_EQ(loop.prefix_rule_of(traced, 0x00ae100000000000ull, 7), "");
+  EXPECT_EQ(loop.prefix_rule_of(plain, 0x00afc00000000000ull, 7), "");
+
+  // A second rule for the same prefix takes the probe; removing it gives it back to the first.
+  ASSERT_EQ(loop.apply_policy(ProbePolicy{"other", "handle", 0.25, 0, nullptr, "00af"}), 1);
+  EXPECT_EQ(maps.prefixes.at({traced, "00af"}).second, probability_to_threshold(0.25));
+  EXPECT_EQ(loop.remove_policy("other", "handle", "00af"), 1);
+  EXPECT_EQ(maps.prefixes.at({traced, "00af"}).second, UINT64_MAX);
+  EXPECT_EQ(loop.remove_policy("svc", "", "00af"), 1);
+  EXPECT_EQ(maps.prefixes.count({traced, "00af"}), 0u);
+  EXPECT_EQ(maps.prefixes.count({traced, "00afc"}), 1u);
+  EXPECT_EQ(loop.remove_policy("svc", "handle", ""), 0) << "the key includes the prefix";
+  const auto keys = loop.policy_keys();
+  ASSERT_EQ(keys.size(), 1u);
+  EXPECT_EQ(std::get<2>(keys[0]), "00afc");
+  loop.forget(traced);  // the probe detached: its rules are gone from the kernel
+  EXPECT_TRUE(maps.prefixes.empty());
+}
+
+// A prefix rule with a target QPS is steered on the prefix's own counters.
+TEST(ControlLoop, PrefixTargetSteersTheIdsUnderThePrefix) {
+  FakeKernelMaps maps;
+  const uint32_t id = maps.add("/bin/x:handle", false, "handle");
+  maps.set_trace_id(id);
+  ControlSettings s;
+  s.accept_policies = true;
+  ControlLoop loop(maps, s);
+  ASSERT_EQ(loop.apply_policy(ProbePolicy{"", "", 0, 50, nullptr, "a"}), 1);
+  const uint32_t slot = maps.prefixes.at({id, "a"}).first;
+  double kept = 0;
+  uint64_t now = kTickNs;
+  for (int i = 0; i < 300; i++, now += kTickNs) {  // 1000 calls/s under the prefix
+    const double p = threshold_to_probability(maps.prefixes.at({id, "a"}).second);
+    maps.prefix_counts[slot].seen += 100;
+    kept += 100 * p;
+    maps.prefix_counts[slot].kept = static_cast<uint64_t>(kept);
+    loop.tick(now);
+  }
+  const double p = threshold_to_probability(maps.prefixes.at({id, "a"}).second);
+  EXPECT_GT(p, 0.035);
+  EXPECT_LT(p, 0.07);
+  EXPECT_EQ(maps.threshold(id), UINT64_MAX) << "the probe's own rate is not steered";
+  const auto rules = loop.prefix_rules();
+  ASSERT_EQ(rules.size(), 1u);
+  EXPECT_EQ(rules[0].target_qps, 50);
+  EXPECT_EQ(rules[0].counters.seen, 30000u);
+}
+
 // `matches` decides which probes a policy takes (the runtime matches services and labels).
 TEST(ControlLoop, PolicyMatcherPicksTheProbes) {
   FakeKernelMaps maps;

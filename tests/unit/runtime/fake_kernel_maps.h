@@ -65,6 +65,22 @@ class FakeKernelMaps : public loader::KernelMaps {
     scope_writes++;
   }
   std::vector<uint64_t> tenant_demand_per_cpu(uint32_t) const override { return std::vector<uint64_t>(2, 0); }
+  void put_trace_prefix(uint32_t probe_id, const TraceIdPrefix& prefix, uint32_t slot, uint64_t threshold) override {
+    prefixes[{probe_id, prefix.digits}] = {slot, threshold};
+  }
+  void erase_trace_prefix(uint32_t probe_id, const TraceIdPrefix& prefix) override {
+    prefixes.erase({probe_id, prefix.digits});
+  }
+  void clear_prefix_counters(uint32_t slot) override { prefix_counts[slot] = {}; }
+  loader::ProbeCounters prefix_counters(uint32_t slot) const override {
+    const auto it = prefix_counts.find(slot);
+    return it == prefix_counts.end() ? loader::ProbeCounters{} : it->second;
+  }
+  void set_trace_id(uint32_t id) { probes_.at(id - 1).trace_id = true; }
+
+  // (probe id, prefix digits) -> (slot, threshold), as the kernel's trace_prefixes holds them.
+  std::map<std::pair<uint32_t, std::string>, std::pair<uint32_t, uint64_t>> prefixes;
+  std::map<uint32_t, loader::ProbeCounters> prefix_counts;
   int ncpus() const override { return 2; }
 
   std::vector<QuotaWrite> quota_writes;

@@ -55,13 +55,15 @@ TEST(PolicyApplies, EveryServiceLabelMustBeAmongTheProbesTags) {
   EXPECT_FALSE(policy_applies(p, probe("syscall:read"), nullptr, std::nullopt)) << "a probe without tags";
 }
 
-// traceIdPrefix cannot be enforced in the kernel's decision: such a policy is applied nowhere
-// rather than to every trace id.
-TEST(PolicyApplies, APolicyWithATraceIdPrefixAppliesToNoProbe) {
+// A prefix narrows which calls of a probe the policy decides (the control loop's prefix rules),
+// not which probes it selects: service and labels choose them as for any policy.
+TEST(PolicyApplies, APolicyWithATraceIdPrefixSelectsProbesAsWithout) {
   const ProbeMeta m{"s", {}, {}};
   auto p = policy("s");
   p.trace_id_prefix = "00ab";
-  EXPECT_FALSE(policy_applies(p, probe("syscall:read"), &m, std::nullopt));
+  EXPECT_TRUE(policy_applies(p, probe("syscall:read"), &m, std::nullopt));
+  const ProbeMeta other{"t", {}, {}};
+  EXPECT_FALSE(policy_applies(p, probe("syscall:read"), &other, std::nullopt));
 }
 
 }  // namespace
