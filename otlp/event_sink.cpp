@@ -35,6 +35,12 @@ void OtlpSink::consume(const Event& event) {
   if (encoder_.size() >= block_events_) offer_open_block();
 }
 
+void OtlpSink::consume_audit(AuditEntry entry) {
+  std::lock_guard lock(mu_);
+  ++consumed_;
+  exporter_.offer_audit(std::move(entry), origin_);
+}
+
 void OtlpSink::offer_open_block() {
   if (encoder_.size() == 0) return;
   auto block = std::make_shared<mcp::v1::EventBlock>();

@@ -40,6 +40,9 @@ class OtlpSink final : public EventSink {
   bool drain(std::chrono::milliseconds limit, const std::function<bool()>& give_up) override;
   SinkReport report() const override;
   ExporterStats stats() const { return exporter_.stats(); }
+  // An audit trail record, exported as a log record beside the events (any thread; never
+  // waits). Counted with the events in drain() and report().
+  void consume_audit(AuditEntry entry);
 
  private:
   void offer_open_block();  // with mu_ held
@@ -54,7 +57,7 @@ class OtlpSink final : public EventSink {
   std::condition_variable cv_;
   bool stopping_ = false;
   EventBlockEncoder encoder_;
-  uint64_t consumed_ = 0;  // events consume() took, under mu_
+  uint64_t consumed_ = 0;  // events consume() and records consume_audit() took, under mu_
   std::chrono::steady_clock::time_point opened_{};
   std::thread timer_;
 };

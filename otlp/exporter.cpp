@@ -49,7 +49,8 @@ bool retryable(grpc::StatusCode code) {
 }
 
 struct Item {
-  std::shared_ptr<const mcp::v1::EventBlock> block;
+  std::shared_ptr<const mcp::v1::EventBlock> block;  // else `audit`
+  std::shared_ptr<const AuditEntry> audit;
   Origin origin;
   uint64_t events = 0;
   Clock::time_point queued_at;
@@ -91,12 +92,21 @@ class Exporter::Impl {
     metrics_.add_block(*block);
     const uint64_t events = static_cast<uint64_t>(block->events_size());
     if (events == 0) return true;
+    return enqueue(Item{std::move(block), nullptr, origin, events, Clock::now()});
+  }
+
+  bool offer_audit(AuditEntry entry, const Origin& origin) {
+    return enqueue(Item{nullptr, std::make_shared<const AuditEntry>(std::move(entry)), origin, 1, Clock::now()});
+  }
+
+  bool enqueue(Item item) {
+    const uint64_t events = item.events;
     std::lock_guard lock(mu_);
     if (stopping_ || queued_ + events > options_.queue_events) {
       dropped_.fetch_add(events, std::memory_order_relaxed);
       return false;
     }
-    queue_.push_back(Item{std::move(block), origin, events, Clock::now()});
+    queue_.push_back(std::move(item));
     queued_ += events;
     if (queued_ >= options_.batch_events) cv_.notify_all();
     else if (queue_.size() == 1) cv_.notify_all();  // starts the batch_interval clock
@@ -194,7 +204,10 @@ class Exporter::Impl {
 
   void send_batch(const std::vector<Item>& batch, uint64_t events) {
     requests_.clear();
-    for (const auto& item : batch) append_block(*item.block, item.origin, &requests_);
+    for (const auto& item : batch) {
+      if (item.block) append_block(*item.block, item.origin, &requests_);
+      else append_audit(*item.audit, item.origin, &requests_);
+    }
     bool ok = true;
     if (requests_.spans > 0) {
       collector_trace::ExportTraceServiceResponse reply;
@@ -285,6 +298,10 @@ Exporter::Exporter(ExporterOptions options) : impl_(std::make_unique<Impl>(std::
 Exporter::~Exporter() = default;
 bool Exporter::offer(std::shared_ptr<const mcp::v1::EventBlock> block, const Origin& origin) {
   return impl_->offer(std::move(block), origin);
+}
+
+bool Exporter::offer_audit(AuditEntry entry, const Origin& origin) {
+  return impl_->offer_audit(std::move(entry), origin);
 }
 ExporterStats Exporter::stats() const { return impl_->stats(); }
 const SampleMetrics& Exporter::metrics() const { return impl_->metrics(); }

@@ -54,6 +54,8 @@ class Exporter {
 
   // False when dropped (queue full or shutting down). `block` must not change afterwards.
   bool offer(std::shared_ptr<const mcp::v1::EventBlock> block, const Origin& origin);
+  // An audit record (mapping.h append_audit): one event in every count above, never blocks.
+  bool offer_audit(AuditEntry entry, const Origin& origin);
   ExporterStats stats() const;
   const SampleMetrics& metrics() const;
   void shutdown(std::chrono::milliseconds grace);

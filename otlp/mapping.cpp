@@ -254,4 +254,24 @@ void append_block(const mcp::v1::EventBlock& block, const Origin& origin, Reques
   nest(thread_spans);
 }
 
+void append_audit(const AuditEntry& entry, const Origin& origin, Requests* out) {
+  auto* rl = out->logs.add_resource_logs();
+  auto* attrs = rl->mutable_resource()->mutable_attributes();
+  add_string(attrs, "service.name", "mcp-agent");
+  if (!origin.host_name.empty()) add_string(attrs, "host.name", origin.host_name);
+  if (!origin.agent_id.empty()) add_string(attrs, "mcp.agent.id", origin.agent_id);
+  auto* scope = rl->add_scope_logs();
+  scope->mutable_scope()->set_name(std::string(kAuditScopeName));
+  auto* record = scope->add_log_records();
+  record->set_time_unix_nano(entry.ts_ns);
+  record->set_observed_time_unix_nano(entry.ts_ns);
+  record->set_severity_number(logs::SEVERITY_NUMBER_INFO);
+  record->set_severity_text("INFO");
+  record->mutable_body()->set_string_value(valid_utf8(entry.line));
+  add_string(record->mutable_attributes(), "event.name", "mcp.audit");
+  add_int(record->mutable_attributes(), "mcp.audit.seq", static_cast<int64_t>(entry.seq));
+  add_string(record->mutable_attributes(), "mcp.audit.hash", entry.hash);
+  ++out->log_records;
+}
+
 }  // namespace mcp::otlp

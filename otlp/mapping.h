@@ -63,6 +63,20 @@ struct Requests {
 // Appends one block's events to `out`.
 void append_block(const mcp::v1::EventBlock& block, const Origin& origin, Requests* out);
 
+// One record of the compliance audit trail (agent/audit/audit_log.h), as written.
+struct AuditEntry {
+  uint64_t seq = 0;
+  uint64_t ts_ns = 0;    // the audited event's time
+  std::string hash;      // the record's own hash (its chain link)
+  std::string line;      // the JSON line, without its newline
+};
+inline constexpr std::string_view kAuditScopeName = "mcp-sampling.audit";
+// Appends an audit record as a log record: time ts_ns, body the JSON line as the trail holds it
+// (so a backend keeps what `mcp-agent audit verify` checks), attributes event.name "mcp.audit",
+// mcp.audit.seq and mcp.audit.hash; resource service.name "mcp-agent", host.name and
+// mcp.agent.id of `origin`; scope kAuditScopeName. Counted in log_records.
+void append_audit(const AuditEntry& entry, const Origin& origin, Requests* out);
+
 // "ot=th:<hex>" for acceptance threshold A (see the contract above).
 std::string tracestate_for(uint64_t threshold);
 

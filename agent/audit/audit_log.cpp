@@ -172,6 +172,12 @@ void AuditLog::record(const rules::RuleSet& rules, const rules::Decision& decisi
   seq_++;
   last_hash_ = hash;
   records_++;
+  if (observer_) observer_(seq_, event.ts_ns, hash, std::string_view(line).substr(0, line.size() - 1));
+}
+
+void AuditLog::set_observer(Observer observer) {
+  std::lock_guard lock(mu_);
+  observer_ = std::move(observer);
 }
 
 uint64_t AuditLog::records() const {

@@ -15,7 +15,9 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <mutex>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -42,6 +44,10 @@ class AuditLog {
 
   // Writes a record when a fired rule exempts, redacts or names clauses; else nothing.
   void record(const rules::RuleSet& rules, const rules::Decision& decision, const Event& event);
+  // Called with each record once it is written (under the log's lock, in chain order; `line`
+  // without its newline): the OTLP export of the trail. It must not block.
+  using Observer = std::function<void(uint64_t seq, uint64_t ts_ns, const std::string& hash, std::string_view line)>;
+  void set_observer(Observer observer);
 
   uint64_t records() const;   // written by this process
   uint64_t failures() const;  // records that could not be written
@@ -60,6 +66,7 @@ class AuditLog {
   uint64_t seq_ = 0;        // of the last record in the chain
   std::string last_hash_;  // of the last record in the chain
   uint64_t records_ = 0, failures_ = 0;
+  Observer observer_;
 };
 
 // The SHA-256 (hex) a record line carries: of the line with its "hash" field taken out.

@@ -190,7 +190,11 @@ void Runtime::start() {
     forwarder_ = &sink->forwarder();
     sinks_.push_back(std::move(sink));
   }
-  if (spec_.otlp) sinks_.push_back(std::make_shared<otlp::OtlpSink>(*spec_.otlp, otlp::Origin{agent_id_, host_name()}));
+  std::shared_ptr<otlp::OtlpSink> otlp_sink;
+  if (spec_.otlp) {
+    otlp_sink = std::make_shared<otlp::OtlpSink>(*spec_.otlp, otlp::Origin{agent_id_, host_name()});
+    sinks_.push_back(otlp_sink);
+  }
   for (const auto& sink : spec_.sinks) sinks_.push_back(sink);
 
   if (spec_.audit) {
@@ -198,6 +202,11 @@ void Runtime::start() {
     if (o.node.empty()) o.node = agent_id_.empty() ? host_name() : agent_id_;
     audit_ = std::make_unique<audit::AuditLog>(std::move(o));
     filter_.set_audit(audit_.get());
+    // With OTLP on, the trail goes to the collector too, as log records beside the events.
+    if (otlp_sink)
+      audit_->set_observer([otlp_sink](uint64_t seq, uint64_t ts_ns, const std::string& hash, std::string_view line) {
+        otlp_sink->consume_audit(otlp::AuditEntry{seq, ts_ns, hash, std::string(line)});
+      });
   }
   chain_.add(std::make_unique<enrich::PodIdentityStage>());
   chain_.add(std::make_unique<enrich::ProbeLabelStage>(*probes_));

@@ -285,6 +285,48 @@ TEST_F(AgentOtlp, TraceExportsSyscallsAsSpansWithLatencyAndAsLogRecordsWithout) 
   }
 }
 
+// Issue 31: with OTLP on, the compliance audit trail reaches the collector too: one log record
+// per trail record, in its own scope, whose body is the line the trail holds (so the chain can
+// be checked from the backend) and whose seq and hash attributes match it.
+TEST_F(AgentOtlp, TheAuditTrailIsExportedAsLogRecordsMatchingTheFile) {
+  const std::string rules = (dir_ / "rules").string();
+  std::ofstream(rules) << "rule \"pii\" when args[0] >= 90 then redact = [\"args[1]\"] audit.trace = [\"GDPR-9\"] end\n";
+  const std::string trail = (dir_ / "trail").string();
+  std::vector<std::string> argv{kAgent, "trace", "--uprobe", kWorkload + ":mcp_work", "--latency", "--rules", rules,
+                                "--audit-log", trail};
+  for (const auto& f : otlp_flags()) argv.push_back(f);
+  for (const std::string a : {"--", kWorkload.c_str(), "calls", "100"}) argv.push_back(a);
+  auto r = run_command(argv);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> lines;
+  {
+    std::ifstream in(trail + "/audit-000000000001.jsonl");
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+  }
+  ASSERT_EQ(lines.size(), 10u);
+  const auto got = collector_.received();
+  std::vector<std::string> bodies;
+  for (const auto& req : got.logs)
+    for (const auto& rl : req.resource_logs())
+      for (const auto& sl : rl.scope_logs()) {
+        if (sl.scope().name() != "mcp-sampling.audit") continue;
+        EXPECT_EQ(string_attr(rl.resource(), "service.name"), "mcp-agent");
+        EXPECT_EQ(string_attr(rl.resource(), "host.name"), this_host());
+        for (const auto& l : sl.log_records()) {
+          const auto* name = find(l.attributes(), "event.name");
+          ASSERT_NE(name, nullptr);
+          EXPECT_EQ(name->string_value(), "mcp.audit");
+          const auto j = nlohmann::json::parse(l.body().string_value());
+          EXPECT_EQ(find(l.attributes(), "mcp.audit.seq")->int_value(), j["seq"].get<int64_t>());
+          EXPECT_EQ(find(l.attributes(), "mcp.audit.hash")->string_value(), j["hash"].get<std::string>());
+          EXPECT_EQ(l.time_unix_nano(), j["ts_ns"].get<uint64_t>());
+          bodies.push_back(l.body().string_value());
+        }
+      }
+  EXPECT_EQ(bodies, lines) << "every trail record, in chain order, as the file holds it";
+  EXPECT_EQ(spans_of(got).size(), 100u) << "the events themselves still arrive";
+}
+
 // Nothing listens: every attempt is refused, the exporter gives up after its retries, and the
 // run reports the events as undelivered and fails, as it does for a broker that is down.
 TEST_F(AgentOtlp, TraceWithTheCollectorDownReportsUndeliveredEventsAndExitsOne) {
