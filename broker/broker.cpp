@@ -86,8 +86,8 @@ bool read_agent_message(RawStream* stream, const PublishLimits& limits, mcp::v1:
                      "not a valid AgentMessage (a string field that is not UTF-8?)");
     return true;
   }
-  if (!msg->has_hello() && !msg->has_batch())
-    *status = Status(StatusCode::INVALID_ARGUMENT, "AgentMessage with neither hello nor batch");
+  if (!msg->has_hello() && !msg->has_batch() && !msg->has_policy_status())
+    *status = Status(StatusCode::INVALID_ARGUMENT, "AgentMessage with neither hello, batch nor policy_status");
   return true;
 }
 
@@ -304,6 +304,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
       }
       mcp::v1::BrokerMessage push;
       push.mutable_policies()->set_full_set(true);
+      push.mutable_policies()->set_accepts_policy_status(true);
       for (const auto& p : backend_->policies()) *push.mutable_policies()->add_policies() = p;
       push.set_broker_hlc(hlc_now());
       conn->write_locked(push);
@@ -317,7 +318,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
       mcp::v1::BrokerMessage reply;
       do {
         PreparedBatch prepared;
-        status = take_message(agent_id, incarnation, msg, &prepared);
+        status = take_message(conn.get(), agent_id, incarnation, msg, &prepared);
         reply.Clear();
         if (!status.ok()) {
           if (!refused_acks || !msg.has_batch()) break;
@@ -345,6 +346,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
     {
       std::lock_guard lock(mu_);
       agents_.erase(conn);
+      refusals_.erase(conn.get());
     }
     conn->detach();
     if (status.ok())
@@ -514,16 +516,53 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
       return Status(StatusCode::INVALID_ARGUMENT, "a Publish stream carries one incarnation");
     if (msg.has_hello()) return to_status(check_hello(msg.hello()));
     if (msg.has_batch()) return to_status(check_batch(msg.batch(), options_.limits));
+    if (msg.has_policy_status()) return check_policy_status(msg.policy_status());
+    return Status::OK;
+  }
+
+  static Status check_policy_status(const mcp::v1::PolicyStatus& s) {
+    if (s.refusals_size() > 256) return Status(StatusCode::INVALID_ARGUMENT, "policy_status: at most 256 refusals");
+    for (const auto& r : s.refusals()) {
+      if (r.refused_by_size() > 16) return Status(StatusCode::INVALID_ARGUMENT, "policy_status: at most 16 probes per refusal");
+      bool long_string = r.service().size() > 1024 || r.probe().size() > 1024 || r.trace_id_prefix().size() > 1024 ||
+                         r.reason().size() > 1024;
+      for (const auto& p : r.refused_by()) long_string |= p.size() > 1024;
+      if (long_string) return Status(StatusCode::INVALID_ARGUMENT, "policy_status: strings of at most 1024 bytes");
+    }
     return Status::OK;
   }
 
   // check_message(), then prepare() for a batch: what both publish loops do with each message.
-  Status take_message(const std::string& agent_id, uint64_t incarnation, mcp::v1::AgentMessage& msg,
-                      PreparedBatch* prepared) {
+  Status take_message(const AgentConn* conn, const std::string& agent_id, uint64_t incarnation,
+                      mcp::v1::AgentMessage& msg, PreparedBatch* prepared) {
     Status status = check_message(agent_id, incarnation, msg);
     if (status.ok() && msg.has_batch()) status = prepare(agent_id, incarnation, msg.mutable_batch(), prepared);
+    if (status.ok() && msg.has_policy_status()) {
+      std::lock_guard lock(mu_);
+      auto& r = refusals_[conn];
+      r.agent_id = agent_id;
+      r.status = msg.policy_status();
+    }
     return status;
   }
+
+ public:
+  // Every connected agent's refusals, by policy key: "AGENT: PROBE[, PROBE] (REASON)".
+  std::map<PolicyKey, std::vector<std::string>> policy_refusals() const {
+    std::lock_guard lock(mu_);
+    std::map<PolicyKey, std::vector<std::string>> out;
+    for (const auto& [conn, r] : refusals_)
+      for (const auto& f : r.status.refusals()) {
+        std::string line = r.agent_id + ":";
+        for (int i = 0; i < f.refused_by_size(); i++) line += (i ? ", " : " ") + f.refused_by(i);
+        if (!f.reason().empty()) line += " (" + f.reason() + ")";
+        out[{f.service(), f.probe(), f.trace_id_prefix()}].push_back(std::move(line));
+      }
+    for (auto& [key, lines] : out) std::sort(lines.begin(), lines.end());
+    return out;
+  }
+
+ private:
 
   // The broker's hybrid logical clock (packed, as the agents'): it merges every
   // batch's newest event stamp, so what it sends back (acks, pushes, packets)
@@ -685,7 +724,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
     do {
       auto entry = std::make_shared<Entry>();
       PreparedBatch prepared;
-      refused = take_message(agent_id, incarnation, *msg, &prepared);
+      refused = take_message(conn.get(), agent_id, incarnation, *msg, &prepared);
       if (!refused.ok() && refused_acks && msg->has_batch()) {
         // Acked in order with the batches around it, once those before it are.
         mcp::v1::Ack ack;
@@ -771,9 +810,14 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
   int port_ = 0;
   clock::Hlc hlc_;
 
-  std::mutex mu_;  // guards everything below
+  mutable std::mutex mu_;  // guards everything below
   bool stopping_ = false;
   std::set<std::shared_ptr<AgentConn>> agents_;
+  struct AgentRefusals {
+    std::string agent_id;
+    mcp::v1::PolicyStatus status;
+  };
+  std::map<const AgentConn*, AgentRefusals> refusals_;  // the latest policy_status per stream
   ProbeTotals probe_counts_;
   uint64_t probe_overflow_ = 0;  // events counted under kOtherProbes
   uint64_t batches_ = 0;
@@ -802,5 +846,6 @@ bool Broker::remove_policy(const PolicyKey& key) {
   return impl_->backend().remove_policy(key);
 }
 std::vector<mcp::v1::Policy> Broker::policies() const { return impl_->backend().policies(); }
+std::map<PolicyKey, std::vector<std::string>> Broker::policy_refusals() const { return impl_->policy_refusals(); }
 
 }  // namespace mcp::broker

@@ -43,6 +43,7 @@
 #include <string>
 
 #include <functional>
+#include <map>
 #include <string_view>
 #include <vector>
 
@@ -105,6 +106,9 @@ class Broker {
   mcp::v1::Policy apply_policy(const mcp::v1::Policy& policy, uint32_t* pushed);
   bool remove_policy(const PolicyKey& key);
   std::vector<mcp::v1::Policy> policies() const;
+  // What this broker's connected agents refused of the policies (AgentMessage.policy_status), by
+  // policy key, one line per agent: "AGENT: PROBE[, PROBE] (REASON)". Thread-safe.
+  std::map<PolicyKey, std::vector<std::string>> policy_refusals() const;
 
   class Impl;
 

@@ -110,6 +110,7 @@ PolicyTarget broker_policy_target(Broker& broker) {
   t.apply = [&broker](const mcp::v1::Policy& p, uint32_t* pushed) { return broker.apply_policy(p, pushed); };
   t.remove = [&broker](const PolicyKey& key) { return broker.remove_policy(key); };
   t.list = [&broker] { return broker.policies(); };
+  t.refusals = [&broker] { return broker.policy_refusals(); };
   t.service_counts = [&broker] {
     std::map<std::string, double> out;
     const mcp::v1::StatsReply stats = broker.stats();
@@ -312,6 +313,13 @@ void PolicyController::update_status(Entry& e) {
                                            {"message", e.message},
                                            {"observedGeneration", e.generation}}})}};
   if (e.good && e.good->qps_threshold > 0) status["observedQps"] = std::round(e.observed_qps * 10) / 10;
+  if (e.applied && !e.refused_by.empty()) {
+    status["refusedBy"] = e.refused_by;
+    const std::string refused = "; refused by " + std::to_string(e.refused_by.size()) + " agent(s): " + e.refused_by[0] +
+                                (e.refused_by.size() > 1 ? ", ..." : "");
+    status["message"] = e.message + refused;
+    status["conditions"][0]["message"] = e.message + refused;
+  }
   if (status == e.written && !e.dirty) return;
   e.written = status;
   e.dirty = true;
@@ -354,6 +362,7 @@ double PolicyController::rate_of(const std::string& service) const {
 
 void PolicyController::tick() {
   const auto counts = target_.service_counts();  // outside the lock: Stats takes the broker's
+  const auto refusals = target_.refusals ? target_.refusals() : std::map<PolicyKey, std::vector<std::string>>{};
   std::lock_guard lk(mu_);
   const auto now = std::chrono::steady_clock::now();
   samples_.emplace_back(now, counts);
@@ -368,10 +377,18 @@ void PolicyController::tick() {
         e.above = above;
         spdlog::info("SamplingPolicy {}/{}: service '{}' at {:.1f}/s, qpsThreshold {}: {}", e.ns, e.name,
                      e.good->policy.service(), e.observed_qps, n, above ? "applying" : "removing");
-        if (e.reason != "Invalid" && e.reason != "Conflict" && e.reason != "TraceIdPrefixNotEnforced") {
+        if (e.reason != "Invalid" && e.reason != "Conflict") {
           settle(e);
           update_status(e);
         }
+      }
+    }
+    if (e.good) {
+      const auto it = refusals.find(key_of(e.good->policy));
+      auto refused_by = it == refusals.end() ? std::vector<std::string>{} : it->second;
+      if (refused_by != e.refused_by) {
+        e.refused_by = std::move(refused_by);
+        update_status(e);
       }
     }
     if (e.dirty) write_status(e);

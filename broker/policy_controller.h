@@ -14,7 +14,8 @@
 //   met remove the policy, and the broker pushes the removal to its agents (they go back to
 //   their own rates). serviceLabels travel with the policy; agents match them to probe tags. A
 //   traceIdPrefix makes it a prefix rule on the agents (runtime/control_loop.h ProbePolicy): a
-//   probe without a trace-id argument refuses it, in that agent's log and /healthz, not here.
+//   probe without a trace-id argument refuses it: that agent's log and /healthz say so, and its
+//   policy_status reaches the object's status (refusedBy).
 //   qpsThreshold N: the policy is in the broker only while its service's rate at the broker is
 //   above N: the adjusted counts (sum of weights, an estimate of the calls whatever sampling is
 //   in force) of the service's stored events over the last qps_window, divided by the window
@@ -22,7 +23,9 @@
 //   N * (1 - qps_hysteresis); in between it stays as it is.
 // Status (a JSON merge patch of the status subresource): observedGeneration, appliedAgents
 // (agents of this broker the policy was pushed to), active, observedQps (threshold policies, at
-// the last change), message, conditions [{type: Applied, status, reason, message}]. Written only
+// the last change), refusedBy (agents whose probes refused the policy, e.g. a traceIdPrefix on a
+// probe without a trace-id argument: "AGENT: PROBE (REASON)", from their policy_status, checked
+// every tick), message, conditions [{type: Applied, status, reason, message}]. Written only
 // when it changes; a failed write is retried every tick.
 // Threads: the list-watch thread runs the handlers, a ticker the rates and retries; both under
 // one lock. stop() (or the destructor) ends both.
@@ -65,6 +68,8 @@ struct PolicyTarget {
   std::function<mcp::v1::Policy(const mcp::v1::Policy&, uint32_t* pushed)> apply;
   std::function<bool(const PolicyKey& key)> remove;
   std::function<std::vector<mcp::v1::Policy>()> list;
+  // What connected agents refused of each policy (Broker::policy_refusals); null: nothing.
+  std::function<std::map<PolicyKey, std::vector<std::string>>()> refusals;
   // Cumulative adjusted counts of the stored events, by service.
   std::function<std::map<std::string, double>()> service_counts;
 };
@@ -110,6 +115,7 @@ class PolicyController {
     double observed_qps = 0;
     uint32_t pushed = 0;
     std::string reason, message;     // the Applied condition's, for the latest generation
+    std::vector<std::string> refused_by;  // agents whose probes refused the applied policy
     nlohmann::json written;          // the status last written (null: none yet)
     bool dirty = false;              // a status write is due
   };

@@ -190,6 +190,26 @@ class Forwarder::Impl {
     return s;
   }
 
+  void set_policy_refusals(std::vector<PolicyRefusal> refusals) {
+    mcp::v1::PolicyStatus status;
+    for (auto& r : refusals) {
+      if (status.refusals_size() == 256) break;  // the broker's bound
+      auto* out = status.add_refusals();
+      out->set_service(r.service);
+      out->set_probe(r.probe);
+      out->set_trace_id_prefix(r.trace_id_prefix);
+      out->set_reason(r.reason);
+      for (size_t i = 0; i < r.refused_by.size() && i < 16; i++) out->add_refused_by(valid_utf8(r.refused_by[i]));
+    }
+    {
+      std::lock_guard lock(mu_);
+      if (status.SerializeAsString() == refusals_.SerializeAsString()) return;
+      refusals_ = std::move(status);
+      refusals_dirty_ = true;
+    }
+    scv_.notify_all();
+  }
+
  private:
   // Under qmu_: closes the open block into a Batch with the pending counters and writes it
   // ahead into the spool, whose offset becomes its sequence. Appending under qmu_ keeps the
@@ -354,6 +374,7 @@ class Forwarder::Impl {
       uint32_t events;
     };
     std::deque<InFlight> in_flight;  // guarded by mu_
+    bool accepts_status = false;     // guarded by mu_: this stream's broker takes policy_status
     bool broken = false;             // guarded by mu_
     bool progressed = false;         // guarded by mu_
     uint64_t skipped_through = 0;    // guarded by mu_: last unreadable batch sent past
@@ -374,6 +395,14 @@ class Forwarder::Impl {
       mcp::v1::BrokerMessage msg;
       while (stream->Read(&msg)) {
         if (msg.broker_hlc() && options_.on_broker_hlc) options_.on_broker_hlc(msg.broker_hlc());
+        if (msg.has_policies() && msg.policies().accepts_policy_status()) {
+          {
+            std::lock_guard lock(mu_);
+            accepts_status = true;
+            refusals_dirty_ = true;  // what this stream's broker has not heard yet
+          }
+          scv_.notify_all();
+        }
         if (msg.has_ack()) {
           const uint64_t seq = msg.ack().sequence();
           bool reopened = false, idle_now = false, flushed = false;
@@ -436,13 +465,24 @@ class Forwarder::Impl {
       {
         std::unique_lock lock(mu_);
         scv_.wait_until(lock, due, [&] {
-          return stop_ || broken || rearm_ ||
+          return stop_ || broken || rearm_ || (accepts_status && refusals_dirty_) ||
                  (in_flight.size() < options_.max_in_flight && log_.last_offset() >= cursor &&
                   log_.last_offset() != 0);
         });
         rearm_ = false;
         if (stop_ || broken) break;
         room = options_.max_in_flight - std::min(options_.max_in_flight, in_flight.size());
+        if (accepts_status && refusals_dirty_) {
+          *msg.mutable_policy_status() = refusals_;
+          refusals_dirty_ = false;
+        }
+      }
+      if (msg.has_policy_status()) {
+        if (!stream->Write(msg)) {
+          ok = false;
+          break;
+        }
+        msg.Clear();
       }
       if (room == 0) continue;
       for (auto& record : log_.read_from(cursor, room)) {
@@ -525,6 +565,8 @@ class Forwarder::Impl {
   std::condition_variable fcv_;  // flush(): the spool emptied
   std::atomic<bool> stop_{false};
   bool rearm_ = false;  // guarded by mu_: a block started that the sender must time
+  mcp::v1::PolicyStatus refusals_;  // guarded by mu_: the latest set_policy_refusals()
+  bool refusals_dirty_ = false;     // guarded by mu_: not sent on this stream yet
   // Connected with every sent batch acknowledged: the broker keeps up, so a small
   // batch now beats a full one later (Nagle's rule, the other way round).
   std::atomic<bool> wire_idle_{false};
@@ -551,6 +593,8 @@ Forwarder::~Forwarder() {
 }
 
 void Forwarder::consume(const Event& event) { impl_->consume(event); }
+
+void Forwarder::set_policy_refusals(std::vector<PolicyRefusal> refusals) { impl_->set_policy_refusals(std::move(refusals)); }
 
 void Forwarder::poll_done() { impl_->poll_done(); }
 

@@ -59,6 +59,14 @@ struct PolicyUpdate {
   bool removed = false;
 };
 
+// A broker policy some probes of this agent refused (a trace-id prefix rule on probes without a
+// trace-id argument), reported to brokers that take it (PolicyStatus) for the policy's status.
+struct PolicyRefusal {
+  std::string service, probe, trace_id_prefix;
+  std::vector<std::string> refused_by;  // at most 16 named
+  std::string reason;
+};
+
 // A policy as `mcp-agent policy list` prints the broker's and `run`'s /healthz the agent's:
 // "service=S probe=P sampling_rate=R target_qps=N[ trace_id_prefix=HEX]", '*' for an empty
 // service or probe.
@@ -165,6 +173,9 @@ class Forwarder : public EventSink {
   bool drain(std::chrono::milliseconds limit, const std::function<bool()>& give_up) override;
 
   ForwarderStats stats() const;
+  // The refusals in force now (replacing the last ones): sent on the stream when they change
+  // and on every new stream, to brokers that take them (PolicyPush.accepts_policy_status).
+  void set_policy_refusals(std::vector<PolicyRefusal> refusals);
 
   class Impl;
 

@@ -724,6 +724,12 @@ ProbeCounters BpfSession::prefix_counters(uint32_t slot) const {
   return read_counters(bpf_map__fd(skel_->maps.prefix_counters), slot);
 }
 
+// Only uprobes hand their arguments to the decision: a syscall or CUDA probe configured with a
+// trace-id argument still draws at random (bpf/sample.bpf.h mcp_sample callers).
+bool BpfSession::decides_on_trace_id(const ProbeInfo& info) const {
+  return info.family == ProbeFamily::kUprobe && trace_id_probes_[info.id % MCP_MAX_PROBES];
+}
+
 void BpfSession::configure(uint32_t id, const ProbeConfig& config) {
   mcp_probe_config value{};
   value.threshold = config.threshold;
@@ -866,7 +872,7 @@ std::optional<ProbeInfo> BpfSession::probe(uint32_t id) const {
   auto it = probes_.find(id);
   if (it == probes_.end()) return std::nullopt;
   ProbeInfo info = it->second->info;
-  info.trace_id = trace_id_probes_[id % MCP_MAX_PROBES];
+  info.trace_id = decides_on_trace_id(info);
   return info;
 }
 
@@ -891,7 +897,7 @@ std::vector<ProbeInfo> BpfSession::probes() const {
   std::vector<ProbeInfo> out;
   for (auto& [id, p] : probes_) {
     out.push_back(p->info);
-    out.back().trace_id = trace_id_probes_[id % MCP_MAX_PROBES];
+    out.back().trace_id = decides_on_trace_id(p->info);
   }
   return out;
 }

@@ -308,7 +308,8 @@ class BpfSession : public KernelMaps {
   std::map<uint32_t, uint64_t> quarantine_;
   std::map<uint32_t, std::string> retired_names_;
   std::array<uint64_t, MCP_MAX_PROBES> swept_orphans_{};  // counted by sweep_pending
-  std::array<bool, MCP_MAX_PROBES> trace_id_probes_{};   // ProbeInfo::trace_id, set by configure()
+  std::array<bool, MCP_MAX_PROBES> trace_id_probes_{};   // configured with a trace-id argument
+  bool decides_on_trace_id(const ProbeInfo& info) const;  // ProbeInfo::trace_id; under mu_
   std::vector<bpf_link*> process_links_;
   // Window toggles exclude every other change of a probe's links (remove, files, detach_all).
   std::mutex toggle_mu_;

@@ -405,6 +405,13 @@ int ControlLoop::remove_prefix_policy(const std::string& service, const std::str
   return changed;
 }
 
+std::map<std::tuple<std::string, std::string, std::string>, std::set<std::string>> ControlLoop::prefix_refusals() const {
+  std::lock_guard lock(rates_mu_);
+  auto out = prefix_rejected_;
+  std::erase_if(out, [](const auto& kv) { return kv.second.empty(); });
+  return out;
+}
+
 std::vector<PrefixRuleStats> ControlLoop::prefix_rules() const {
   std::lock_guard lock(rates_mu_);
   std::vector<PrefixRuleStats> out;

@@ -92,6 +92,8 @@ class ControlLoop {
   // Every prefix rule in force on a probe. The longest of a probe's rules holding an event's
   // trace id is the one that decided it (prefix_rule_of).
   std::vector<PrefixRuleStats> prefix_rules() const;
+  // Prefix policies some matching probes refused (no trace-id argument): key -> probe names.
+  std::map<std::tuple<std::string, std::string, std::string>, std::set<std::string>> prefix_refusals() const;
   // The prefix (digits) of the rule of `probe_id` that decided trace id (hi, lo); empty: none.
   std::string prefix_rule_of(uint32_t probe_id, uint64_t hi, uint64_t lo) const;
   // One policy_line() (forward/forwarder.h) per policy in force, oldest push first.

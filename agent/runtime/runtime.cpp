@@ -174,7 +174,10 @@ void Runtime::start() {
   if (spec_.broker) {
     ForwarderOptions fo = *spec_.broker;
     fo.agent_id = agent_id_;
-    fo.on_policy = [this](const PolicyUpdate& p) { apply_broker_policy(p); };
+    fo.on_policy = [this](const PolicyUpdate& p) {
+      apply_broker_policy(p);
+      refusals_due_.store(true);
+    };
     fo.on_policy_set = [this](const std::vector<PolicyUpdate>& set) {
       // Policies removed while this agent was away are not in the set: undo them first.
       for (const auto& [service, probe, prefix] : control_->policy_keys()) {
@@ -184,6 +187,7 @@ void Runtime::start() {
         if (!kept) apply_broker_policy(PolicyUpdate{service, probe, 0, 0, {}, prefix, true});
       }
       for (const auto& p : set) apply_broker_policy(p);
+      refusals_due_.store(true);
     };
     fo.on_broker_hlc = [clock = clock_.get()](uint64_t hlc) { clock->merge_remote(hlc); };
     auto sink = std::make_unique<BrokerSink>(make_forwarder(std::move(fo)));
@@ -268,6 +272,15 @@ void Runtime::apply_broker_policy(const PolicyUpdate& p) {
   const int n = control_->apply_policy(std::move(rule));
   spdlog::info("broker policy for service '{}' probe '{}'{}: rate {} target {} -> {} probe(s)", p.service, p.probe,
                what, p.sampling_rate, p.target_qps, n);
+}
+
+void Runtime::report_refusals() {
+  if (!forwarder_) return;
+  std::vector<PolicyRefusal> out;
+  for (const auto& [key, probes] : control_->prefix_refusals())
+    out.push_back({std::get<0>(key), std::get<1>(key), std::get<2>(key), {probes.begin(), probes.end()},
+                   "no trace-id argument"});
+  forwarder_->set_policy_refusals(std::move(out));
 }
 
 void Runtime::on_event(Event& e) {
@@ -368,6 +381,7 @@ int Runtime::run(const RunHooks& hooks) {
     }
     for (auto& sink : sinks_) sink->poll_done();
     probes_->poll_libraries();  // CUDA libraries processes mapped: attached within a poll
+    if (refusals_due_.exchange(false)) report_refusals();  // here: forwarder_ is set by now
     if (hooks.each_poll) hooks.each_poll();
     if (spec_.max_events && delivered_ >= spec_.max_events) break;
     if (spec_.duration.count() && now - start >= spec_.duration) break;

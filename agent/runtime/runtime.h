@@ -188,6 +188,7 @@ class Runtime {
   std::unique_ptr<IntervalCounts> counts_;
   std::vector<std::shared_ptr<EventSink>> sinks_;
   Forwarder* forwarder_ = nullptr;  // owned by sinks_
+  std::atomic<bool> refusals_due_{false};  // a policy came: report_refusals() on the run thread
   const k8s::PodNames* pod_names_ = nullptr;  // owned by chain_
   std::string agent_id_;
   std::unique_ptr<audit::AuditLog> audit_;  // before the consumer: its filter writes here
@@ -195,6 +196,8 @@ class Runtime {
   std::atomic<int> requests_{0};
   uint64_t delivered_ = 0;
   void print_prefix_rules() const;
+  // Tells the broker which of its policies some probes refused (PolicyStatus).
+  void report_refusals();
   std::map<std::string, KernelLaunches> kernel_launches_;  // CUDA summary (spec.summary)
   struct PrefixDelivered {
     uint64_t events = 0;

@@ -327,8 +327,11 @@ TEST_F(AgentBrokerE2E, ATraceIdPrefixPolicyKeepsItsTracesAtItsRateUntilDeleted) 
   BrokerProcess broker({"--k8s-policies", "--k8s-api-server", api.url(), "--k8s-token-file", api.token_file(),
                         "--k8s-ca-file", api.ca_file()},
                        dir_ / "prefix-broker.log");
-  test::Process agent({kAgent, "trace", "--uprobe", kWorkload + ":mcp_handle", "--trace-id-arg", "0:hex32",
-                       "--sample-rate", "0.01", "--broker", broker.address(), "--service", "checkout", "--also-stdout",
+  // The syscall probe has no trace-id argument: it refuses the rule, and the object's status
+  // names it.
+  test::Process agent({kAgent, "trace", "--uprobe", kWorkload + ":mcp_handle", "--syscall", "getppid",
+                       "--trace-id-arg", "0:hex32", "--sample-rate", "0.01", "--broker", broker.address(),
+                       "--service", "checkout", "--also-stdout",
                        "--", kWorkload, "traceid", "1000000", "7", "hex32", "2000"},
                       dir_, "prefix-agent");
   WeightReader reader(agent);
@@ -338,6 +341,17 @@ TEST_F(AgentBrokerE2E, ATraceIdPrefixPolicyKeepsItsTracesAtItsRateUntilDeleted) 
       "default", "canary", {{"service", "checkout"}, {"samplingRate", 1}, {"traceIdPrefix", "A"}}));
   ASSERT_TRUE(test::wait_until([&] { reader.update(); return reader.last_index_of(1.0) >= 0; }, 20s))
       << "the prefix rule never kept a trace at rate 1: " << agent.err();
+  const auto refused_by = [&] {
+    const nlohmann::json o = api.policy("default", "canary");
+    return o.is_object() && o.contains("status") && o["status"].contains("refusedBy") ? o["status"]["refusedBy"]
+                                                                                      : nlohmann::json::array();
+  };
+  ASSERT_TRUE(test::wait_until([&] { return refused_by().size() == 1; }, 20s)) << api.policy("default", "canary");
+  const std::string refusal = refused_by()[0].get<std::string>();
+  EXPECT_NE(refusal.find("syscall:getppid (no trace-id argument)"), std::string::npos) << refusal;
+  EXPECT_EQ(refusal.find("mcp_handle"), std::string::npos) << "the uprobe took the rule: " << refusal;
+  EXPECT_NE(api.policy("default", "canary")["status"]["message"].get<std::string>().find("refused by 1 agent(s)"),
+            std::string::npos);
   // ~125 ids/s under the prefix: a few hundred kept at rate 1.
   ASSERT_TRUE(test::wait_until([&] {
     reader.update();
@@ -350,7 +364,8 @@ TEST_F(AgentBrokerE2E, ATraceIdPrefixPolicyKeepsItsTracesAtItsRateUntilDeleted) 
   agent.signal(SIGINT);
   ASSERT_TRUE(agent.wait(30s).has_value()) << agent.err();
 
-  const auto events = parse_json_lines(agent.out());
+  auto events = parse_json_lines(agent.out());
+  std::erase_if(events, [](const nlohmann::json& e) { return e["probe"] == "syscall:getppid"; });
   ptrdiff_t first_rule = -1, last_rule = -1;
   size_t under_prefix_in_rule = 0, other_in_rule = 0;
   for (size_t i = 0; i < events.size(); i++) {

@@ -490,7 +490,8 @@ TEST(K8sSamplingPolicyCrd, HasTheControllersConditionsAndStatus) {
   EXPECT_FALSE(std::regex_match("", pattern));
   EXPECT_FALSE(std::regex_match("xyz", pattern));
   auto status = version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"];
-  for (const char* field : {"observedGeneration", "appliedAgents", "active", "observedQps", "message", "conditions"})
+  for (const char* field :
+       {"observedGeneration", "appliedAgents", "active", "observedQps", "refusedBy", "message", "conditions"})
     EXPECT_TRUE(status[field]) << field;
 }
 
