@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "common/setting_names.h"
+#include "common/trace_id_prefix.h"
 #include "sample_math.h"
 
 namespace mcp::control {
@@ -12,13 +13,6 @@ namespace {
 constexpr std::size_t kHexChars = 32;
 constexpr std::size_t kRawBytes = 16;
 constexpr std::size_t kRandomBytes = 7;
-
-int hex_value(uint8_t c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
 }  // namespace
 
 std::string_view to_string(TraceIdFormat format) {
@@ -63,7 +57,7 @@ std::optional<uint64_t> trace_randomness56(std::span<const uint8_t> raw, TraceId
   if (raw.size() < kHexChars) return std::nullopt;
   // Every character must be hex, as the kernel reads (and records) the whole id.
   for (std::size_t i = 0; i < kHexChars; ++i) {
-    const int v = hex_value(raw[i]);
+    const int v = hex_digit_value(raw[i]);
     if (v < 0) return std::nullopt;
     r = r << 4 | static_cast<uint64_t>(v);
   }

@@ -2,16 +2,12 @@
 
 namespace mcp {
 
-namespace {
-
-int hex_value(char c) {
+int hex_digit_value(unsigned char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
   return -1;
 }
-
-}  // namespace
 
 bool TraceIdPrefix::matches(uint64_t hi, uint64_t lo) const {
   const uint32_t n = bits();
@@ -26,7 +22,7 @@ bool TraceIdPrefix::matches(uint64_t hi, uint64_t lo) const {
 std::string trace_id_prefix_error(std::string_view text) {
   if (text.empty() || text.size() > 32) return "a trace-id prefix is 1 to 32 hex digits";
   for (char c : text)
-    if (hex_value(c) < 0) return "a trace-id prefix is 1 to 32 hex digits, not '" + std::string(text) + "'";
+    if (hex_digit_value(static_cast<unsigned char>(c)) < 0) return "a trace-id prefix is 1 to 32 hex digits, not '" + std::string(text) + "'";
   return {};
 }
 
@@ -34,7 +30,7 @@ std::optional<TraceIdPrefix> parse_trace_id_prefix(std::string_view text) {
   if (!trace_id_prefix_error(text).empty()) return std::nullopt;
   TraceIdPrefix p;
   for (size_t i = 0; i < text.size(); i++) {
-    const int v = hex_value(text[i]);
+    const int v = hex_digit_value(static_cast<unsigned char>(text[i]));
     p.digits += "0123456789abcdef"[v];
     p.bytes[i / 2] |= static_cast<uint8_t>(i % 2 == 0 ? v << 4 : v);
   }

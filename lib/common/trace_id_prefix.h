@@ -30,6 +30,8 @@ struct TraceIdPrefix {
 };
 
 std::optional<TraceIdPrefix> parse_trace_id_prefix(std::string_view text);
+// A hex digit's value (either case), -1 for any other character: one reading of trace ids.
+int hex_digit_value(unsigned char c);
 std::string trace_id_prefix_error(std::string_view text);  // empty: valid
 
 }  // namespace mcp
