@@ -311,7 +311,7 @@ int ControlLoop::apply_prefix_policy(const ProbePolicy& p) {
                  trace_id_prefix_error(p.trace_id_prefix));
     return 0;
   }
-  if (p.sampling_rate <= 0 && !(p.target_qps > 0 && rates_)) return 0;  // as effective()
+  if (!effective(p)) return 0;
   auto& rejected = prefix_rejected_[{p.service, p.probe, p.trace_id_prefix}];
   rejected.clear();
   int changed = 0;
