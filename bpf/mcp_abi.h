@@ -27,6 +27,8 @@
 #define MCP_COMM_LEN 16
 #define MCP_MAX_STACK_DEPTH 32  /* user stack frames captured for slow CUDA launches */
 #define MCP_MAX_TRACE_PREFIXES 256 /* trace-id prefix rules (slots 1..255; 0 is "none") */
+#define MCP_MAX_STR_ARGS 3      /* string arguments a USDT record carries */
+#define MCP_STR_ARG_LEN 128     /* bytes of each, NUL included (longer ones are cut) */
 
 /* Kind of a record; selects the payload that follows the header. */
 enum mcp_kind {
@@ -35,6 +37,7 @@ enum mcp_kind {
 	MCP_KIND_SYSCALL = 2,   /* syscall exit: args, ret; duration with --latency */
 	MCP_KIND_CUDA = 3,      /* CUDA API call: struct mcp_cuda_event */
 	MCP_KIND_CUDA_LAUNCH = 4, /* CUDA launch reported at its entry: struct mcp_cuda_launch_event */
+	MCP_KIND_USDT = 5,      /* USDT probe hit: struct mcp_usdt_event */
 };
 
 /*
@@ -108,6 +111,22 @@ struct mcp_call_event {
 };
 MCP_STATIC_ASSERT(sizeof(struct mcp_call_event) == 144, "mcp_call_event layout");
 
+/*
+ * A USDT probe hit: the call record (args = the probe's arguments as its note's argument
+ * specs decode them, at most MCP_MAX_ARGS) plus the strings read through the arguments
+ * mcp_probe_config.string_args names, in argument order, MCP_MAX_STR_ARGS at most.
+ */
+struct mcp_usdt_event {
+	struct mcp_call_event call;
+	__u8 nargs;               /* arguments the probe declares (its note), may exceed MCP_MAX_ARGS */
+	__u8 str_args;            /* bit N: argument N was read as a string into the next str[] slot */
+	__u8 str_ok;              /* bit N: ... and the read succeeded (else the slot is empty) */
+	__u8 pad[5];
+	char str[MCP_MAX_STR_ARGS][MCP_STR_ARG_LEN]; /* NUL-terminated, truncated, untrusted bytes */
+};
+MCP_STATIC_ASSERT(sizeof(struct mcp_usdt_event) == 152 + MCP_MAX_STR_ARGS * MCP_STR_ARG_LEN,
+		  "mcp_usdt_event layout");
+
 /* Run-time configuration of one probe, in the `probe_configs` array map. */
 struct mcp_probe_config {
 	__u64 threshold;       /* keep when draw < threshold; ~0 keeps all, 0 keeps none */
@@ -124,8 +143,11 @@ struct mcp_probe_config {
 	                        * cgroup of scope_cgroups under this probe id (a cgroup path or
 	                        * container selector, a pod or namespace, a container probe's
 	                        * containers) */
+	__u8 string_args;      /* USDT probes: bit N reads argument N as a string (first
+	                        * MCP_MAX_STR_ARGS bits set) */
+	__u8 pad[7];
 };
-MCP_STATIC_ASSERT(sizeof(struct mcp_probe_config) == 24, "mcp_probe_config layout");
+MCP_STATIC_ASSERT(sizeof(struct mcp_probe_config) == 32, "mcp_probe_config layout");
 
 /* mcp_probe_config.cgroup_id of a probe scoped to cgroups; no cgroup has this id. */
 #define MCP_CGROUP_SCOPE_SET (~0ULL)

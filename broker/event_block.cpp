@@ -32,6 +32,7 @@ mcp::v1::EventKind kind_of(const std::string& name) {
   if (name == "uretprobe") return mcp::v1::EVENT_KIND_URETPROBE;
   if (name == "syscall") return mcp::v1::EVENT_KIND_SYSCALL;
   if (name == "cuda") return mcp::v1::EVENT_KIND_CUDA;
+  if (name == "usdt") return mcp::v1::EVENT_KIND_USDT;
   return mcp::v1::EVENT_KIND_UNSPECIFIED;
 }
 

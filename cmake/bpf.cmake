@@ -47,13 +47,19 @@ endif()
 function(mcp_bpf_skeleton)
   cmake_parse_arguments(ARG "" "NAME" "SOURCES;DEPENDS" ${ARGN})
   set(outdir ${CMAKE_CURRENT_BINARY_DIR})
+  # libbpf's usdt.bpf.h includes <linux/errno.h>, whose <asm/errno.h> is in the multiarch
+  # directory a -target bpf compile does not search (libbpf-tools adds it the same way).
+  set(MCP_BPF_SYS_INCLUDES)
+  if(CMAKE_LIBRARY_ARCHITECTURE)
+    set(MCP_BPF_SYS_INCLUDES -idirafter /usr/include/${CMAKE_LIBRARY_ARCHITECTURE})
+  endif()
   set(objs)
   foreach(src ${ARG_SOURCES})
     get_filename_component(stem ${src} NAME_WE)
     set(obj ${outdir}/${stem}.bpf.o)
     add_custom_command(OUTPUT ${obj}
       COMMAND ${BPF_CLANG} -g -O2 -target bpf -D__TARGET_ARCH_${MCP_BPF_ARCH}
-              -I${MCP_VMLINUX_DIR} -I${CMAKE_CURRENT_SOURCE_DIR} -Wall -Werror
+              -I${MCP_VMLINUX_DIR} -I${CMAKE_CURRENT_SOURCE_DIR} ${MCP_BPF_SYS_INCLUDES} -Wall -Werror
               -Wno-unused-function -c ${CMAKE_CURRENT_SOURCE_DIR}/${src} -o ${obj}
       DEPENDS ${src} ${ARG_DEPENDS}
       COMMENT "BPF ${src}" VERBATIM)

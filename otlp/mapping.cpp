@@ -170,6 +170,7 @@ std::string_view kind_name(mcp::v1::EventKind kind) {
     case mcp::v1::EVENT_KIND_URETPROBE: return "uretprobe";
     case mcp::v1::EVENT_KIND_SYSCALL: return "syscall";
     case mcp::v1::EVENT_KIND_CUDA: return "cuda";
+    case mcp::v1::EVENT_KIND_USDT: return "usdt";
     default: return "";
   }
 }

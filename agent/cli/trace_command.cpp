@@ -17,6 +17,7 @@
 #include "cuda/kernel_symbolizer.h"
 #include "loader/bpf_session.h"
 #include "loader/target_resolver.h"
+#include "loader/usdt_notes.h"
 #include "reload/diff.h"
 #include "runtime/config_spec.h"
 #include "runtime/probe_set.h"
@@ -80,7 +81,8 @@ std::vector<config::ProbeSpec> flag_specs(const TraceOptions& o, bool child) {
     p.kind = kind;
     p.target = std::move(target);
     p.symbol = std::move(symbol);
-    p.latency = o.latency;
+    p.latency = o.latency && kind != config::ProbeKind::kUsdt;  // a USDT probe has no return
+    if (kind == config::ProbeKind::kUsdt) p.string_args = o.string_args;
     if (o.target_qps > 0) p.sampling.target_qps = o.target_qps;
     else p.sampling.rate = o.sample_rate;
     // The kernel decides on the trace id: every call is needed, so no sampling windows.
@@ -101,8 +103,36 @@ std::vector<config::ProbeSpec> flag_specs(const TraceOptions& o, bool child) {
         fprintf(stderr, "mcp-agent: warning: %s\n", w.c_str());
     add(config::ProbeKind::kUprobe, t.binary, t.symbol);
   }
+  for (const auto& flag : o.usdts) {
+    const auto t = loader::resolve_usdt(flag, child ? 0 : o.pid);
+    if (!child)
+      if (const auto w = loader::mapping_warning(o.pid, t.binary, t.name()); !w.empty())
+        fprintf(stderr, "mcp-agent: warning: %s\n", w.c_str());
+    add(config::ProbeKind::kUsdt, t.binary, t.symbol);
+  }
   for (const auto& name : o.syscalls) add(config::ProbeKind::kSyscall, name, "");
   return specs;
+}
+
+// --list-usdt BINARY: one line per probe (its sites merged), as --usdt names it, with the
+// argument specs of its first site.
+int list_usdt(const TraceOptions& o) {
+  const std::string file = loader::resolve_binary(o.list_usdt, o.pid);
+  const auto sites = loader::read_usdt_probes(file);
+  std::vector<std::pair<const loader::UsdtProbe*, size_t>> probes;  // first site, site count
+  for (const auto& s : sites) {
+    auto it = std::find_if(probes.begin(), probes.end(), [&](const auto& p) {
+      return p.first->provider == s.provider && p.first->name == s.name;
+    });
+    if (it == probes.end()) probes.emplace_back(&s, 1);
+    else it->second++;
+  }
+  if (probes.empty()) fprintf(stderr, "mcp-agent: %s has no USDT probes (no .note.stapsdt)\n", file.c_str());
+  for (const auto& [p, count] : probes)
+    printf("usdt:%s:%s:%s\t%zu args%s%s\t%zu site%s%s\n", file.c_str(), p->provider.c_str(), p->name.c_str(),
+           p->nargs(), p->args.empty() ? "" : ": ", p->args.c_str(), count, count == 1 ? "" : "s",
+           p->semaphore ? "\tsemaphore" : "");
+  return 0;
 }
 
 // The flags as a runtime spec (probes are attached separately, they need the session).
@@ -183,6 +213,7 @@ void reject_uprobes_the_file_traces(const TraceOptions& o) {
 }
 
 int run_trace(TraceOptions& o) {
+  if (!o.list_usdt.empty()) return list_usdt(o);
   validate(o);
   reject_uprobes_the_file_traces(o);
   spdlog::set_level(o.verbose ? spdlog::level::debug : spdlog::level::warn);

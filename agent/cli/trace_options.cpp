@@ -25,6 +25,11 @@ namespace mcp::cli {
 void add_trace_options(CLI::App& sub, TraceOptions& o) {
   sub.add_option("--uprobe,-u", o.uprobes, "Trace a user function: BINARY:SYMBOL (path, library name or program)");
   sub.add_option("--syscall,-s", o.syscalls, "Trace a syscall by name, e.g. getppid");
+  sub.add_option("--usdt", o.usdts,
+                 "Trace a USDT (static) probe: BINARY:PROVIDER:NAME, e.g. /usr/bin/python3:python:line");
+  sub.add_option("--string-arg", o.string_arg_list,
+                 "Read USDT argument N (0-5) as a string, shown as attribute argN (repeatable, at most 3)");
+  sub.add_option("--list-usdt", o.list_usdt, "List the USDT probes of BINARY (path, library or program) and exit");
   sub.add_flag("--latency,-l", o.latency, "Also attach the uretprobe: one event per call with ret and duration");
   sub.add_option("--pid,-p", o.pid, "Trace only this process and its descendants; exit when they are gone");
   sub.add_flag("--no-follow", o.no_follow, "With --pid or a command: not its children (default: follow forks like strace -f)");
@@ -140,11 +145,11 @@ void merge_config(TraceOptions& o) {
         throw usage_error("--syscall " + s + ": " + file + ":" + std::to_string(p.pos.line) + ":" +
                           std::to_string(p.pos.column) + " traces it already");
   // Per-probe flags with no flag probe to apply to: the file's probes have their own settings.
-  if (o.uprobes.empty() && o.syscalls.empty() && !o.cuda)
+  if (o.uprobes.empty() && o.usdts.empty() && o.syscalls.empty() && !o.cuda)
     for (const char* flag : {"--sample-rate", "--target-qps", "--trace-id-arg", "--latency", "--service", "--tag"})
       if (given(flag))
-        throw usage_error(std::string(flag) + " applies to --uprobe/--syscall/--cuda probes; the probes of " + file +
-                          " take their settings from it");
+        throw usage_error(std::string(flag) + " applies to --uprobe/--usdt/--syscall/--cuda probes; the probes of " +
+                          file + " take their settings from it");
   // Values: the flag overrides the file's, lists add.
   if (!given("--slow-launch")) o.slow_launch = c.cuda.slow_launch;
   o.cuda_latency = o.cuda_latency || c.cuda.latency;
@@ -184,14 +189,26 @@ void validate(TraceOptions& o) {
   // The file first: its problems are reported as FILE:LINE:COL before the flags' are.
   o.config = o.config_file.empty() ? nullptr
                                    : std::make_shared<const config::Config>(config::load_config(o.config_file));
-  if (o.uprobes.empty() && o.syscalls.empty() && !o.cuda && (!o.config || o.config->probes.empty()))
-    throw usage_error(o.config ? "nothing to trace: " + o.config_file + " declares no probes and no --uprobe, --syscall or --cuda is given"
-                               : "nothing to trace: give at least one --uprobe, --syscall or --cuda");
+  if (o.uprobes.empty() && o.usdts.empty() && o.syscalls.empty() && !o.cuda && (!o.config || o.config->probes.empty()))
+    throw usage_error(o.config ? "nothing to trace: " + o.config_file +
+                                     " declares no probes and no --uprobe, --usdt, --syscall or --cuda is given"
+                               : "nothing to trace: give at least one --uprobe, --usdt, --syscall or --cuda");
   // One probe per function: the same flag twice would be the same attachment.
-  for (const auto* flags : {&o.uprobes, &o.syscalls})
+  for (const auto& [flags, name] : {std::pair{&o.uprobes, "--uprobe "}, std::pair{&o.usdts, "--usdt "},
+                                    std::pair{&o.syscalls, "--syscall "}})
     for (size_t i = 0; i < flags->size(); i++)
       if (std::find(flags->begin(), flags->begin() + static_cast<ptrdiff_t>(i), (*flags)[i]) != flags->begin() + static_cast<ptrdiff_t>(i))
-        throw usage_error(std::string(flags == &o.uprobes ? "--uprobe " : "--syscall ") + (*flags)[i] + " is given twice");
+        throw usage_error(std::string(name) + (*flags)[i] + " is given twice");
+  for (const auto& u : o.usdts) loader::split_usdt_spec(u);  // malformed: a usage error before anything loads
+  o.string_args = 0;
+  for (const int i : o.string_arg_list) {
+    if (o.usdts.empty()) throw usage_error("--string-arg applies to --usdt probes");
+    if (i < 0 || i >= MCP_MAX_ARGS) throw usage_error("--string-arg " + std::to_string(i) + ": argument index must be 0..5");
+    if (o.string_args & (1u << i)) throw usage_error("--string-arg " + std::to_string(i) + " is given twice");
+    o.string_args |= static_cast<uint8_t>(1u << i);
+  }
+  if (o.string_arg_list.size() > MCP_MAX_STR_ARGS)
+    throw usage_error("--string-arg: at most " + std::to_string(MCP_MAX_STR_ARGS) + " strings per probe");
   o.slow_launch = o.slow_launch_text == "0" ? std::chrono::nanoseconds(0) : parse_duration(o.slow_launch_text);
   o.slow_hold = parse_duration(o.slow_hold_text);
   if (!o.batch_gap_text.empty()) {

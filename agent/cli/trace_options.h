@@ -5,8 +5,9 @@
 // in `run` (probes, syscalls, cuda, sampling, quotas, compliance, exporter, broker,
 // ready_file, services), read by the same code (config/loader.h, runtime/config_spec.h,
 // runtime/probe_set.h). Flags add to the file or override it:
-//   --uprobe/--syscall add probes, which take -r/--target-qps/--trace-id-arg/--latency/
-//   --service/--tag as without a file; the file's probes keep their own settings;
+//   --uprobe/--usdt/--syscall add probes, which take -r/--target-qps/--trace-id-arg/--latency/
+//   --service/--tag as without a file (--latency: uprobes and syscalls; --string-arg: USDT
+//   probes); the file's probes keep their own settings;
 //   --tenant-quota adds a cgroup (or replaces the file's quota for the same cgroup);
 //   --default-quota, --export-sample-rate, --slow-launch, --compression, --batch-gap, --ready-file
 //   override the file's value; --error-only and --cuda-latency turn exporter.error_only
@@ -43,6 +44,10 @@ namespace mcp::cli {
 struct TraceOptions {
   std::vector<std::string> uprobes;   // BINARY:SYMBOL
   std::vector<std::string> syscalls;  // names without sys_enter_
+  std::vector<std::string> usdts;     // BINARY:PROVIDER:NAME
+  std::vector<int> string_arg_list;   // --string-arg: USDT arguments read as strings
+  uint8_t string_args = 0;            // ... as a mask (validate())
+  std::string list_usdt;              // --list-usdt BINARY: print its USDT probes and exit
   bool latency = false;
   pid_t pid = 0;
   bool no_follow = false;             // trace only the target process, not its descendants

@@ -31,8 +31,8 @@ int run_check_config(const std::string& file, std::ostream& out, std::ostream& e
         continue;
       }
       try {
-        if (p.kind == ProbeKind::kUprobe) loader::uprobe_target_in(*found, p.symbol);
-        else loader::ElfSymbols::load(*found);
+        if (p.kind == ProbeKind::kCuda) loader::ElfSymbols::load(*found);
+        else loader::probe_target_in(*found, p.symbol, p.kind == ProbeKind::kUsdt);
       } catch (const std::exception& e) {
         errors.push_back({file, p.pos.line, p.pos.column, e.what()});
       }

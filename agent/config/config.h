@@ -75,13 +75,15 @@ struct ContainerScope {
   bool operator==(const ContainerScope&) const = default;
 };
 
-enum class ProbeKind : uint8_t { kUprobe, kSyscall, kCuda };
+// kUsdt: a uprobe-like probe on a USDT site: target as a uprobe's, symbol "PROVIDER:NAME".
+enum class ProbeKind : uint8_t { kUprobe, kSyscall, kCuda, kUsdt };
 
 struct ProbeSpec {
   ProbeKind kind = ProbeKind::kUprobe;
   std::string target;          // uprobe: binary path or library name; syscall: name; cuda: library
   bool target_is_library = false;  // uprobe declared with `library:` (resolved per process)
-  std::string symbol;          // uprobe only
+  std::string symbol;          // uprobe: the function; usdt: "PROVIDER:NAME"
+  uint8_t string_args = 0;     // usdt: bit N reads argument N as a string
   Selector selector;
   std::optional<ContainerScope> container;  // uprobe by binary only: a path inside these containers
   std::string service;
@@ -96,12 +98,12 @@ struct ProbeSpec {
   std::string key() const;
   // Fields that need a re-attach when they change (everything but sampling and metadata).
   bool same_attachment(const ProbeSpec& o) const {
-    return key() == o.key() && trace_id == o.trace_id && latency == o.latency;
+    return key() == o.key() && trace_id == o.trace_id && latency == o.latency && string_args == o.string_args;
   }
   bool operator==(const ProbeSpec& o) const {
     return kind == o.kind && target == o.target && target_is_library == o.target_is_library &&
            symbol == o.symbol && selector == o.selector && container == o.container && service == o.service && tags == o.tags &&
-           trace_id == o.trace_id && latency == o.latency && sampling == o.sampling;
+           trace_id == o.trace_id && latency == o.latency && string_args == o.string_args && sampling == o.sampling;
   }
 };
 

@@ -67,6 +67,7 @@ std::string ProbeSpec::key() const {
     case ProbeKind::kUprobe: k = (target_is_library ? "uprobe:lib:" : "uprobe:") + target + ":" + symbol; break;
     case ProbeKind::kSyscall: k = "syscall:" + target; break;
     case ProbeKind::kCuda: k = "cuda:" + target; break;
+    case ProbeKind::kUsdt: k = (target_is_library ? "usdt:lib:" : "usdt:") + target + ":" + symbol; break;
   }
   if (!selector.container_id.empty()) k += "@container=" + selector.container_id;
   if (!selector.cgroup_path.empty()) k += "@cgroup=" + selector.cgroup_path;

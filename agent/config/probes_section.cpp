@@ -13,6 +13,8 @@
 #include "config/yaml_reader.h"
 #include "control/trace_id_arg.h"
 #include "k8s/pod_ref.h"
+#include "loader/usdt_notes.h"
+#include "mcp_abi.h"
 
 namespace mcp::config {
 
@@ -152,10 +154,27 @@ void read_tags(Ctx& ctx, const YAML::Node& n, std::vector<std::pair<std::string,
   }
 }
 
+// `string_args: [0, 1]`: argument indexes 0..5, at most MCP_MAX_STR_ARGS of them.
+void read_string_args(Ctx& ctx, const YAML::Node& n, uint8_t& mask) {
+  if (!n.IsSequence()) {
+    ctx.error(n, "string_args must be a list of argument indexes 0..5, found " + std::string(kind_name(n)));
+    return;
+  }
+  int count = 0;
+  for (const auto& item : n) {
+    const auto i = read_integer(ctx, item, "string_args");
+    if (!i) continue;
+    if (*i < 0 || *i >= MCP_MAX_ARGS) ctx.error(item, "string_args: argument index must be 0..5");
+    else if (mask & (1u << *i)) ctx.error(item, "string_args: duplicate argument " + std::to_string(*i));
+    else if (++count > MCP_MAX_STR_ARGS) ctx.error(item, "string_args: at most " + std::to_string(MCP_MAX_STR_ARGS) + " strings per probe");
+    else mask |= static_cast<uint8_t>(1u << *i);
+  }
+}
+
 void read_uprobe(Ctx& ctx, const YAML::Node& n, std::vector<ProbeSpec>& out) {
   MapReader m(ctx, n, "probe",
-              {"binary", "library", "symbol", "selector", "container", "service", "tags", "trace_id", "latency",
-               "sampling"});
+              {"binary", "library", "symbol", "usdt", "string_args", "selector", "container", "service", "tags",
+               "trace_id", "latency", "sampling"});
   if (!m.valid()) return;
   ProbeSpec p;
   p.kind = ProbeKind::kUprobe;
@@ -172,8 +191,23 @@ void read_uprobe(Ctx& ctx, const YAML::Node& n, std::vector<ProbeSpec>& out) {
     p.target = *s;
     p.target_is_library = true;
   }
-  if (!m.has("symbol")) ctx.error(n, "a probe needs 'symbol'");
-  else if (auto s = read_string(ctx, m.get("symbol"), "symbol")) p.symbol = *s;
+  if (m.has("symbol") == m.has("usdt")) {
+    ctx.error(m.has("usdt") ? m.key_node("usdt") : n, "a probe needs exactly one of 'symbol' or 'usdt'");
+  } else if (m.has("symbol")) {
+    if (auto s = read_string(ctx, m.get("symbol"), "symbol")) p.symbol = *s;
+  } else if (auto s = read_string(ctx, m.get("usdt"), "usdt")) {
+    p.kind = ProbeKind::kUsdt;
+    p.symbol = *s;
+    try {
+      loader::split_usdt_name(*s);
+    } catch (const std::exception& e) {
+      ctx.error(m.get("usdt"), e.what());
+    }
+  }
+  if (m.has("string_args")) {
+    if (p.kind != ProbeKind::kUsdt) ctx.error(m.key_node("string_args"), "string_args is for 'usdt' probes");
+    else read_string_args(ctx, m.get("string_args"), p.string_args);
+  }
   if (m.has("trace_id")) {
     const YAML::Node t = m.get("trace_id");
     TraceIdArg parsed;
@@ -184,6 +218,7 @@ void read_uprobe(Ctx& ctx, const YAML::Node& n, std::vector<ProbeSpec>& out) {
   }
   if (m.has("latency"))
     if (auto b = read_bool(ctx, m.get("latency"), "latency")) p.latency = *b;
+  if (p.latency && p.kind == ProbeKind::kUsdt) ctx.error(m.key_node("latency"), "a USDT probe has no return: no latency");
   if (m.has("container")) {
     if (m.has("library"))
       ctx.error(m.key_node("container"), "container probes need 'binary' (a path inside the containers), not 'library'");

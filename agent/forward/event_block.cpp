@@ -138,7 +138,7 @@ bool EventBlockDecoder::parse(std::string_view bytes, std::string& error) {
   for (int i = 0; i < block_.events_size(); ++i) {
     const auto& e = block_.events(i);
     const auto where = [&](const char* what) { return "event block: event " + std::to_string(i) + " " + what; };
-    if (e.kind() < mcp::v1::EVENT_KIND_UPROBE || e.kind() > mcp::v1::EVENT_KIND_CUDA) return fail(where("has an unknown kind"));
+    if (e.kind() < mcp::v1::EVENT_KIND_UPROBE || e.kind() > mcp::v1::EVENT_KIND_USDT) return fail(where("has an unknown kind"));
     if (!str_ok(e.probe()) || !str_ok(e.comm()) || !str_ok(e.container_id()) || !str_ok(e.pod_uid()) || !str_ok(e.pod_name()) ||
         !str_ok(e.pod_namespace()) || !str_ok(e.container_name()) || !str_ok(e.service()) || !str_ok(e.th()))
       return fail(where("names a string out of range"));

@@ -29,6 +29,7 @@ inline mcp::v1::EventKind kind_to_wire(EventKind k) {
     case EventKind::kUretprobe: return mcp::v1::EVENT_KIND_URETPROBE;
     case EventKind::kSyscall: return mcp::v1::EVENT_KIND_SYSCALL;
     case EventKind::kCuda: return mcp::v1::EVENT_KIND_CUDA;
+    case EventKind::kUsdt: return mcp::v1::EVENT_KIND_USDT;
   }
   return mcp::v1::EVENT_KIND_UNSPECIFIED;
 }
@@ -39,6 +40,7 @@ inline EventKind kind_from_wire(int k) {
     case mcp::v1::EVENT_KIND_URETPROBE: return EventKind::kUretprobe;
     case mcp::v1::EVENT_KIND_SYSCALL: return EventKind::kSyscall;
     case mcp::v1::EVENT_KIND_CUDA: return EventKind::kCuda;
+    case mcp::v1::EVENT_KIND_USDT: return EventKind::kUsdt;
     default: return EventKind::kUprobe;
   }
 }
@@ -46,6 +48,7 @@ inline EventKind kind_from_wire(const std::string& k) {
   if (k == "uretprobe") return EventKind::kUretprobe;
   if (k == "syscall") return EventKind::kSyscall;
   if (k == "cuda") return EventKind::kCuda;
+  if (k == "usdt") return EventKind::kUsdt;
   return EventKind::kUprobe;
 }
 

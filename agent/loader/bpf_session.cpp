@@ -25,6 +25,7 @@
 #include <tuple>
 
 #include "common/error.h"
+#include "loader/usdt_notes.h"
 #include "clock/clock_source.h"
 #include "common/event.h"
 #include "mcp_abi.h"
@@ -291,6 +292,15 @@ uint32_t BpfSession::register_probe(ProbeInfo info, std::vector<Link> links, con
 std::vector<BpfSession::Link> BpfSession::attach_uprobes(uint32_t id, const UprobeTarget& target, pid_t pid,
                                                          const Programs& progs) {
   std::vector<Link> links;
+  if (target.usdt) {
+    const auto [provider, name] = split_usdt_name(target.symbol);
+    LIBBPF_OPTS(bpf_usdt_opts, opts, .usdt_cookie = id);
+    bpf_link* link = bpf_program__attach_usdt(progs.entry, pid > 0 ? pid : -1, target.binary.c_str(),
+                                              provider.c_str(), name.c_str(), &opts);
+    if (!link) throw runtime_error("cannot attach USDT probe " + target.probe_name() + ": " + errno_text(errno));
+    links.push_back({link, -1});
+    return links;
+  }
   if (progs.session) {
     const int fd = attach_uprobe_link(progs.session, progs.multi ? kBpfTraceUprobeMulti : kBpfTraceUprobeSession,
                                       target.binary, target.offset, id, pid);
@@ -323,13 +333,16 @@ BpfSession::Programs BpfSession::uprobe_programs(bool latency) const {
   return progs;
 }
 
+BpfSession::Programs BpfSession::usdt_programs() const { return {skel_->progs.mcp_usdt}; }
+
 uint32_t BpfSession::add_uprobe(const UprobeTarget& target, bool latency, pid_t pid, const ProbeConfig& config) {
+  if (target.usdt && latency) throw usage_error("USDT probe " + target.probe_name() + ": a USDT probe has no return");
   const uint32_t id = reserve_id(config);
-  Programs progs = uprobe_programs(latency);
-  if (config.windowed && windows_enabled_ && uprobe_sessions_ && !latency)
+  Programs progs = target.usdt ? usdt_programs() : uprobe_programs(latency);
+  if (!target.usdt && config.windowed && windows_enabled_ && uprobe_sessions_ && !latency)
     progs = {nullptr, nullptr, skel_->progs.mcp_uprobe_multi, true};
   auto links = attach_uprobes(id, target, pid, progs);
-  ProbeInfo info{id, target.name() + ":" + target.symbol, ProbeFamily::kUprobe, latency};
+  ProbeInfo info{id, target.probe_name(), ProbeFamily::kUprobe, latency};
   info.symbol = target.symbol;
   register_probe(std::move(info), std::move(links), progs, pid, target);
   if (config.windowed) enable_windows(id, config.threshold);
@@ -337,11 +350,11 @@ uint32_t BpfSession::add_uprobe(const UprobeTarget& target, bool latency, pid_t 
 }
 
 uint32_t BpfSession::add_uprobe_without_file(const std::string& shown, const std::string& symbol, bool latency,
-                                             const ProbeConfig& config) {
+                                             const ProbeConfig& config, bool usdt) {
   const uint32_t id = reserve_id(config);
-  ProbeInfo info{id, shown + ":" + symbol, ProbeFamily::kUprobe, latency};
+  ProbeInfo info{id, (usdt ? "usdt:" : "") + shown + ":" + symbol, ProbeFamily::kUprobe, latency && !usdt};
   info.symbol = symbol;
-  return register_probe(std::move(info), {}, uprobe_programs(latency));
+  return register_probe(std::move(info), {}, usdt ? usdt_programs() : uprobe_programs(latency));
 }
 
 uint32_t BpfSession::add_cuda_probe(const UprobeTarget& target, pid_t pid, const ProbeConfig& config, bool internal) {
@@ -744,6 +757,7 @@ void BpfSession::configure(uint32_t id, const ProbeConfig& config) {
   value.ret_deref_arg = config.ret_deref_arg;
   value.cuda_flags = config.cuda_flags;
   value.name_arg = config.name_arg;
+  value.string_args = config.string_args;
   if (bpf_map_update_elem(bpf_map__fd(skel_->maps.probe_configs), &id, &value, BPF_ANY))
     throw runtime_error("cannot update probe_configs: " + errno_text(errno));
   std::unique_lock lock(mu_);

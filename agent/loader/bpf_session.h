@@ -62,6 +62,7 @@ struct ProbeConfig {
   uint8_t ret_deref_arg = 0;
   uint8_t cuda_flags = 0;     // MCP_CUDA_CFG_*
   uint8_t name_arg = 0;       // 1-based: copy this argument's string at return (mcp_probe_config)
+  uint8_t string_args = 0;    // USDT: bit N reads argument N as a string (mcp_probe_config)
   // Only tasks in or below the cgroups scope_cgroups holds for this probe id (written by
   // the control loop's scope table, runtime/scope_table.h); false: any task.
   bool scoped = false;
@@ -83,7 +84,9 @@ class BpfSession : public KernelMaps {
   BpfSession(const BpfSession&) = delete;
   BpfSession& operator=(const BpfSession&) = delete;
 
-  // Attach; return the new probe id. pid restricts a uprobe to one process (-1: all).
+  // Attach; return the new probe id. pid restricts a uprobe to one process (-1: all). A USDT
+  // target (UprobeTarget::usdt) attaches the USDT program at each of its sites (no latency:
+  // a USDT probe has no return); it is a kUprobe-family probe in every other respect.
   uint32_t add_uprobe(const UprobeTarget& target, bool latency, pid_t pid, const ProbeConfig& config);
   // Without latency one program runs, at exit; with latency an entry program too.
   uint32_t add_syscall(const std::string& name, const ProbeConfig& config, bool latency = true);
@@ -126,8 +129,9 @@ class BpfSession : public KernelMaps {
   // A uprobe with no file attached yet: its id, counters and configuration exist, and
   // files come and go with attach_file()/detach_file() (a container-aware probe: one file
   // per distinct binary its containers run). `shown` is the path as the probe names it.
+  // usdt: symbol is a USDT probe's "PROVIDER:NAME" (UprobeTarget::usdt).
   uint32_t add_uprobe_without_file(const std::string& shown, const std::string& symbol, bool latency,
-                                   const ProbeConfig& config);
+                                   const ProbeConfig& config, bool usdt = false);
   // Attaches probe `id`'s programs to one more file; returns the key detach_file() takes.
   // Throws and changes nothing on failure.
   uint64_t attach_file(uint32_t id, const UprobeTarget& target);
@@ -255,6 +259,7 @@ class BpfSession : public KernelMaps {
   // Picks a free id and readies its counters and configuration for attaching.
   uint32_t reserve_id(const ProbeConfig& config);
   Programs uprobe_programs(bool latency) const;
+  Programs usdt_programs() const;
   // links empty: a probe without a file yet (add_uprobe_without_file).
   uint32_t register_probe(ProbeInfo info, std::vector<Link> links, const Programs& progs, pid_t pid = -1,
                           const UprobeTarget& target = {});

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <climits>
@@ -14,6 +15,7 @@
 #include "common/error.h"
 #include "common/setting_names.h"
 #include "loader/elf_symbols.h"
+#include "loader/usdt_notes.h"
 #include "loader/proc_maps.h"
 
 namespace mcp::loader {
@@ -193,6 +195,41 @@ UprobeTarget uprobe_target_in(const std::string& file, const std::string& symbol
   auto offset = symbols.file_offset_of(symbol);
   if (!offset) throw runtime_error("symbol " + symbol + " not found in " + t.binary);
   t.offset = *offset;
+  return t;
+}
+
+std::pair<std::string, std::string> split_usdt_spec(const std::string& spec) {
+  const auto last = spec.rfind(':');
+  const auto mid = last == std::string::npos || last == 0 ? std::string::npos : spec.rfind(':', last - 1);
+  if (mid == std::string::npos || mid == 0)
+    throw usage_error("USDT probe must be BINARY:PROVIDER:NAME, got '" + spec + "'");
+  const std::string provider_and_name = spec.substr(mid + 1);
+  split_usdt_name(provider_and_name);  // both parts non-empty
+  return {spec.substr(0, mid), provider_and_name};
+}
+
+UprobeTarget usdt_target_in(const std::string& file, const std::string& provider_and_name) {
+  const auto [provider, name] = split_usdt_name(provider_and_name);
+  const auto probes = read_usdt_probes(file);
+  if (std::none_of(probes.begin(), probes.end(),
+                   [&](const UsdtProbe& p) { return p.provider == provider && p.name == name; }))
+    throw runtime_error("USDT probe " + provider_and_name + " not found in " + file +
+                        " (mcp-agent trace --list-usdt " + file + " lists its probes)");
+  UprobeTarget t;
+  t.binary = file;
+  t.symbol = provider_and_name;
+  t.usdt = true;
+  return t;
+}
+
+UprobeTarget probe_target_in(const std::string& file, const std::string& symbol, bool usdt) {
+  return usdt ? usdt_target_in(file, symbol) : uprobe_target_in(file, symbol);
+}
+
+UprobeTarget resolve_usdt(const std::string& spec, pid_t pid) {
+  const auto [binary, provider_and_name] = split_usdt_spec(spec);
+  UprobeTarget t = usdt_target_in(resolve_binary(binary, pid), provider_and_name);
+  if (pid > 0) t.shown = path_under_proc_root(t.binary);
   return t;
 }
 

@@ -18,7 +18,12 @@ struct UprobeTarget {
   std::string symbol;  // as given
   uint64_t offset = 0; // file offset of the function
   std::string shown;   // the path as the user and the target name it; empty: binary
+  // A USDT probe: symbol is "PROVIDER:NAME", offset unused (libbpf's attach_usdt finds
+  // every site and its semaphore from the file's notes).
+  bool usdt = false;
   const std::string& name() const { return shown.empty() ? binary : shown; }
+  // The probe's name: "/usr/bin/x:fn", or "usdt:/usr/bin/python3.11:python:line".
+  std::string probe_name() const { return (usdt ? "usdt:" : "") + name() + ":" + symbol; }
 };
 
 // Splits "BINARY:SYMBOL" at the last ':' that is not part of "::" (C++ names).
@@ -63,6 +68,16 @@ std::string path_under_proc_root(const std::string& path);
 // Empty when process `pid` maps `file` (same inode, and device or path as it names it); else a
 // warning that the probe on `file` may never fire in that process.
 std::string mapping_warning(pid_t pid, const std::string& file, const std::string& shown);
+
+// "BINARY:PROVIDER:NAME" (--usdt) -> {BINARY, "PROVIDER:NAME"}; throws a usage error when malformed.
+std::pair<std::string, std::string> split_usdt_spec(const std::string& spec);
+// Checks that `file` declares the USDT probe "PROVIDER:NAME". Throws mcp::Error (runtime)
+// "USDT probe P:N not found in FILE" (naming `trace --list-usdt`).
+UprobeTarget usdt_target_in(const std::string& file, const std::string& provider_and_name);
+// uprobe_target_in, or usdt_target_in for a USDT probe.
+UprobeTarget probe_target_in(const std::string& file, const std::string& symbol, bool usdt);
+// resolve_uprobe for "BINARY:PROVIDER:NAME".
+UprobeTarget resolve_usdt(const std::string& spec, pid_t pid);
 
 // Resolves a whole spec: binary and symbol offset. Throws "symbol S not found in B".
 // With a pid in another mount namespace, `binary` is under /proc/PID/root and `shown` is the path.

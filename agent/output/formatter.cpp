@@ -376,6 +376,10 @@ std::string_view first_columns(std::string_view s, size_t n) {
 std::string short_probe_name(std::string_view probe, size_t width) {
   static constexpr std::string_view kEllipsis = "\u2026";
   if (columns(probe) <= width || width < 2) return std::string(first_columns(probe, width));
+  // "usdt:/dir/binary:provider:name": the kind stays, the path is shortened as a uprobe's.
+  static constexpr std::string_view kUsdt = "usdt:";
+  if (probe.substr(0, kUsdt.size()) == kUsdt && width > kUsdt.size() + 2)
+    return std::string(kUsdt) + short_probe_name(probe.substr(kUsdt.size()), width - kUsdt.size());
   // "/dir/binary:symbol": the binary's path ends at the first ':' (a symbol may hold "::").
   const size_t colon = probe.find(':');
   const size_t slash = colon == std::string_view::npos ? std::string_view::npos : probe.rfind('/', colon);
@@ -402,6 +406,12 @@ class JsonFormatter final : public Formatter {
   }
 };
 
+const std::string* find_value(const std::vector<std::pair<std::string, std::string>>& pairs, std::string_view key) {
+  for (const auto& [k, v] : pairs)
+    if (k == key) return &v;
+  return nullptr;
+}
+
 class TableFormatter final : public Formatter {
  public:
   void header(std::string& out) const override {
@@ -426,7 +436,12 @@ class TableFormatter final : public Formatter {
       fmt::format_to(it, "{} <<<({},{},{}),({},{},{})>>>", valid_utf8(e.cuda.kernel), e.cuda.grid[0], e.cuda.grid[1],
                      e.cuda.grid[2], e.cuda.block[0], e.cuda.block[1], e.cuda.block[2]);
     } else {
-      for (unsigned i = 0; i < e.nargs; i++) fmt::format_to(it, "{}{:#x}", i ? " " : "", e.args[i]);
+      for (unsigned i = 0; i < e.nargs; i++) {
+        // A USDT string argument is shown as the string, escaped: the traced process chose its bytes.
+        const std::string* s = e.kind == EventKind::kUsdt ? find_value(e.attributes, string_arg_attribute(i)) : nullptr;
+        if (s) fmt::format_to(it, "{}{:?}", i ? " " : "", valid_utf8(*s));
+        else fmt::format_to(it, "{}{:#x}", i ? " " : "", e.args[i]);
+      }
     }
     out.push_back('\n');
   }

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 
-
 namespace mcp::pipeline {
 namespace {
 
@@ -115,6 +114,17 @@ bool decode_cuda_fields(const Record& c, CudaInfo& out) {
   return true;
 }
 
+// The string arguments of a USDT record as attributes "argN" (N the argument), in argument
+// order; an argument whose read failed (a bad address) has none: its value is still in args.
+void decode_usdt_strings(const mcp_usdt_event& e, std::vector<std::pair<std::string, std::string>>& out) {
+  int slot = 0;
+  for (int i = 0; i < MCP_MAX_ARGS && slot < MCP_MAX_STR_ARGS; i++) {
+    if (!(e.str_args & (1u << i))) continue;
+    const char* s = e.str[slot++];
+    if (e.str_ok & (1u << i)) out.emplace_back(string_arg_attribute(i), std::string(s, strnlen(s, MCP_STR_ARG_LEN)));
+  }
+}
+
 }  // namespace
 
 bool is_launch_api(uint32_t api) {
@@ -190,6 +200,19 @@ bool decode_record(const void* data, size_t size, const ProbeNameLookup& names, 
       set_trace_id(out, e.trace_id);
       break;
     }
+    case MCP_KIND_USDT: {
+      if (size < sizeof(mcp_usdt_event)) return false;
+      mcp_usdt_event e;
+      std::memcpy(&e, data, sizeof(e));
+      out.kind = EventKind::kUsdt;
+      std::memcpy(out.args.data(), e.call.args, sizeof(e.call.args));
+      out.ret = 0;
+      out.duration_ns = 0;
+      set_trace_id(out, e.call.trace_id);
+      out.nargs = std::min<uint8_t>(e.nargs, MCP_MAX_ARGS);
+      decode_usdt_strings(e, out.attributes);
+      break;
+    }
     case MCP_KIND_CUDA: {
       if (size < sizeof(mcp_cuda_event)) return false;
       mcp_cuda_event c;
@@ -221,7 +244,8 @@ bool decode_record(const void* data, size_t size, const ProbeNameLookup& names, 
   }
   const ProbeRef ref = names(h.probe_id);
   out.probe = ref.name;
-  out.nargs = h.kind == MCP_KIND_SYSCALL ? std::min<uint8_t>(ref.nargs, MCP_MAX_ARGS) : MCP_MAX_ARGS;
+  if (h.kind == MCP_KIND_SYSCALL) out.nargs = std::min<uint8_t>(ref.nargs, MCP_MAX_ARGS);
+  else if (h.kind != MCP_KIND_USDT) out.nargs = MCP_MAX_ARGS;  // a USDT probe's own count, above
   return true;
 }
 

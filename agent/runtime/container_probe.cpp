@@ -91,7 +91,7 @@ void ContainerProbe::update(const std::vector<k8s::ContainerProcess>& processes,
   for (const auto& [key, f] : found) {
     if (files_.count(key) || failed_.count(key)) continue;
     try {
-      loader::UprobeTarget target = loader::uprobe_target_in(f.path, spec_.symbol);
+      loader::UprobeTarget target = loader::probe_target_in(f.path, spec_.symbol, spec_.kind == config::ProbeKind::kUsdt);
       target.shown = spec_.target;
       files_.emplace(key, File{f.where, loader::FileAttachment(session_, id_, target)});
       spdlog::info("probe {}: attached to {} in {} ({})", name, spec_.target, f.where, file_text(key));

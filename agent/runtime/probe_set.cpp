@@ -55,9 +55,12 @@ namespace {
 std::string display_name(const config::ProbeSpec& spec) {
   switch (spec.kind) {
     case config::ProbeKind::kUprobe:
+    case config::ProbeKind::kUsdt: {
+      const std::string name = (spec.kind == config::ProbeKind::kUsdt ? "usdt:" : "") + spec.target + ":" + spec.symbol;
       if (spec.container)
-        return spec.target + ":" + spec.symbol + " in " + (spec.container->any() ? "containers" : spec.container->describe());
-      return spec.target + ":" + spec.symbol;
+        return name + " in " + (spec.container->any() ? "containers" : spec.container->describe());
+      return name;
+    }
     case config::ProbeKind::kSyscall: return "syscall:" + spec.target;
     case config::ProbeKind::kCuda: return "cuda:" + spec.target;
   }
@@ -68,8 +71,9 @@ bool is_path(const std::string& target) { return target.find('/') != std::string
 
 // A uprobe on `file`, named as the process sees it: /proc/PID/root/usr/bin/x (a process in
 // another mount namespace, `trace --pid`) is shown as /usr/bin/x.
-loader::UprobeTarget uprobe_target_shown(const std::string& file, const std::string& symbol) {
-  auto t = loader::uprobe_target_in(file, symbol);
+loader::UprobeTarget uprobe_target_shown(const std::string& file, const config::ProbeSpec& spec,
+                                         const std::string& symbol) {
+  auto t = loader::probe_target_in(file, symbol, spec.kind == config::ProbeKind::kUsdt);
   t.shown = loader::path_under_proc_root(t.binary);
   return t;
 }
@@ -125,6 +129,7 @@ loader::ProbeConfig ProbeSet::base_config(const config::ProbeSpec& spec) const {
   }
   // Its cgroups come from the control loop (try_attach, ContainerProbe).
   c.scoped = !spec.selector.empty() || spec.container.has_value();
+  c.string_args = spec.string_args;
   // A low fixed rate is sampled in time windows, unless every call is needed (a trace-id
   // decision, the rate controller's target; CUDA: timed launches, cuda_attach.h).
   c.windowed = spec.kind != config::ProbeKind::kSyscall && !spec.sampling.target_qps &&
@@ -188,7 +193,10 @@ void ProbeSet::try_attach(Entry& e) {
     return;
   }
   if (spec.container) {  // files come and go with containers (update_containers)
-    add_handle(e, session_.add_uprobe_without_file(spec.target, spec.symbol, spec.latency, base), meta, true);
+    add_handle(e,
+               session_.add_uprobe_without_file(spec.target, spec.symbol, spec.latency, base,
+                                                spec.kind == config::ProbeKind::kUsdt),
+               meta, true);
     e.containers = std::make_unique<ContainerProbe>(session_, control_, e.handles.back().id(), e.name, spec);
     return;
   }
@@ -215,9 +223,9 @@ void ProbeSet::try_attach(Entry& e) {
   }
   e.watch_path = is_path(spec.target) ? spec.target : *file;
   e.failed_file = loader::file_id(e.watch_path);
-  if (spec.kind == config::ProbeKind::kUprobe) {
-    add_handle(e, session_.add_uprobe(uprobe_target_shown(*file, spec.symbol), spec.latency, uprobe_pid_, base), meta,
-               true);
+  if (spec.kind == config::ProbeKind::kUprobe || spec.kind == config::ProbeKind::kUsdt) {
+    add_handle(e, session_.add_uprobe(uprobe_target_shown(*file, spec, spec.symbol), spec.latency, uprobe_pid_, base),
+               meta, true);
   } else {
     const auto key = cuda::kernel_file_key(*file);
     if (!key) throw runtime_error("cannot stat " + *file);
@@ -394,7 +402,7 @@ void ProbeSet::follow(Entry& e, const loader::FileId& now) {
     if (file.empty()) return;  // gone again between the stat and now
     // Resolve every symbol first: the rebuilt file may have moved them, or lost one.
     std::vector<loader::UprobeTarget> targets;
-    for (const auto& h : e.handles) targets.push_back(uprobe_target_shown(file, session_.probe(h.id())->symbol));
+    for (const auto& h : e.handles) targets.push_back(uprobe_target_shown(file, e.spec, session_.probe(h.id())->symbol));
     for (size_t i = 0; i < targets.size(); i++) session_.follow_uprobe(e.handles[i].id(), targets[i]);
   } catch (const std::exception& ex) {
     e.failed_file = now;

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 
 #include "sample_math.h"
 
@@ -14,8 +15,14 @@ std::string_view to_string(EventKind kind) {
     case EventKind::kUretprobe: return "uretprobe";
     case EventKind::kSyscall: return "syscall";
     case EventKind::kCuda: return "cuda";
+    case EventKind::kUsdt: return "usdt";
   }
   return "unknown";
+}
+
+std::string_view string_arg_attribute(unsigned n) {
+  static constexpr std::string_view kNames[] = {"arg0", "arg1", "arg2", "arg3", "arg4", "arg5"};
+  return n < std::size(kNames) ? kNames[n] : std::string_view();
 }
 
 double threshold_to_probability(uint64_t threshold) {

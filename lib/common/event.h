@@ -12,9 +12,13 @@
 
 namespace mcp {
 
-enum class EventKind : uint8_t { kUprobe, kUretprobe, kSyscall, kCuda };
+enum class EventKind : uint8_t { kUprobe, kUretprobe, kSyscall, kCuda, kUsdt };
 
 std::string_view to_string(EventKind kind);
+
+// The attribute a USDT probe's string argument N (0..5) is carried as: "arg0".."arg5", the
+// names bpftrace gives them; "" past 5.
+std::string_view string_arg_attribute(unsigned n);
 
 // Sampling threshold semantics (bpf/sample_math.h): `threshold` is the acceptance threshold
 // A, p = A / 2^64, UINT64_MAX keeps all; the adjusted count (weight) is 1/p. A random draw

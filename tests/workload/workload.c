@@ -26,6 +26,10 @@
  *   handoff CALLS      getppid every ms until SIGUSR1, then forks a child that calls
  *                      mcp_work(i, 7, ...) CALLS times, and exits at once (the child
  *                      outlives it); the child's pid goes to stdout
+ *   usdt N             N times: USDT probe mcp:tick(i, name, bad, id) with name "even-I" or
+ *                      "odd-I", bad an address nothing maps and id the splitmix64 sequence
+ *                      of seed 1 (a trace id), then mcp:guarded(i) only
+ *                      while its semaphore is set (a tracer attached); prints "guarded K"
  */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -39,6 +43,12 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+/* Every probe of this file gets a semaphore (PROVIDER_NAME_semaphore), set while traced. */
+#define _SDT_HAS_SEMAPHORES 1
+#include <sys/sdt.h>
+
+__extension__ unsigned short mcp_tick_semaphore __attribute__((unused)) __attribute__((section(".probes")));
+__extension__ unsigned short mcp_guarded_semaphore __attribute__((unused)) __attribute__((section(".probes")));
 
 #define NOINLINE __attribute__((noinline, used))
 
@@ -279,6 +289,22 @@ int main(int argc, char **argv)
 		while (wait(&st) > 0)
 			if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
 				return 1;
+	} else if (!strcmp(mode, "usdt")) {
+		long guarded = 0;
+		char name[32];
+		uint64_t seed = 1;
+		for (long i = 0; i < n; i++) {
+			uint64_t id = splitmix(&seed);
+			snprintf(name, sizeof(name), "%s-%ld", i % 2 ? "odd" : "even", i);
+			DTRACE_PROBE4(mcp, tick, i, name, (const char *)16, id);
+			if (mcp_guarded_semaphore) {
+				DTRACE_PROBE1(mcp, guarded, i);
+				guarded++;
+			}
+			sum += name[0];
+		}
+		printf("guarded %ld\n", guarded);
+		fflush(stdout);
 	} else if (!strcmp(mode, "handoff")) {
 		signal(SIGUSR1, on_usr1);
 		while (!released) {

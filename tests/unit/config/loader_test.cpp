@@ -153,6 +153,24 @@ TEST(ConfigLoader, MinimalFileGetsDefaults) {
   EXPECT_EQ(cfg.exporter.sample_rate, 1.0);
 }
 
+TEST(ConfigLoader, UsdtProbeKeepsProviderNameAndItsStringArguments) {
+  const Config cfg = parse_config(
+      "probes:\n  - binary: /usr/bin/python3.11\n    usdt: python:line\n    string_args: [0, 1]\n"
+      "  - binary: /usr/bin/python3.11\n    symbol: main\n",
+      "a.yaml");
+  ASSERT_EQ(cfg.probes.size(), 2u);
+  EXPECT_EQ(cfg.probes[0].kind, ProbeKind::kUsdt);
+  EXPECT_EQ(cfg.probes[0].symbol, "python:line");
+  EXPECT_EQ(cfg.probes[0].string_args, 0b11);
+  EXPECT_EQ(cfg.probes[0].key(), "usdt:/usr/bin/python3.11:python:line");
+  EXPECT_EQ(cfg.probes[1].kind, ProbeKind::kUprobe);
+  EXPECT_NE(cfg.probes[0].key(), cfg.probes[1].key());
+  // Which strings are read is part of the attachment: a reload re-attaches when they change.
+  ProbeSpec other = cfg.probes[0];
+  other.string_args = 0b1;
+  EXPECT_FALSE(other.same_attachment(cfg.probes[0]));
+}
+
 // broker.batch_gap reaches the forwarder; absent, the forwarder keeps its default.
 TEST(ConfigLoader, BrokerBatchGapReachesTheForwarderOptions) {
   const Config set = parse_config("broker:\n  addresses: [a:1]\n  batch_gap: 5ms\n", "a.yaml");

@@ -111,6 +111,48 @@ TEST(DecodeRecord, SyscallArityTruncatesArgs) {
   EXPECT_EQ(ev.nargs, MCP_MAX_ARGS);
 }
 
+mcp_usdt_event make_usdt(uint8_t nargs, uint8_t str_args, uint8_t str_ok) {
+  mcp_usdt_event e;
+  std::memset(&e, 0, sizeof(e));
+  e.call = make_call(MCP_KIND_USDT);
+  e.call.hdr.size = sizeof(e);
+  e.nargs = nargs;
+  e.str_args = str_args;
+  e.str_ok = str_ok;
+  return e;
+}
+
+TEST(DecodeRecord, UsdtCarriesItsDeclaredArgCountAndStringsAsArgAttributes) {
+  // Strings read for arguments 1 and 3 (slots 0 and 1); argument 4's read failed (slot 2).
+  auto rec = make_usdt(5, 0b11010, 0b01010);
+  std::strcpy(rec.str[0], "/tmp/script.py");
+  std::memset(rec.str[1], 'x', MCP_STR_ARG_LEN);  // no NUL: cut at the slot's end
+  std::strcpy(rec.str[2], "stale");
+  Lookup names;
+  Event ev;
+  ev.attributes.emplace_back("old", "enrichment");
+  ASSERT_TRUE(decode_record(&rec, sizeof(rec), names.fn(), ev));
+  EXPECT_EQ(ev.kind, EventKind::kUsdt);
+  EXPECT_EQ(to_string(ev.kind), "usdt");
+  EXPECT_EQ(ev.nargs, 5);
+  EXPECT_EQ(ev.args[1], 1001u);
+  EXPECT_FALSE(ev.has_ret);
+  const std::vector<std::pair<std::string, std::string>> want = {{"arg1", "/tmp/script.py"},
+                                                                 {"arg3", std::string(MCP_STR_ARG_LEN, 'x')}};
+  EXPECT_EQ(ev.attributes, want);
+}
+
+TEST(DecodeRecord, UsdtWithMoreThanSixArgumentsShowsSixAndTruncatedUsdtIsRejected) {
+  auto rec = make_usdt(12, 0, 0);
+  Lookup names;
+  Event ev;
+  ASSERT_TRUE(decode_record(&rec, sizeof(rec), names.fn(), ev));
+  EXPECT_EQ(ev.nargs, MCP_MAX_ARGS);
+  EXPECT_TRUE(ev.attributes.empty());
+  rec.call.hdr.size = sizeof(mcp_call_event);
+  EXPECT_FALSE(decode_record(&rec, sizeof(mcp_call_event), names.fn(), ev));
+}
+
 TEST(DecodeRecord, TruncatedRecordsAreRejected) {
   const auto rec = make_call(MCP_KIND_UPROBE);
   Lookup names;

@@ -363,7 +363,7 @@ TEST_F(TraceConfigFile, SettingsThatCannotBothHoldAreOneUsageLine) {
   expect_usage_error({"--config", path_, "--token-file", "/tmp/t"}, "--tls-* and --token-file go with --broker");
   expect_usage_error({"--config", path_, "-s", "getppid"}, "--syscall getppid: " + path_ + ":2:");
   // Per-probe flags with only the file's probes: they would do nothing.
-  expect_usage_error({"--config", path_, "-r", "0.5"}, "--sample-rate applies to --uprobe/--syscall/--cuda probes");
+  expect_usage_error({"--config", path_, "-r", "0.5"}, "--sample-rate applies to --uprobe/--usdt/--syscall/--cuda probes");
   expect_usage_error({"--config", path_, "--service", "x"}, "--service applies to");
   // With a probe of their own they apply to it.
   EXPECT_NO_THROW(parse_and_validate({"--config", path_, "-s", "openat", "-r", "0.5", "--service", "x"}));
