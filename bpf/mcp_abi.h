@@ -71,6 +71,40 @@ MCP_STATIC_ASSERT(sizeof(struct mcp_call_key) == 16, "mcp_call_key layout");
 #define MCP_EV_HAS_DURATION (1u << 1)
 #define MCP_EV_CONSISTENT (1u << 2) /* decided on the trace id, not a random draw */
 #define MCP_EV_SLOW_MODE (1u << 3)  /* CUDA: taken while the process was in slow-launch mode */
+#define MCP_EV_HAS_STACK (1u << 4)  /* call and USDT records: a struct mcp_stack follows the record */
+
+/* mcp_probe_config.stack: which stacks a kept event of the probe carries. */
+#define MCP_STACK_USER (1u << 0)
+#define MCP_STACK_KERNEL (1u << 1)
+
+/* One user frame as bpf_get_stack(BPF_F_USER_BUILD_ID) gives it (struct bpf_stack_build_id):
+ * the kernel resolves the file's build id and the frame's offset in it while the process is
+ * alive, so a process that exits before the agent reads its stack still has module + offset. */
+#define MCP_BUILD_ID_SIZE 20
+enum mcp_build_id_status {
+	MCP_BUILD_ID_EMPTY = 0, /* no frame */
+	MCP_BUILD_ID_VALID = 1, /* build_id and offset (in the file) are set */
+	MCP_BUILD_ID_IP = 2,    /* the file could not be read (no build id, paged out): ip only */
+};
+struct mcp_build_id_frame {
+	__s32 status;
+	__u8 build_id[MCP_BUILD_ID_SIZE];
+	__u64 offset_or_ip;
+};
+MCP_STATIC_ASSERT(sizeof(struct mcp_build_id_frame) == 32, "mcp_build_id_frame layout");
+
+/* The stacks of a kept event (MCP_EV_HAS_STACK), taken after the sampling decision. User
+ * frames are unwound through frame pointers, as bpftrace's ustack; the innermost first. */
+struct mcp_stack {
+	__u16 user_frames;   /* entries of user_ips and user_ids */
+	__u16 kernel_frames; /* entries of kernel_ips */
+	__u32 pad;
+	__u64 user_ips[MCP_MAX_STACK_DEPTH];
+	__u64 kernel_ips[MCP_MAX_STACK_DEPTH];
+	struct mcp_build_id_frame user_ids[MCP_MAX_STACK_DEPTH];
+};
+MCP_STATIC_ASSERT(sizeof(struct mcp_stack) == 8 + 2 * 8 * MCP_MAX_STACK_DEPTH + 32 * MCP_MAX_STACK_DEPTH,
+		  "mcp_stack layout");
 
 /*
  * Outcome of the sampling decision, shared by every program family. Slow-launch
@@ -127,6 +161,16 @@ struct mcp_usdt_event {
 MCP_STATIC_ASSERT(sizeof(struct mcp_usdt_event) == 152 + MCP_MAX_STR_ARGS * MCP_STR_ARG_LEN,
 		  "mcp_usdt_event layout");
 
+/* The same records with their stacks (MCP_EV_HAS_STACK). */
+struct mcp_call_stack_event {
+	struct mcp_call_event call;
+	struct mcp_stack stack;
+};
+struct mcp_usdt_stack_event {
+	struct mcp_usdt_event usdt;
+	struct mcp_stack stack;
+};
+
 /* Run-time configuration of one probe, in the `probe_configs` array map. */
 struct mcp_probe_config {
 	__u64 threshold;       /* keep when draw < threshold; ~0 keeps all, 0 keeps none */
@@ -145,7 +189,8 @@ struct mcp_probe_config {
 	                        * containers) */
 	__u8 string_args;      /* USDT probes: bit N reads argument N as a string (first
 	                        * MCP_MAX_STR_ARGS bits set) */
-	__u8 pad[7];
+	__u8 stack;            /* uprobe, syscall and USDT probes: MCP_STACK_* */
+	__u8 pad[6];
 };
 MCP_STATIC_ASSERT(sizeof(struct mcp_probe_config) == 32, "mcp_probe_config layout");
 

@@ -358,20 +358,43 @@ static __always_inline void mcp_fill_header(struct mcp_event_header *h, __u64 pi
 	mcp_fill_header_of(h, mcp_current(), pid_tgid, probe_id, kind, ktime, threshold, flags, size);
 }
 
-/* Emit a call record; counts it lost when the ring buffer is full. task and
- * pid_tgid as for mcp_fill_header_of; trace_id: the decision's (NULL: none). */
-static __always_inline void mcp_emit_call(struct task_struct *task, __u64 pid_tgid, __u32 probe_id,
-					  __u16 kind, __u64 ktime, __u64 threshold, __u32 flags,
-					  const __u64 *args, __s64 ret, __u64 duration,
+/* The stacks probe `probe_id` is configured to carry (MCP_STACK_*; 0: none). */
+static __always_inline __u8 mcp_stack_wanted(__u32 probe_id)
+{
+	__u32 key = probe_id;
+	struct mcp_probe_config *cfg = bpf_map_lookup_elem(&probe_configs, &key);
+
+	return cfg ? cfg->stack : 0;
+}
+
+/* Takes the stacks `want` names into s; frames a helper could not take count 0. The user
+ * stack is taken twice, as addresses and as (build id, file offset): both unwind the same
+ * frame-pointer chain at the same instant. */
+static __always_inline void mcp_fill_stack(void *ctx, struct mcp_stack *s, __u8 want)
+{
+	long ips = 0, ids = 0, kernel = 0;
+
+	if (want & MCP_STACK_USER) {
+		ips = bpf_get_stack(ctx, s->user_ips, sizeof(s->user_ips), BPF_F_USER_STACK);
+		ids = bpf_get_stack(ctx, s->user_ids, sizeof(s->user_ids), BPF_F_USER_STACK | BPF_F_USER_BUILD_ID);
+	}
+	if (want & MCP_STACK_KERNEL)
+		kernel = bpf_get_stack(ctx, s->kernel_ips, sizeof(s->kernel_ips), 0);
+	/* BPF has no signed division: the sizes are checked positive, then divided unsigned */
+	__u64 nips = ips > 0 ? (__u64)ips / 8 : 0;
+	__u64 nids = ids > 0 ? (__u64)ids / sizeof(struct mcp_build_id_frame) : 0;
+
+	s->user_frames = nips < nids ? nips : nids;
+	s->kernel_frames = kernel > 0 ? (__u64)kernel / 8 : 0;
+	s->pad = 0;
+}
+
+static __always_inline void mcp_fill_call(struct mcp_call_event *e, struct task_struct *task, __u64 pid_tgid,
+					  __u32 probe_id, __u16 kind, __u64 ktime, __u64 threshold, __u32 flags,
+					  __u32 size, const __u64 *args, __s64 ret, __u64 duration,
 					  const __u64 *trace_id)
 {
-	struct mcp_call_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-
-	if (!e) {
-		mcp_count(probe_id, lost);
-		return;
-	}
-	mcp_fill_header_of(&e->hdr, task, pid_tgid, probe_id, kind, ktime, threshold, flags, sizeof(*e));
+	mcp_fill_header_of(&e->hdr, task, pid_tgid, probe_id, kind, ktime, threshold, flags, size);
 #pragma unroll
 	for (int i = 0; i < MCP_MAX_ARGS; i++)
 		e->args[i] = args ? args[i] : 0;
@@ -379,6 +402,39 @@ static __always_inline void mcp_emit_call(struct task_struct *task, __u64 pid_tg
 	e->duration_ns = duration;
 	e->trace_id[0] = trace_id ? trace_id[0] : 0;
 	e->trace_id[1] = trace_id ? trace_id[1] : 0;
+}
+
+/* Emit a call record (with its stacks when the probe asks for them); counts it lost when
+ * the ring buffer is full. ctx: the program's, for the stacks. task and pid_tgid as for
+ * mcp_fill_header_of; trace_id: the decision's (NULL: none). */
+static __always_inline void mcp_emit_call(void *ctx, struct task_struct *task, __u64 pid_tgid, __u32 probe_id,
+					  __u16 kind, __u64 ktime, __u64 threshold, __u32 flags,
+					  const __u64 *args, __s64 ret, __u64 duration,
+					  const __u64 *trace_id)
+{
+	__u8 stack = mcp_stack_wanted(probe_id);
+
+	if (stack) {
+		struct mcp_call_stack_event *s = bpf_ringbuf_reserve(&events, sizeof(*s), 0);
+
+		if (!s) {
+			mcp_count(probe_id, lost);
+			return;
+		}
+		mcp_fill_call(&s->call, task, pid_tgid, probe_id, kind, ktime, threshold, flags | MCP_EV_HAS_STACK,
+			      sizeof(*s), args, ret, duration, trace_id);
+		mcp_fill_stack(ctx, &s->stack, stack);
+		bpf_ringbuf_submit(s, mcp_wakeup_flags(sizeof(*s)));
+		return;
+	}
+	struct mcp_call_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+	if (!e) {
+		mcp_count(probe_id, lost);
+		return;
+	}
+	mcp_fill_call(e, task, pid_tgid, probe_id, kind, ktime, threshold, flags, sizeof(*e), args, ret, duration,
+		      trace_id);
 	bpf_ringbuf_submit(e, mcp_wakeup_flags(sizeof(*e)));
 }
 

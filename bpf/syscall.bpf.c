@@ -45,7 +45,7 @@ int mcp_sys_exit_only(struct trace_event_raw_sys_exit *ctx)
 	if (mcp_sample(probe_id, NULL, &now, false, &threshold, &flags, NULL) != MCP_KEEP)
 		return 0;
 	mcp_syscall_args(task, args);
-	mcp_emit_call(task, id, probe_id, MCP_KIND_SYSCALL, now, threshold, flags | MCP_EV_HAS_RET, args, ctx->ret, 0, NULL);
+	mcp_emit_call(ctx, task, id, probe_id, MCP_KIND_SYSCALL, now, threshold, flags | MCP_EV_HAS_RET, args, ctx->ret, 0, NULL);
 	return 0;
 }
 
@@ -97,7 +97,7 @@ int mcp_sys_exit(struct trace_event_raw_sys_exit *ctx)
 	if (!entry || entry->probe_id != probe_id)
 		return 0;
 	entry->probe_id = 0;
-	mcp_emit_call(task, mcp_pid_tgid(task), probe_id, MCP_KIND_SYSCALL, entry->call.ktime_ns, entry->call.threshold,
+	mcp_emit_call(ctx, task, mcp_pid_tgid(task), probe_id, MCP_KIND_SYSCALL, entry->call.ktime_ns, entry->call.threshold,
 		      entry->call.flags | MCP_EV_HAS_RET | MCP_EV_HAS_DURATION, entry->call.args,
 		      ctx->ret, bpf_ktime_get_ns() - entry->call.ktime_ns, NULL);
 	return 0;

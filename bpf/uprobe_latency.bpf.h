@@ -23,7 +23,7 @@ static __always_inline int uprobe_entry_only(struct pt_regs *ctx)
 	mcp_read_args(ctx, args);
 	if (mcp_sample(probe_id, args, &now, false, &threshold, &flags, trace_id) != MCP_KEEP)
 		return 0;
-	mcp_emit_call(task, id, probe_id, MCP_KIND_UPROBE, now, threshold, flags, args, 0, 0, trace_id);
+	mcp_emit_call(ctx, task, id, probe_id, MCP_KIND_UPROBE, now, threshold, flags, args, 0, 0, trace_id);
 	return 0;
 }
 
@@ -77,7 +77,7 @@ static __always_inline int latency_return(struct pt_regs *ctx)
 	if (!entry)
 		return 0; /* sampled out, out of scope, or entered before we attached */
 	now = bpf_ktime_get_ns();
-	mcp_emit_call(task, id, key.probe_id, MCP_KIND_URETPROBE, entry->ktime_ns, entry->threshold,
+	mcp_emit_call(ctx, task, id, key.probe_id, MCP_KIND_URETPROBE, entry->ktime_ns, entry->threshold,
 		      entry->flags | MCP_EV_HAS_RET | MCP_EV_HAS_DURATION, entry->args,
 		      (__s64)PT_REGS_RC(ctx), now - entry->ktime_ns, entry->trace_id);
 	bpf_map_delete_elem(&call_entries, &key);

@@ -12,29 +12,18 @@
 #include "sample.bpf.h"
 #include <bpf/usdt.bpf.h>
 
-static __always_inline void mcp_emit_usdt(struct task_struct *task, __u64 pid_tgid, __u32 probe_id,
-					  __u64 ktime, __u64 threshold, __u32 flags, const __u64 *args,
-					  int nargs, const __u64 *trace_id)
+/* The USDT record after its header: arguments, and the strings the probe asks for. */
+static __always_inline void mcp_fill_usdt(struct mcp_usdt_event *e, struct task_struct *task, __u64 pid_tgid,
+					  __u32 probe_id, __u64 ktime, __u64 threshold, __u32 flags, __u32 size,
+					  const __u64 *args, int nargs, const __u64 *trace_id)
 {
 	__u32 key = probe_id;
 	struct mcp_probe_config *cfg = bpf_map_lookup_elem(&probe_configs, &key);
-	struct mcp_usdt_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	__u8 wanted = cfg ? cfg->string_args : 0;
 	int slot = 0;
 
-	if (!e) {
-		mcp_count(probe_id, lost);
-		return;
-	}
-	mcp_fill_header_of(&e->call.hdr, task, pid_tgid, probe_id, MCP_KIND_USDT, ktime, threshold, flags,
-			   sizeof(*e));
-#pragma unroll
-	for (int i = 0; i < MCP_MAX_ARGS; i++)
-		e->call.args[i] = args[i];
-	e->call.ret = 0;
-	e->call.duration_ns = 0;
-	e->call.trace_id[0] = trace_id[0];
-	e->call.trace_id[1] = trace_id[1];
+	mcp_fill_call(&e->call, task, pid_tgid, probe_id, MCP_KIND_USDT, ktime, threshold, flags, size, args, 0, 0,
+		      trace_id);
 	e->nargs = nargs;
 	e->str_args = 0;
 	e->str_ok = 0;
@@ -52,6 +41,34 @@ static __always_inline void mcp_emit_usdt(struct task_struct *task, __u64 pid_tg
 	}
 	for (; slot < MCP_MAX_STR_ARGS; slot++)
 		e->str[slot][0] = 0;
+}
+
+static __always_inline void mcp_emit_usdt(struct pt_regs *ctx, struct task_struct *task, __u64 pid_tgid,
+					  __u32 probe_id, __u64 ktime, __u64 threshold, __u32 flags,
+					  const __u64 *args, int nargs, const __u64 *trace_id)
+{
+	__u8 stack = mcp_stack_wanted(probe_id);
+
+	if (stack) {
+		struct mcp_usdt_stack_event *s = bpf_ringbuf_reserve(&events, sizeof(*s), 0);
+
+		if (!s) {
+			mcp_count(probe_id, lost);
+			return;
+		}
+		mcp_fill_usdt(&s->usdt, task, pid_tgid, probe_id, ktime, threshold, flags | MCP_EV_HAS_STACK, sizeof(*s),
+			      args, nargs, trace_id);
+		mcp_fill_stack(ctx, &s->stack, stack);
+		bpf_ringbuf_submit(s, mcp_wakeup_flags(sizeof(*s)));
+		return;
+	}
+	struct mcp_usdt_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+	if (!e) {
+		mcp_count(probe_id, lost);
+		return;
+	}
+	mcp_fill_usdt(e, task, pid_tgid, probe_id, ktime, threshold, flags, sizeof(*e), args, nargs, trace_id);
 	bpf_ringbuf_submit(e, mcp_wakeup_flags(sizeof(*e)));
 }
 
@@ -79,7 +96,7 @@ int mcp_usdt(struct pt_regs *ctx)
 	}
 	if (mcp_sample(probe_id, args, &now, false, &threshold, &flags, trace_id) != MCP_KEEP)
 		return 0;
-	mcp_emit_usdt(task, id, probe_id, now, threshold, flags, args, nargs, trace_id);
+	mcp_emit_usdt(ctx, task, id, probe_id, now, threshold, flags, args, nargs, trace_id);
 	return 0;
 }
 

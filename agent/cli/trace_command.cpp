@@ -83,6 +83,7 @@ std::vector<config::ProbeSpec> flag_specs(const TraceOptions& o, bool child) {
     p.symbol = std::move(symbol);
     p.latency = o.latency && kind != config::ProbeKind::kUsdt;  // a USDT probe has no return
     if (kind == config::ProbeKind::kUsdt) p.string_args = o.string_args;
+    p.stack = o.stack;
     if (o.target_qps > 0) p.sampling.target_qps = o.target_qps;
     else p.sampling.rate = o.sample_rate;
     // The kernel decides on the trace id: every call is needed, so no sampling windows.

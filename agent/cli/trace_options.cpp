@@ -29,6 +29,8 @@ void add_trace_options(CLI::App& sub, TraceOptions& o) {
                  "Trace a USDT (static) probe: BINARY:PROVIDER:NAME, e.g. /usr/bin/python3:python:line");
   sub.add_option("--string-arg", o.string_arg_list,
                  "Read USDT argument N (0-5) as a string, shown as attribute argN (repeatable, at most 3)");
+  sub.add_option("--stack", o.stack_text,
+                 "Kept events of --uprobe/--usdt/--syscall probes carry their stack, named: user, kernel or both");
   sub.add_option("--list-usdt", o.list_usdt, "List the USDT probes of BINARY (path, library or program) and exit");
   sub.add_flag("--latency,-l", o.latency, "Also attach the uretprobe: one event per call with ret and duration");
   sub.add_option("--pid,-p", o.pid, "Trace only this process and its descendants; exit when they are gone");
@@ -206,6 +208,14 @@ void validate(TraceOptions& o) {
     if (i < 0 || i >= MCP_MAX_ARGS) throw usage_error("--string-arg " + std::to_string(i) + ": argument index must be 0..5");
     if (o.string_args & (1u << i)) throw usage_error("--string-arg " + std::to_string(i) + " is given twice");
     o.string_args |= static_cast<uint8_t>(1u << i);
+  }
+  o.stack = 0;
+  if (!o.stack_text.empty()) {
+    const auto k = config::parse_stack_kind(o.stack_text);
+    if (!k) throw usage_error("--stack must be user, kernel or both, got '" + o.stack_text + "'");
+    if (o.uprobes.empty() && o.usdts.empty() && o.syscalls.empty())
+      throw usage_error("--stack applies to --uprobe, --usdt and --syscall probes (agent.yaml: a probe's stack:)");
+    o.stack = *k;
   }
   if (o.string_arg_list.size() > MCP_MAX_STR_ARGS)
     throw usage_error("--string-arg: at most " + std::to_string(MCP_MAX_STR_ARGS) + " strings per probe");

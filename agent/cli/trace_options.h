@@ -48,6 +48,8 @@ struct TraceOptions {
   std::vector<int> string_arg_list;   // --string-arg: USDT arguments read as strings
   uint8_t string_args = 0;            // ... as a mask (validate())
   std::string list_usdt;              // --list-usdt BINARY: print its USDT probes and exit
+  std::string stack_text;             // --stack user|kernel|both
+  uint8_t stack = 0;                  // ... as ProbeSpec::stack (validate())
   bool latency = false;
   pid_t pid = 0;
   bool no_follow = false;             // trace only the target process, not its descendants

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <string>
 #include <utility>
 #include <vector>
@@ -84,6 +85,7 @@ struct ProbeSpec {
   bool target_is_library = false;  // uprobe declared with `library:` (resolved per process)
   std::string symbol;          // uprobe: the function; usdt: "PROVIDER:NAME"
   uint8_t string_args = 0;     // usdt: bit N reads argument N as a string
+  uint8_t stack = 0;           // uprobe, usdt, syscall: MCP_STACK_* (user 1, kernel 2) kept events carry
   Selector selector;
   std::optional<ContainerScope> container;  // uprobe by binary only: a path inside these containers
   std::string service;
@@ -98,14 +100,19 @@ struct ProbeSpec {
   std::string key() const;
   // Fields that need a re-attach when they change (everything but sampling and metadata).
   bool same_attachment(const ProbeSpec& o) const {
-    return key() == o.key() && trace_id == o.trace_id && latency == o.latency && string_args == o.string_args;
+    return key() == o.key() && trace_id == o.trace_id && latency == o.latency && string_args == o.string_args &&
+           stack == o.stack;
   }
   bool operator==(const ProbeSpec& o) const {
     return kind == o.kind && target == o.target && target_is_library == o.target_is_library &&
            symbol == o.symbol && selector == o.selector && container == o.container && service == o.service && tags == o.tags &&
-           trace_id == o.trace_id && latency == o.latency && string_args == o.string_args && sampling == o.sampling;
+           trace_id == o.trace_id && latency == o.latency && string_args == o.string_args && stack == o.stack &&
+           sampling == o.sampling;
   }
 };
+
+// "user", "kernel" or "both" (--stack, a probe's `stack:`) as ProbeSpec::stack; nullopt else.
+std::optional<uint8_t> parse_stack_kind(std::string_view text);
 
 // The CUDA probe target that discovers libraries as processes load them (runtime/probe_set.h).
 inline constexpr const char* kCudaDiscover = "*";

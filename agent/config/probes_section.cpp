@@ -71,6 +71,11 @@ void read_container(Ctx& ctx, const YAML::Node& n, ContainerScope& out) {
 
 void read_probe_common(Ctx& ctx, const MapReader& m, ProbeSpec& p) {
   if (m.has("selector")) read_selector(ctx, m.get("selector"), p.selector);
+  if (m.has("stack"))
+    if (auto s = read_string(ctx, m.get("stack"), "stack")) {
+      if (auto k = parse_stack_kind(*s)) p.stack = *k;
+      else ctx.error(m.get("stack"), "stack must be user, kernel or both, got '" + *s + "'");
+    }
   if (m.has("service"))
     if (auto s = read_string(ctx, m.get("service"), "service")) p.service = *s;
   if (m.has("tags")) read_tags(ctx, m.get("tags"), p.tags);
@@ -83,6 +88,13 @@ bool valid_syscall_name(std::string_view s) {
 }
 
 }  // namespace
+
+std::optional<uint8_t> parse_stack_kind(std::string_view text) {
+  if (text == "user") return MCP_STACK_USER;
+  if (text == "kernel") return MCP_STACK_KERNEL;
+  if (text == "both") return MCP_STACK_USER | MCP_STACK_KERNEL;
+  return std::nullopt;
+}
 
 void read_sampling(Ctx& ctx, const YAML::Node& n, Sampling& out) {
   MapReader m(ctx, n, "sampling", {"rate", "target_qps", "consistent"});
@@ -173,8 +185,8 @@ void read_string_args(Ctx& ctx, const YAML::Node& n, uint8_t& mask) {
 
 void read_uprobe(Ctx& ctx, const YAML::Node& n, std::vector<ProbeSpec>& out) {
   MapReader m(ctx, n, "probe",
-              {"binary", "library", "symbol", "usdt", "string_args", "selector", "container", "service", "tags",
-               "trace_id", "latency", "sampling"});
+              {"binary", "library", "symbol", "usdt", "string_args", "stack", "selector", "container", "service",
+               "tags", "trace_id", "latency", "sampling"});
   if (!m.valid()) return;
   ProbeSpec p;
   p.kind = ProbeKind::kUprobe;
@@ -238,7 +250,7 @@ void read_syscall(Ctx& ctx, const YAML::Node& n, std::vector<ProbeSpec>& out) {
   const size_t before = ctx.diagnostics().size();
   YAML::Node name = n;
   if (n.IsMap()) {
-    MapReader m(ctx, n, "syscall", {"name", "selector", "service", "tags", "sampling"});
+    MapReader m(ctx, n, "syscall", {"name", "stack", "selector", "service", "tags", "sampling"});
     if (!m.has("name")) ctx.error(n, "a syscall entry needs 'name'");
     name = m.get("name");
     read_probe_common(ctx, m, p);

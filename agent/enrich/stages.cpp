@@ -2,6 +2,7 @@
 
 #include "clock/timestamper.h"
 #include "cuda/kernel_symbolizer.h"
+#include "symbolize/stack_symbolizer.h"
 
 namespace mcp::enrich {
 
@@ -15,6 +16,11 @@ bool ProbeLabelStage::enrich(Event& e) {
 }
 
 bool CudaSymbolStage::enrich(Event& e) { return symbolizer_.process(e); }
+
+bool StackSymbolStage::enrich(Event& e) {
+  symbolizer_.symbolize(e);
+  return true;
+}
 
 bool ClockStage::enrich(Event& e) {
   clock_.stamp(e);

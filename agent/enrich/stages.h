@@ -15,6 +15,9 @@ class Timestamper;
 namespace mcp::cuda {
 class KernelSymbolizer;
 }
+namespace mcp::symbolize {
+class StackSymbolizer;
+}
 
 namespace mcp::enrich {
 
@@ -51,6 +54,17 @@ class CudaSymbolStage final : public Enricher {
 
  private:
   cuda::KernelSymbolizer& symbolizer_;
+};
+
+// Names the stacks of events that carry one (--stack); others pass untouched.
+class StackSymbolStage final : public Enricher {
+ public:
+  explicit StackSymbolStage(symbolize::StackSymbolizer& symbolizer) : symbolizer_(symbolizer) {}
+  bool enrich(Event& e) override;
+  std::string_view name() const override { return "stack-symbols"; }
+
+ private:
+  symbolize::StackSymbolizer& symbolizer_;
 };
 
 class ClockStage final : public Enricher {

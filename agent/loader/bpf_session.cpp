@@ -758,6 +758,7 @@ void BpfSession::configure(uint32_t id, const ProbeConfig& config) {
   value.cuda_flags = config.cuda_flags;
   value.name_arg = config.name_arg;
   value.string_args = config.string_args;
+  value.stack = config.stack;
   if (bpf_map_update_elem(bpf_map__fd(skel_->maps.probe_configs), &id, &value, BPF_ANY))
     throw runtime_error("cannot update probe_configs: " + errno_text(errno));
   std::unique_lock lock(mu_);

@@ -63,6 +63,7 @@ struct ProbeConfig {
   uint8_t cuda_flags = 0;     // MCP_CUDA_CFG_*
   uint8_t name_arg = 0;       // 1-based: copy this argument's string at return (mcp_probe_config)
   uint8_t string_args = 0;    // USDT: bit N reads argument N as a string (mcp_probe_config)
+  uint8_t stack = 0;          // MCP_STACK_*: the stacks a kept event carries (not CUDA probes)
   // Only tasks in or below the cgroups scope_cgroups holds for this probe id (written by
   // the control loop's scope table, runtime/scope_table.h); false: any task.
   bool scoped = false;

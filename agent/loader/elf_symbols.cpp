@@ -25,7 +25,44 @@ struct ElfFile {
   }
 };
 
+// The NT_GNU_BUILD_ID note of any note section, as hex (gelf_getnote bounds each note).
+std::string build_id_of(Elf* elf) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  Elf_Scn* scn = nullptr;
+  while ((scn = elf_nextscn(elf, scn)) != nullptr) {
+    GElf_Shdr sh;
+    if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE) continue;
+    Elf_Data* data = elf_getdata(scn, nullptr);
+    if (!data || !data->d_buf) continue;
+    size_t offset = 0, name_off = 0, desc_off = 0;
+    GElf_Nhdr nh;
+    while ((offset = gelf_getnote(data, offset, &nh, &name_off, &desc_off)) > 0) {
+      const auto* base = static_cast<const unsigned char*>(data->d_buf);
+      if (nh.n_type != NT_GNU_BUILD_ID || nh.n_namesz != 4 || std::memcmp(base + name_off, "GNU", 4) != 0 ||
+          nh.n_descsz == 0 || nh.n_descsz > 64)
+        continue;
+      std::string hex;
+      for (size_t i = 0; i < nh.n_descsz; i++) {
+        hex.push_back(kHex[base[desc_off + i] >> 4]);
+        hex.push_back(kHex[base[desc_off + i] & 15]);
+      }
+      return hex;
+    }
+  }
+  return {};
+}
+
 }  // namespace
+
+std::string read_build_id(const std::string& path) {
+  if (elf_version(EV_CURRENT) == EV_NONE) return {};
+  ElfFile f;
+  f.fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (f.fd < 0) return {};
+  f.elf = elf_begin(f.fd, ELF_C_READ, nullptr);
+  if (!f.elf || elf_kind(f.elf) != ELF_K_ELF) return {};
+  return build_id_of(f.elf);
+}
 
 std::string demangle(const std::string& name) {
   if (name.rfind("_Z", 0) != 0) return name;
@@ -57,6 +94,7 @@ ElfSymbols ElfSymbols::load(const std::string& path) {
       out.exec_segments_.push_back({ph.p_vaddr, ph.p_offset, ph.p_filesz});
   }
 
+  out.build_id_ = build_id_of(f.elf);
   Elf_Scn* scn = nullptr;
   while ((scn = elf_nextscn(f.elf, scn)) != nullptr) {
     GElf_Shdr sh;

@@ -259,6 +259,33 @@ char* put_cuda(char* p, const CudaInfo& c) {
   return p;
 }
 
+// "stack":[{"addr":A,"sym":S,"offset":O,"module":M},...] (--stack).
+size_t stack_bound(const std::vector<StackFrame>& stack) {
+  size_t n = 16;
+  for (const auto& f : stack)
+    n += 48 + 2 * kIntBound + json_string_bound(f.sym.size()) + json_string_bound(f.module.size());
+  return n;
+}
+
+char* put_stack(char* p, const std::vector<StackFrame>& stack) {
+  if (stack.empty()) return p;
+  p = put(p, ",\"stack\":[");
+  for (size_t i = 0; i < stack.size(); i++) {
+    const auto& f = stack[i];
+    p = put(p, i ? ",{\"addr\":" : "{\"addr\":");
+    p = put_int(p, f.addr);
+    p = put(p, ",\"sym\":");
+    p = put_json_string(p, f.sym);
+    p = put(p, ",\"offset\":");
+    p = put_int(p, f.offset);
+    p = put(p, ",\"module\":");
+    p = put_json_string(p, f.module);
+    *p++ = '}';
+  }
+  *p++ = ']';
+  return p;
+}
+
 // Everything but the strings and pairs: the literals (about 300 characters), 16 integers, the
 // weight (a double, at most 24 characters), the 32 hex digits of the trace id and th (14).
 constexpr size_t kFixedBound = 320 + 16 * kIntBound + 32 + 32 + 16;
@@ -271,7 +298,7 @@ size_t json_bound(const Event& e) {
              pairs_bound("pod_labels", e.pod_labels) + pairs_bound("tags", e.tags) +
              pairs_bound("attributes", e.attributes);
   if (e.kind == EventKind::kCuda) n += cuda_bound(e.cuda);
-  return n;
+  return n + stack_bound(e.stack);
 }
 
 char* put_json(char* p, const Event& e) {
@@ -342,6 +369,7 @@ char* put_json(char* p, const Event& e) {
   p = put_pairs(p, "tags", e.tags);
   p = put_pairs(p, "attributes", e.attributes);
   if (e.kind == EventKind::kCuda) p = put_cuda(p, e.cuda);
+  p = put_stack(p, e.stack);
   return put(p, "}\n");
 }
 

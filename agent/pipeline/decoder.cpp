@@ -114,6 +114,21 @@ bool decode_cuda_fields(const Record& c, CudaInfo& out) {
   return true;
 }
 
+// The kernel's counts are clamped to the arrays: a bad record cannot make the agent read past them.
+void decode_stack(const mcp_stack& s, CapturedStack& out) {
+  const size_t user = std::min<size_t>(s.user_frames, MCP_MAX_STACK_DEPTH);
+  const size_t kernel = std::min<size_t>(s.kernel_frames, MCP_MAX_STACK_DEPTH);
+  out.kernel.assign(s.kernel_ips, s.kernel_ips + kernel);
+  out.user.assign(s.user_ips, s.user_ips + user);
+  out.user_ids.resize(user);
+  for (size_t i = 0; i < user; i++) {
+    auto& f = out.user_ids[i];
+    f.valid = s.user_ids[i].status == MCP_BUILD_ID_VALID;
+    std::memcpy(f.build_id.data(), s.user_ids[i].build_id, f.build_id.size());
+    f.file_offset = f.valid ? s.user_ids[i].offset_or_ip : 0;
+  }
+}
+
 // The string arguments of a USDT record as attributes "argN" (N the argument), in argument
 // order; an argument whose read failed (a bad address) has none: its value is still in args.
 void decode_usdt_strings(const mcp_usdt_event& e, std::vector<std::pair<std::string, std::string>>& out) {
@@ -172,6 +187,8 @@ bool decode_record(const void* data, size_t size, const ProbeNameLookup& names, 
   out.pod_labels.clear();
   out.tags.clear();
   out.attributes.clear();
+  out.captured_stack.clear();
+  out.stack.clear();
   out.ktime_ns = h.ktime_ns;
   out.cgroup_id = h.cgroup_id;
   out.threshold = h.threshold;
@@ -241,6 +258,14 @@ bool decode_record(const void* data, size_t size, const ProbeNameLookup& names, 
     }
     default:
       return false;
+  }
+  if ((h.flags & MCP_EV_HAS_STACK) && (h.kind == MCP_KIND_USDT || h.kind == MCP_KIND_UPROBE ||
+                                       h.kind == MCP_KIND_URETPROBE || h.kind == MCP_KIND_SYSCALL)) {
+    const size_t base = h.kind == MCP_KIND_USDT ? sizeof(mcp_usdt_event) : sizeof(mcp_call_event);
+    if (size < base + sizeof(mcp_stack)) return false;
+    mcp_stack s;
+    std::memcpy(&s, static_cast<const char*>(data) + base, sizeof(s));
+    decode_stack(s, out.captured_stack);
   }
   const ProbeRef ref = names(h.probe_id);
   out.probe = ref.name;

@@ -227,6 +227,7 @@ void apply(const RuleSet& rules, Event& event, Decision& d) {
     event.args.fill(0);
     event.attributes.clear();
     event.cuda.user_stack.clear();
+    event.stack.clear();
     event.attributes.emplace_back("mcp.exempt", "true");
   }
   for (uint32_t i : d.fired) {

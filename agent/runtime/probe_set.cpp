@@ -130,6 +130,7 @@ loader::ProbeConfig ProbeSet::base_config(const config::ProbeSpec& spec) const {
   // Its cgroups come from the control loop (try_attach, ContainerProbe).
   c.scoped = !spec.selector.empty() || spec.container.has_value();
   c.string_args = spec.string_args;
+  c.stack = spec.stack;
   // A low fixed rate is sampled in time windows, unless every call is needed (a trace-id
   // decision, the rate controller's target; CUDA: timed launches, cuda_attach.h).
   c.windowed = spec.kind != config::ProbeKind::kSyscall && !spec.sampling.target_qps &&
@@ -226,6 +227,7 @@ void ProbeSet::try_attach(Entry& e) {
   if (spec.kind == config::ProbeKind::kUprobe || spec.kind == config::ProbeKind::kUsdt) {
     add_handle(e, session_.add_uprobe(uprobe_target_shown(*file, spec, spec.symbol), spec.latency, uprobe_pid_, base),
                meta, true);
+    if (on_file_) on_file_(*file);
   } else {
     const auto key = cuda::kernel_file_key(*file);
     if (!key) throw runtime_error("cannot stat " + *file);

@@ -28,6 +28,7 @@
 #pragma once
 #include <array>
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -73,6 +74,9 @@ class ProbeSet final : public ProbeLabels {
            pid_t uprobe_pid = -1)
       : session_(session), control_(control), symbolizer_(symbolizer), uprobe_pid_(uprobe_pid) {}
   ~ProbeSet() override;
+  // Called with each file a uprobe or USDT probe attaches to (the stack symbolizer learns its
+  // build id, so frames in it are named even after the processes running it exit).
+  void on_file_attached(std::function<void(const std::string&)> f) { on_file_ = std::move(f); }
 
   // The probe changes of one reload (or the first load), all or nothing: on success the
   // added probes are attached or waiting, the removed ones detached, the retuned ones
@@ -207,6 +211,7 @@ class ProbeSet final : public ProbeLabels {
   loader::BpfSession& session_;
   ControlLoop& control_;
   cuda::KernelSymbolizer& symbolizer_;
+  std::function<void(const std::string&)> on_file_;
   const pid_t uprobe_pid_;
   const k8s::PodNames* pods_ = nullptr;
   bool follow_containers_ = false;  // set_pod_names() was called

@@ -15,6 +15,7 @@
 #include "common/agent_id_rule.h"
 #include "common/setting_names.h"
 #include "cuda/kernel_symbolizer.h"
+#include "symbolize/stack_symbolizer.h"
 #include "enrich/stages.h"
 #include "forward/agent_id.h"
 #include "metrics/names.h"
@@ -146,6 +147,8 @@ Runtime::Runtime(RuntimeSpec spec) : spec_(std::move(spec)) {
   control_ = std::make_unique<ControlLoop>(*session_, spec_.control);
   symbolizer_ = std::make_unique<cuda::KernelSymbolizer>();
   probes_ = std::make_unique<ProbeSet>(*session_, *control_, *symbolizer_, spec_.uprobe_pid);
+  stacks_ = std::make_unique<symbolize::StackSymbolizer>();
+  probes_->on_file_attached([this](const std::string& file) { stacks_->add_file(file); });
   clock_ = std::make_unique<clock::Timestamper>();
   counts_ = std::make_unique<IntervalCounts>(MCP_MAX_PROBES);
   if (spec_.broker || spec_.otlp) agent_id_ = agent_id_of(spec_.identity);
@@ -215,6 +218,7 @@ void Runtime::start() {
   chain_.add(std::make_unique<enrich::PodIdentityStage>());
   chain_.add(std::make_unique<enrich::ProbeLabelStage>(*probes_));
   chain_.add(std::make_unique<enrich::CudaSymbolStage>(*symbolizer_));
+  chain_.add(std::make_unique<enrich::StackSymbolStage>(*stacks_));
   chain_.add(std::make_unique<enrich::ClockStage>(*clock_));
   if (spec_.pod_names) {
     auto stage = std::make_unique<enrich::PodNamesStage>(*spec_.pod_names);

@@ -53,6 +53,9 @@ class Timestamper;
 namespace mcp::cuda {
 class KernelSymbolizer;
 }
+namespace mcp::symbolize {
+class StackSymbolizer;
+}
 namespace mcp::pipeline {
 class RingConsumer;
 }
@@ -180,6 +183,7 @@ class Runtime {
   std::unique_ptr<loader::BpfSession> session_;
   std::unique_ptr<ControlLoop> control_;
   std::unique_ptr<cuda::KernelSymbolizer> symbolizer_;
+  std::unique_ptr<symbolize::StackSymbolizer> stacks_;
   std::unique_ptr<clock::Timestamper> clock_;
   std::unique_ptr<ProbeSet> probes_;  // before the consumer: it reads their labels
   std::jthread refresher_;             // probes_->refresh() every second, from start()

@@ -56,6 +56,34 @@ struct CudaInfo {
   uint32_t api_id = 0;                // enum mcp_cuda_api (agent only, not on the wire)
 };
 
+// One named stack frame (--stack): bpftrace's ustack/kstack line as data.
+struct StackFrame {
+  uint64_t addr = 0;    // the instruction address (0: not known, only the build id's offset)
+  std::string sym;      // demangled function name; "[unknown]" when it cannot be named
+  uint64_t offset = 0;  // from the function's start; for "[unknown]", the offset in the module
+  std::string module;   // the file's path, "[kernel]", or "[unknown]" (the build id when known)
+  bool operator==(const StackFrame&) const = default;
+};
+
+// A stack as the kernel took it, before naming (agent only, not on the wire): addresses,
+// and for user frames the file's build id and the frame's offset in the file.
+struct CapturedStack {
+  std::vector<uint64_t> kernel;
+  std::vector<uint64_t> user;
+  struct BuildIdFrame {
+    std::array<uint8_t, 20> build_id{};
+    uint64_t file_offset = 0;
+    bool valid = false;  // the kernel read the build id (else only the address is known)
+  };
+  std::vector<BuildIdFrame> user_ids;  // one per user frame
+  bool empty() const { return kernel.empty() && user.empty(); }
+  void clear() {
+    kernel.clear();
+    user.clear();
+    user_ids.clear();
+  }
+};
+
 struct Event {
   uint64_t ts_ns = 0;       // wall clock, ns since the epoch
   uint64_t ktime_ns = 0;    // CLOCK_MONOTONIC as stamped by the kernel
@@ -93,6 +121,11 @@ struct Event {
   std::vector<std::pair<std::string, std::string>> tags;
   std::vector<std::pair<std::string, std::string>> attributes;
   CudaInfo cuda;            // meaningful when kind == kCuda
+  // --stack: what the kernel took (decoder), then the frames, kernel's first, innermost
+  // first (the stack symbolizer, enrich/stack_symbolizer.h). JSON "stack"; on the wire and in
+  // OTLP the attribute code.stacktrace.
+  CapturedStack captured_stack;
+  std::vector<StackFrame> stack;
 
   std::string_view comm_view() const;
   bool has_trace_id() const { return (trace_id_hi | trace_id_lo) != 0; }

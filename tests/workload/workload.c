@@ -14,8 +14,10 @@
  *   demo SECONDS       a small mixed service: requests with latency, syscalls
  *   badcomm N          two threads make N getppid() calls each at the same time; the second
  *                      first names itself "\xff\xfe" (invalid UTF-8) with prctl(PR_SET_NAME)
- *   recurse N DEPTH    mcp_recurse(DEPTH) N times; it recurses to depth DEPTH and
- *                      returns DEPTH*(DEPTH+1)/2 (each frame n returns n(n+1)/2)
+ *   recurse N DEPTH [hold]  mcp_recurse(DEPTH) N times; it recurses to depth DEPTH and
+ *                      returns DEPTH*(DEPTH+1)/2 (each frame n returns n(n+1)/2); with
+ *                      "hold", then mcp_done() and wait for a signal (a tracer that names
+ *                      stacks when it prints them needs the process alive)
  *   longjmp N          mcp_maybe_jump(i, i is even) N times: even calls longjmp out
  *                      (never return), odd ones return i
  *   fork N CALLS       N children (odd ones exec `calls CALLS`, even ones call
@@ -106,6 +108,11 @@ static void *badcomm_thread(void *arg)
 	for (long i = 0; i < (long)arg; i++)
 		getppid();
 	return NULL;
+}
+
+NOINLINE void mcp_done(void)
+{
+	__asm__ volatile("" ::: "memory");
 }
 
 NOINLINE long mcp_recurse(long n)
@@ -265,6 +272,10 @@ int main(int argc, char **argv)
 	} else if (!strcmp(mode, "recurse") && argc > 3) {
 		for (long i = 0; i < n; i++)
 			sum += mcp_recurse(atol(argv[3]));
+		if (argc > 4 && !strcmp(argv[4], "hold")) {
+			mcp_done();
+			pause();
+		}
 	} else if (!strcmp(mode, "longjmp")) {
 		for (volatile long i = 0; i < n; i++)
 			if (!setjmp(jump_env))

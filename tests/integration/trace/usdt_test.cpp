@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
+#include <sstream>
 #include <set>
 
 #include "../../support/files.h"
@@ -208,6 +210,20 @@ TEST_F(PythonLine, RateOneCountsEachExecutedLineOfTheScriptExactly) {
   EXPECT_EQ(lines.at({"work", 3}), 1);  // total = 0
   EXPECT_EQ(lines.at({"work", 6}), 1);  // return total
   EXPECT_GE(seen, 2u * kIterations);    // the interpreter's own lines besides
+  // bpftrace on the same probe and script counts the same lines the same number of times.
+  if (!std::filesystem::exists("/usr/bin/bpftrace")) GTEST_SKIP() << "bpftrace is not installed: no comparison";
+  auto bt = run_command({"/usr/bin/bpftrace", "-e",
+                         "usdt:" + kPython + ":python:line /str(arg0) == \"" + script_ +
+                             "\"/ { @[str(arg1), arg2] = count(); }",
+                         "-c", kPython + " " + script_ + " " + std::to_string(kIterations)});
+  ASSERT_EQ(bt.exit_code, 0) << bt.err;
+  std::map<std::pair<std::string, int>, double> theirs;
+  static const std::regex row(R"(^@\[(.*), (\d+)\]: (\d+)$)");
+  std::istringstream in(bt.out);
+  std::smatch m;
+  for (std::string line; std::getline(in, line);)
+    if (std::regex_match(line, m, row)) theirs[{m[1], std::stoi(m[2])}] = std::stod(m[3]);
+  EXPECT_EQ(lines, theirs);
 }
 
 TEST_F(PythonLine, RateHundredthEstimatesTheBodyLinesCountHonestly) {

@@ -156,9 +156,13 @@ TEST(ConfigLoader, MinimalFileGetsDefaults) {
 TEST(ConfigLoader, UsdtProbeKeepsProviderNameAndItsStringArguments) {
   const Config cfg = parse_config(
       "probes:\n  - binary: /usr/bin/python3.11\n    usdt: python:line\n    string_args: [0, 1]\n"
-      "  - binary: /usr/bin/python3.11\n    symbol: main\n",
+      "  - binary: /usr/bin/python3.11\n    symbol: main\n    stack: both\n"
+      "syscalls:\n  - {name: openat, stack: kernel}\n",
       "a.yaml");
-  ASSERT_EQ(cfg.probes.size(), 2u);
+  ASSERT_EQ(cfg.probes.size(), 3u);
+  EXPECT_EQ(cfg.probes[0].stack, 0);
+  EXPECT_EQ(cfg.probes[1].stack, 3);
+  EXPECT_EQ(cfg.probes[2].stack, 2);
   EXPECT_EQ(cfg.probes[0].kind, ProbeKind::kUsdt);
   EXPECT_EQ(cfg.probes[0].symbol, "python:line");
   EXPECT_EQ(cfg.probes[0].string_args, 0b11);

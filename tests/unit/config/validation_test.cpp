@@ -222,6 +222,8 @@ INSTANTIATE_TEST_SUITE_P(
             "argument index must be 0..5"},
         Bad{"StringArgsTooMany", "probes:\n  - {binary: /bin/x, usdt: 'p:n', string_args: [0, 1, 2, 3]}\n", 2, 58,
             "at most 3 strings"},
+        Bad{"StackBad", "probes:\n  - {binary: /bin/x, symbol: f, stack: all}\n", 2, 40,
+            "stack must be user, kernel or both"},
         // metrics
         Bad{"MetricsListen", "metrics:\n  listen: 9464\n", 2, 11, "is not host:port"},
         Bad{"MetricsTypo", "metrics:\n  listn: a:1\n", 2, 3, "did you mean 'listen'"}),

@@ -21,6 +21,7 @@ Event patient_event() {
   e.tags = {{"user", "alice"}, {"version", "v1"}};
   e.attributes = {{"field.category", "biometric"}, {"patient.name", "Bob"}, {"ssn", "123-45-6789"}};
   e.cuda.user_stack = {1, 2, 3};
+  e.stack = {{0x401000, "handler", 4, "/srv/app"}};
   return e;
 }
 
@@ -64,6 +65,7 @@ end)");
   EXPECT_TRUE(d.exempt);
   EXPECT_EQ(e.args, (std::array<uint64_t, 6>{}));
   EXPECT_TRUE(e.cuda.user_stack.empty());
+  EXPECT_TRUE(e.stack.empty());  // code addresses and names are withheld too
   EXPECT_EQ(count_attr(e, "ssn", "123-45-6789"), 0u);
   EXPECT_EQ(count_attr(e, "mcp.exempt", "true"), 1u);
   EXPECT_EQ(count_attr(e, "audit.trace", "GDPR_Art9_2g"), 1u);

@@ -153,6 +153,50 @@ TEST(DecodeRecord, UsdtWithMoreThanSixArgumentsShowsSixAndTruncatedUsdtIsRejecte
   EXPECT_FALSE(decode_record(&rec, sizeof(mcp_call_event), names.fn(), ev));
 }
 
+TEST(DecodeRecord, AStackTrailerGivesItsFramesAndCountsPastTheArraysAreClamped) {
+  mcp_call_stack_event rec;
+  std::memset(&rec, 0, sizeof(rec));
+  rec.call = make_call(MCP_KIND_UPROBE);
+  rec.call.hdr.size = sizeof(rec);
+  rec.call.hdr.flags = MCP_EV_HAS_STACK;
+  rec.stack.user_frames = 2;
+  rec.stack.kernel_frames = 1;
+  rec.stack.user_ips[0] = 0x401000;
+  rec.stack.user_ips[1] = 0x401234;
+  rec.stack.kernel_ips[0] = 0xffffffff81000000ull;
+  rec.stack.user_ids[0].status = MCP_BUILD_ID_VALID;
+  rec.stack.user_ids[0].build_id[0] = 0xab;
+  rec.stack.user_ids[0].offset_or_ip = 0x1000;
+  rec.stack.user_ids[1].status = MCP_BUILD_ID_IP;
+  rec.stack.user_ids[1].offset_or_ip = 0x401234;
+  Lookup names;
+  Event ev;
+  ASSERT_TRUE(decode_record(&rec, sizeof(rec), names.fn(), ev));
+  EXPECT_EQ(ev.captured_stack.user, (std::vector<uint64_t>{0x401000, 0x401234}));
+  EXPECT_EQ(ev.captured_stack.kernel, (std::vector<uint64_t>{0xffffffff81000000ull}));
+  ASSERT_EQ(ev.captured_stack.user_ids.size(), 2u);
+  EXPECT_TRUE(ev.captured_stack.user_ids[0].valid);
+  EXPECT_EQ(ev.captured_stack.user_ids[0].build_id[0], 0xab);
+  EXPECT_EQ(ev.captured_stack.user_ids[0].file_offset, 0x1000u);
+  EXPECT_FALSE(ev.captured_stack.user_ids[1].valid);
+
+  rec.stack.user_frames = 1000;  // a bad count cannot read past the record
+  rec.stack.kernel_frames = 65535;
+  ASSERT_TRUE(decode_record(&rec, sizeof(rec), names.fn(), ev));
+  EXPECT_EQ(ev.captured_stack.user.size(), static_cast<size_t>(MCP_MAX_STACK_DEPTH));
+  EXPECT_EQ(ev.captured_stack.kernel.size(), static_cast<size_t>(MCP_MAX_STACK_DEPTH));
+
+  rec.call.hdr.size = sizeof(rec) - 8;  // flagged, but the trailer is cut
+  EXPECT_FALSE(decode_record(&rec, sizeof(rec) - 8, names.fn(), ev));
+
+  // A reused event loses the previous record's stack.
+  const auto plain = make_call(MCP_KIND_UPROBE);
+  ev.stack.push_back({1, "f", 0, "m"});
+  ASSERT_TRUE(decode_record(&plain, sizeof(plain), names.fn(), ev));
+  EXPECT_TRUE(ev.captured_stack.empty());
+  EXPECT_TRUE(ev.stack.empty());
+}
+
 TEST(DecodeRecord, TruncatedRecordsAreRejected) {
   const auto rec = make_call(MCP_KIND_UPROBE);
   Lookup names;
