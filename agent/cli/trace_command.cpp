@@ -95,22 +95,17 @@ std::vector<config::ProbeSpec> flag_specs(const TraceOptions& o, bool child) {
     p.tags = o.tags;
     specs.push_back(std::move(p));
   };
-  for (const auto& flag : o.uprobes) {
-    // A child has not exec'd yet: its maps are ours, so resolve through the linker cache.
-    // --pid's files are resolved as that process sees them (its root, its libraries).
-    const auto t = loader::resolve_uprobe(flag, child ? 0 : o.pid);
+  // A child has not exec'd yet: its maps are ours, so resolve through the linker cache.
+  // --pid's files are resolved as that process sees them (its root, its libraries).
+  const auto add_file_probe = [&](config::ProbeKind kind, const loader::UprobeTarget& t) {
     if (!child)
       if (const auto w = loader::mapping_warning(o.pid, t.binary, t.name()); !w.empty())
         fprintf(stderr, "mcp-agent: warning: %s\n", w.c_str());
-    add(config::ProbeKind::kUprobe, t.binary, t.symbol);
-  }
-  for (const auto& flag : o.usdts) {
-    const auto t = loader::resolve_usdt(flag, child ? 0 : o.pid);
-    if (!child)
-      if (const auto w = loader::mapping_warning(o.pid, t.binary, t.name()); !w.empty())
-        fprintf(stderr, "mcp-agent: warning: %s\n", w.c_str());
-    add(config::ProbeKind::kUsdt, t.binary, t.symbol);
-  }
+    add(kind, t.binary, t.symbol);
+  };
+  const pid_t in = child ? 0 : o.pid;
+  for (const auto& flag : o.uprobes) add_file_probe(config::ProbeKind::kUprobe, loader::resolve_uprobe(flag, in));
+  for (const auto& flag : o.usdts) add_file_probe(config::ProbeKind::kUsdt, loader::resolve_usdt(flag, in));
   for (const auto& name : o.syscalls) add(config::ProbeKind::kSyscall, name, "");
   return specs;
 }

@@ -20,6 +20,16 @@ inline std::string slurp(const std::filesystem::path& path) {
   return ss.str();
 }
 
+// `path` with every symlink resolved; `path` itself when it does not exist.
+inline std::string real_path(const std::string& path) {
+  std::error_code ec;
+  const auto p = std::filesystem::canonical(path, ec);
+  return ec ? path : p.string();
+}
+
+// This test binary's own file.
+inline std::string self_exe() { return real_path("/proc/self/exe"); }
+
 // Creates or truncates `path`.
 inline void write_file(const std::filesystem::path& path, const std::string& text) {
   std::ofstream(path, std::ios::trunc) << text;

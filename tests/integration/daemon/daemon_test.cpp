@@ -639,6 +639,53 @@ TEST_F(DaemonTest, ReloadChangingLatencySwapsTheAttachmentWithoutLosingTheProbe)
     EXPECT_EQ(e["kind"], "uretprobe") << "every call through the latency probe, once: " << e;
 }
 
+// Issue 36: a USDT probe in agent.yaml goes the uprobe's way: it waits for its binary,
+// attaches when the file appears (semaphore set, strings and stacks as configured), and a
+// reload that changes which arguments are strings re-attaches it without losing a hit.
+TEST_F(DaemonTest, UsdtProbeWaitsForItsBinaryAndAReloadChangesItsStrings) {
+  const fs::path app = dir_ / "opt" / "app";
+  const std::string probe = "usdt:" + app.string() + ":mcp:tick";
+  const auto config = [&](const std::string& strings) {
+    return "version: 1\nmetrics:\n  listen: 127.0.0.1:0\nprobes:\n  - binary: " + app.string() +
+           "\n    usdt: mcp:tick\n    string_args: [" + strings + "]\n    stack: user\n";
+  };
+  const auto hits = [](const std::vector<nlohmann::json>& events) {
+    return std::count_if(events.begin(), events.end(), [](const auto& e) { return e["kind"] == "usdt"; });
+  };
+  cm_->update(config("1"));
+  Daemon d(cm_->config_path(), dir_);
+  ASSERT_GT(d.port(), 0) << d.log();
+  ASSERT_TRUE(wait_until([&] {
+    return metric(d.get("/metrics"), "mcp_probe_state{probe=\"" + probe + "\",state=\"waiting\"}") == 1;
+  })) << d.get("/metrics") << d.log();
+  fs::create_directories(app.parent_path());
+  fs::copy_file(kWorkload, app);
+  ASSERT_TRUE(wait_until([&] {
+    return metric(d.get("/metrics"), "mcp_probe_state{probe=\"" + probe + "\",state=\"attached\"}") == 1;
+  })) << d.get("/metrics") << d.log();
+  ASSERT_EQ(std::system((app.string() + " usdt 100 >/dev/null").c_str()), 0);
+  ASSERT_TRUE(wait_until([&] { return hits(d.events()) >= 100; })) << d.log();
+
+  cm_->update(config("2"));  // arg2 is an address nothing maps: no string, hits still kept
+  ASSERT_TRUE(wait_until([&] { return metric(d.get("/metrics"), "mcp_config_reloads_total") == 2; }))
+      << d.get("/metrics") << d.log();
+  ASSERT_EQ(std::system((app.string() + " usdt 50 >/dev/null").c_str()), 0);
+  ASSERT_TRUE(wait_until([&] { return hits(d.events()) >= 150; })) << d.log();
+  EXPECT_EQ(d.terminate(), 0) << d.log();
+  const auto events = d.events();
+  ASSERT_EQ(hits(events), 150) << "each hit once, none lost across the reload";
+  size_t with_name = 0, frames_named = 0;
+  for (const auto& e : events) {
+    if (e["kind"] != "usdt") continue;
+    EXPECT_EQ(e["probe"], probe);
+    with_name += e.contains("attributes") && e["attributes"].contains("arg1");
+    ASSERT_TRUE(e.contains("stack")) << e;
+    frames_named += e["stack"][0]["module"] == app.string() && e["stack"][0]["sym"] == "main";
+  }
+  EXPECT_EQ(with_name, 100u) << "strings as each configuration said";
+  EXPECT_EQ(frames_named, 150u) << "the probe site is in main, in the file the probe attached to";
+}
+
 TEST_F(DaemonTest, BadConfigAtStartupIsOneLineAndExitCodeTwo) {
   std::ofstream(dir_ / "bad.yaml") << "version: 1\nsyscalls: [getppid]\nbrokr: {}\n";
   auto r = mcp::test::run_command({kAgent, "run", "--config", (dir_ / "bad.yaml").string()});

@@ -21,11 +21,7 @@ using mcp::test::TempDir;
 const std::string kAgent = std::string(MCP_BIN_DIR) + "/mcp-agent";
 const std::string kWorkload = std::string(MCP_TEST_DIR) + "/mcp-workload";
 
-std::string real(const std::string& path) {
-  char buf[PATH_MAX];
-  return realpath(path.c_str(), buf) ? std::string(buf) : path;
-}
-
+using mcp::test::real_path;
 std::vector<nlohmann::json> trace_events(const std::vector<std::string>& flags, const std::vector<std::string>& cmd) {
   TempDir dir("mcp-stack");
   const std::string out = (dir.path() / "events").string();
@@ -43,7 +39,7 @@ std::vector<nlohmann::json> trace_events(const std::vector<std::string>& flags, 
 std::string workload_frames(const nlohmann::json& stack) {
   std::string out;
   for (const auto& f : stack) {
-    if (f["module"] != real(kWorkload)) break;
+    if (f["module"] != real_path(kWorkload)) break;
     out += f["sym"].get<std::string>() + "+" + std::to_string(f["offset"].get<uint64_t>()) + "\n";
   }
   return out;
@@ -67,7 +63,7 @@ TEST(TraceStack, UserFramesAreNamedInTheWorkloadDownToMain) {
     ASSERT_GE(s.size(), 2u) << e;
     EXPECT_EQ(s[0]["sym"], "mcp_recurse") << e;
     EXPECT_EQ(s[0]["offset"], 0) << e;
-    EXPECT_EQ(s[0]["module"], real(kWorkload)) << e;
+    EXPECT_EQ(s[0]["module"], real_path(kWorkload)) << e;
     const size_t depth = i % 4;  // 0: the outermost call
     size_t recursive = 0;
     for (size_t f = 1; f < s.size() && s[f]["sym"] == "mcp_recurse"; f++, recursive++) EXPECT_GT(s[f]["offset"], 0);
@@ -79,7 +75,7 @@ TEST(TraceStack, UserFramesAreNamedInTheWorkloadDownToMain) {
       if (depth > 0) EXPECT_EQ(s[1 + recursive]["sym"], "main") << e;
     }
     // The text form the wire and OTLP carry names the same frames.
-    EXPECT_NE(e["attributes"]["code.stacktrace"].get<std::string>().find("mcp_recurse+0x0 (" + real(kWorkload) + ")"),
+    EXPECT_NE(e["attributes"]["code.stacktrace"].get<std::string>().find("mcp_recurse+0x0 (" + real_path(kWorkload) + ")"),
               std::string::npos);
   }
 }
@@ -121,7 +117,7 @@ TEST(TraceStack, WorkloadFramesAgreeWithBpftracesUstack) {
   EXPECT_EQ(ours.size(), 6u);  // one stack per depth
   // bpftrace names a stack when it prints it, from the live process's maps: printed at each
   // hit, the workload holding after mcp_done() until bpftrace has read them all and ends it.
-  const std::string w = real(kWorkload);
+  const std::string w = real_path(kWorkload);
   auto bt = run_command({"/usr/bin/bpftrace", "-e",
                          "uprobe:" + w + ":mcp_recurse { printf(\"%s\\n\", ustack); } uprobe:" + w +
                              ":mcp_done { exit(); }",

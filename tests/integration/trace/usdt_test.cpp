@@ -28,12 +28,8 @@ const std::string kAgent = std::string(MCP_BIN_DIR) + "/mcp-agent";
 const std::string kWorkload = std::string(MCP_TEST_DIR) + "/mcp-workload";
 const std::string kPython = "/usr/bin/python3.11";
 
-std::string real(const std::string& path) {
-  char buf[PATH_MAX];
-  return realpath(path.c_str(), buf) ? std::string(buf) : path;
-}
-
-std::string usdt_probe(const std::string& name) { return "usdt:" + real(kWorkload) + ":mcp:" + name; }
+using mcp::test::real_path;
+std::string usdt_probe(const std::string& name) { return "usdt:" + real_path(kWorkload) + ":mcp:" + name; }
 
 std::vector<nlohmann::json> read_events(const std::string& file) { return parse_json_lines(mcp::test::slurp(file)); }
 
@@ -142,7 +138,7 @@ TEST(TraceUsdt, BadSpecsAreOneLineWithTheRightExitCode) {
     std::string needle;
   };
   const std::vector<Case> cases = {
-      {{"--usdt", kWorkload + ":mcp:nope"}, 1, "USDT probe mcp:nope not found in " + real(kWorkload)},
+      {{"--usdt", kWorkload + ":mcp:nope"}, 1, "USDT probe mcp:nope not found in " + real_path(kWorkload)},
       {{"--usdt", "mcp:tick"}, 2, "USDT probe must be BINARY:PROVIDER:NAME"},
       {{"--usdt", kWorkload + ":mcp:tick", "--string-arg", "6"}, 2, "--string-arg 6: argument index must be 0..5"},
       {{"--syscall", "getppid", "--string-arg", "1"}, 2, "--string-arg applies to --usdt probes"},
@@ -190,7 +186,7 @@ class PythonLine : public ::testing::Test {
                           std::to_string(kIterations)});
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.out, std::to_string(int64_t{kIterations} * (kIterations - 1) / 2) + "\n");
-    *seen = parse_summary(r.err)["usdt:" + real(kPython) + ":python:line"].seen;
+    *seen = parse_summary(r.err)["usdt:" + real_path(kPython) + ":python:line"].seen;
     std::map<std::pair<std::string, int>, double> out;
     for (const auto& e : read_events(events_file)) {
       const auto& a = e["attributes"];

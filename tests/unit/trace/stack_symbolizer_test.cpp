@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "files.h"
 #include "loader/elf_symbols.h"
 #include "loader/proc_maps.h"
 #include "symbolize/stack_symbolizer.h"
@@ -23,11 +24,7 @@ extern "C" __attribute__((noinline, used)) int mcp_stack_other(int x) {
 namespace mcp::symbolize {
 namespace {
 
-std::string self_exe() {
-  char buf[PATH_MAX];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  return std::string(buf, n > 0 ? static_cast<size_t>(n) : 0);
-}
+using test::self_exe;
 
 std::array<uint8_t, 20> build_id_bytes(const std::string& hex) {
   std::array<uint8_t, 20> out{};

@@ -24,11 +24,7 @@ extern "C" __attribute__((noinline, used)) int mcp_usdt_site(long x, const char*
 namespace mcp::loader {
 namespace {
 
-std::string self_exe() {
-  char buf[PATH_MAX];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  return std::string(buf, n > 0 ? static_cast<size_t>(n) : 0);
-}
+using test::self_exe;
 
 const UsdtProbe* find(const std::vector<UsdtProbe>& probes, const std::string& provider, const std::string& name) {
   for (const auto& p : probes)
