@@ -320,10 +320,38 @@ TEST_F(TableFormatterTest, LongProbesShortenAlikeToTheBinaryAndSymbol) {
   };
   std::string h;
   make_formatter("table")->header(h);
-  e.probe = dir + "mcp-workload:mcp_work";
+  const std::string probe = dir + "mcp-workload:mcp_work";  // Event::probe is a view: keep its string alive
+  e.probe = probe;
   const std::string row = format_with("table", e);
   const size_t ret = row.find(" - ", row.find("mcp_work")) + 1;
   EXPECT_EQ(cols(row.substr(0, ret + 1)), cols(h.substr(0, h.find("RET") + 3))) << row << h;
+}
+
+// Issue 36: a USDT event's string arguments print as strings, escaped (the traced program
+// chose the bytes, terminal escapes included); the others stay hex.
+TEST_F(TableFormatterTest, UsdtStringArgumentsPrintQuotedAndEscaped) {
+  auto e = make_event(EventKind::kUsdt);
+  e.nargs = 3;
+  e.attributes = {{"arg1", "/tmp/x.py\x1b[31m"}};
+  const std::string row = format_with("table", e);
+  EXPECT_NE(row.find("0x1 \"/tmp/x.py\\x1b[31m\" 0x3\n"), std::string::npos) << row;
+  EXPECT_EQ(row.find('\x1b'), std::string::npos) << row;
+}
+
+TEST(ShortProbeName, UsdtProbesKeepTheirKindAndShortenThePathAlike) {
+  const std::string probe = "usdt:/usr/lib/very/long/path/to/some/bin/python3.11:python:line";
+  EXPECT_EQ(short_probe_name(probe, 40), "usdt:\u2026/python3.11:python:line");
+  EXPECT_EQ(short_probe_name("usdt:/bin/x:p:n", 40), "usdt:/bin/x:p:n");
+}
+
+TEST(JsonFormatter, StackFramesAreObjectsAfterTheAttributes) {
+  auto e = make_event(EventKind::kUprobe);
+  e.stack = {{0x401000, "main", 16, "/usr/bin/x"}, {0, "[unknown]", 0x20, "build-id:ab\"c"}};
+  const json j = format_json(e);
+  ASSERT_TRUE(j.contains("stack")) << j;
+  EXPECT_EQ(j["stack"], json::parse(R"([{"addr":4198400,"sym":"main","offset":16,"module":"/usr/bin/x"},
+                                        {"addr":0,"sym":"[unknown]","offset":32,"module":"build-id:ab\"c"}])"));
+  EXPECT_FALSE(format_json(make_event(EventKind::kUprobe)).contains("stack"));
 }
 
 TEST(ShortProbeName, FitsAreKeptTheSymbolEndGoesLastAndCharactersStayWhole) {
