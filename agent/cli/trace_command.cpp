@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <set>
 
 #include "cli/child_process.h"
 #include "cli/trace_options.h"
@@ -97,14 +98,32 @@ std::vector<config::ProbeSpec> flag_specs(const TraceOptions& o, bool child) {
   };
   // A child has not exec'd yet: its maps are ours, so resolve through the linker cache.
   // --pid's files are resolved as that process sees them (its root, its libraries).
+  // A function a wildcard and another flag both name is one probe; a file is warned about once.
+  std::set<std::string> checked;
   const auto add_file_probe = [&](config::ProbeKind kind, const loader::UprobeTarget& t) {
-    if (!child)
+    if (std::any_of(specs.begin(), specs.end(),
+                    [&](const auto& p) { return p.kind == kind && p.target == t.binary && p.symbol == t.symbol; }))
+      return;
+    if (!child && checked.insert(t.binary).second)
       if (const auto w = loader::mapping_warning(o.pid, t.binary, t.name()); !w.empty())
         fprintf(stderr, "mcp-agent: warning: %s\n", w.c_str());
     add(kind, t.binary, t.symbol);
   };
   const pid_t in = child ? 0 : o.pid;
-  for (const auto& flag : o.uprobes) add_file_probe(config::ProbeKind::kUprobe, loader::resolve_uprobe(flag, in));
+  for (const auto& flag : o.uprobes) {
+    const auto [binary, symbol] = loader::split_uprobe_spec(flag);
+    if (!loader::is_symbol_pattern(symbol)) {
+      add_file_probe(config::ProbeKind::kUprobe, loader::resolve_uprobe(flag, in));
+      continue;
+    }
+    // A wildcard: one probe per matching function, as bpftrace's uprobe:BIN:PATTERN.
+    const auto targets = loader::resolve_uprobe_pattern(binary, symbol, in);
+    if (targets.size() + specs.size() > MCP_MAX_CONFIGURED_PROBES)
+      throw usage_error("--uprobe " + flag + " matches " + std::to_string(targets.size()) + " functions of " +
+                        targets.front().binary + "; an agent holds at most " +
+                        std::to_string(MCP_MAX_CONFIGURED_PROBES) + " probes: narrow the pattern");
+    for (const auto& t : targets) add_file_probe(config::ProbeKind::kUprobe, t);
+  }
   for (const auto& flag : o.usdts) add_file_probe(config::ProbeKind::kUsdt, loader::resolve_usdt(flag, in));
   for (const auto& name : o.syscalls) add(config::ProbeKind::kSyscall, name, "");
   return specs;

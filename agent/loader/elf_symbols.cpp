@@ -2,6 +2,7 @@
 
 #include <cxxabi.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <gelf.h>
 #include <libelf.h>
 #include <unistd.h>
@@ -155,6 +156,18 @@ std::optional<uint64_t> ElfSymbols::file_offset_of(std::string_view name) const 
     for (const auto& s : symbols_)
       if (demangle(s.name) == name) return vaddr_to_file_offset(s.vaddr);
   return std::nullopt;
+}
+
+std::vector<std::string> ElfSymbols::functions_matching(const std::string& pattern) const {
+  std::vector<std::string> out;
+  for (const auto& s : symbols_) {
+    const std::string name = s.name.substr(0, s.name.find('@'));
+    if (fnmatch(pattern.c_str(), name.c_str(), 0) == 0 || fnmatch(pattern.c_str(), demangle(name).c_str(), 0) == 0)
+      out.push_back(name);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
 const ElfSymbol* ElfSymbols::symbol_at(uint64_t vaddr) const {

@@ -24,6 +24,9 @@ class ElfSymbols {
   // File offset of the function `name` (exact symbol name, or demangled name), for
   // uprobe attachment; nullopt when absent.
   std::optional<uint64_t> file_offset_of(std::string_view name) const;
+  // Function names (as in the file, once each, sorted) matching the shell glob `pattern`
+  // (fnmatch: *, ?, [...]) as written or demangled, as bpftrace's uprobe wildcards match.
+  std::vector<std::string> functions_matching(const std::string& pattern) const;
   // Symbol whose [vaddr, vaddr+size) holds `vaddr`, or nullptr.
   const ElfSymbol* symbol_at(uint64_t vaddr) const;
   // Converts an offset in the file to the virtual address its segment maps it at.

@@ -226,6 +226,23 @@ UprobeTarget probe_target_in(const std::string& file, const std::string& symbol,
   return usdt ? usdt_target_in(file, symbol) : uprobe_target_in(file, symbol);
 }
 
+bool is_symbol_pattern(const std::string& symbol) { return symbol.find_first_of("*?[") != std::string::npos; }
+
+std::vector<UprobeTarget> resolve_uprobe_pattern(const std::string& binary, const std::string& pattern, pid_t pid) {
+  const std::string file = resolve_binary(binary, pid);
+  const auto symbols = ElfSymbols::load(file);
+  std::vector<UprobeTarget> out;
+  for (const auto& name : symbols.functions_matching(pattern)) {
+    const auto offset = symbols.file_offset_of(name);
+    if (!offset) continue;  // not in an executable segment
+    UprobeTarget t{file, name, *offset};
+    if (pid > 0) t.shown = path_under_proc_root(file);
+    out.push_back(std::move(t));
+  }
+  if (out.empty()) throw runtime_error("no function of " + file + " matches " + pattern);
+  return out;
+}
+
 UprobeTarget resolve_usdt(const std::string& spec, pid_t pid) {
   const auto [binary, provider_and_name] = split_usdt_spec(spec);
   UprobeTarget t = usdt_target_in(resolve_binary(binary, pid), provider_and_name);

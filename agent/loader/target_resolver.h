@@ -69,6 +69,13 @@ std::string path_under_proc_root(const std::string& path);
 // warning that the probe on `file` may never fire in that process.
 std::string mapping_warning(pid_t pid, const std::string& file, const std::string& shown);
 
+// Whether a uprobe's SYMBOL is a glob pattern (*, ? or [) rather than a name.
+bool is_symbol_pattern(const std::string& symbol);
+// Every function of BINARY whose name matches `pattern` (ElfSymbols::functions_matching),
+// resolved as resolve_uprobe would resolve each. Throws mcp::Error (runtime) "no function of
+// FILE matches PATTERN".
+std::vector<UprobeTarget> resolve_uprobe_pattern(const std::string& binary, const std::string& pattern, pid_t pid);
+
 // "BINARY:PROVIDER:NAME" (--usdt) -> {BINARY, "PROVIDER:NAME"}; throws a usage error when malformed.
 std::pair<std::string, std::string> split_usdt_spec(const std::string& spec);
 // Checks that `file` declares the USDT probe "PROVIDER:NAME". Throws mcp::Error (runtime)

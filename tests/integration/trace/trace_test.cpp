@@ -53,6 +53,31 @@ TEST(TraceUprobe, RateOneDeliversEveryCallWithItsArguments) {
   EXPECT_EQ(row.lost, 0u);
 }
 
+// Issue 36: --uprobe BINARY:PATTERN attaches one probe per matching function (bpftrace's
+// wildcards), each with its own counters; a pattern that matches more functions than an
+// agent holds probes is one usage line.
+TEST(TraceUprobe, AWildcardAttachesEachMatchingFunctionWithItsOwnCounts) {
+  MCP_REQUIRE_BPF();
+  auto r = run_command({kAgent, "trace", "--uprobe", kWorkload + ":mcp_[wr]*", "--uprobe", kWorkload + ":mcp_work",
+                        "--", kWorkload, "recurse", "3", "4"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto summary = parse_summary(r.err);
+  ASSERT_TRUE(summary.count(probe("mcp_work"))) << r.err;
+  ASSERT_TRUE(summary.count(probe("mcp_recurse"))) << r.err;
+  EXPECT_EQ(summary.at(probe("mcp_recurse")).seen, 12u);
+  EXPECT_EQ(summary.at(probe("mcp_work")).seen, 0u);
+  EXPECT_EQ(summary.size(), 2u) << "mcp_work once, though two flags name it: " << r.err;
+  EXPECT_EQ(parse_json_lines(r.out).size(), 12u);
+
+  auto many = run_command({kAgent, "trace", "--uprobe", "libc:*", "--", "true"});
+  EXPECT_EQ(many.exit_code, 2) << many.err;
+  EXPECT_NE(many.err.find("functions of"), std::string::npos) << many.err;
+  EXPECT_NE(many.err.find("an agent holds at most 240 probes"), std::string::npos) << many.err;
+  auto none = run_command({kAgent, "trace", "--uprobe", kWorkload + ":zz_no_such_*", "--", "true"});
+  EXPECT_EQ(none.exit_code, 1) << none.err;
+  EXPECT_NE(none.err.find("no function of "), std::string::npos) << none.err;
+}
+
 TEST(TraceUprobe, RateTenthKeepsWithinFiveSigmaAndWeightsRestoreTheCount) {
   MCP_REQUIRE_BPF();
   constexpr double kCalls = 100000, kRate = 0.1;
