@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "loader/target_resolver.h"
+
 namespace mcp::symbolize {
 namespace {
 
@@ -33,9 +35,15 @@ void StackSymbolizer::add_file(const std::string& path) {
   if (!id.empty()) remember_build_id(id, path, path);
 }
 
+// A file reached through /proc/PID/root lasts only as long as that process: a path the agent
+// can open on its own (a probe's file, one in the agent's root) is kept over it.
 void StackSymbolizer::remember_build_id(const std::string& hex, const std::string& path, const std::string& shown) {
-  if (by_build_id_.size() >= limits_.build_ids && !by_build_id_.count(hex)) by_build_id_.clear();
-  by_build_id_[trimmed(hex, 40)] = {path, shown};
+  const std::string key = trimmed(hex, 40);
+  auto it = by_build_id_.find(key);
+  const auto lasting = [](const std::string& p) { return !p.empty() && p.rfind("/proc/", 0) != 0; };
+  if (it != by_build_id_.end() && lasting(it->second.first) && !lasting(path)) return;
+  if (it == by_build_id_.end() && by_build_id_.size() >= limits_.build_ids) by_build_id_.clear();
+  by_build_id_[key] = {path, shown};
 }
 
 void StackSymbolizer::symbolize(Event& e) {
@@ -111,17 +119,18 @@ const std::vector<loader::Mapping>* StackSymbolizer::mappings_of(pid_t pid, bool
   }
   auto maps = loader::read_proc_maps(pid);
   if (maps.empty()) return it != process_index_.end() ? &it->second->maps : nullptr;  // gone: keep what we had
-  // Every file it maps is indexed by build id, so its frames stay nameable after it exits.
-  const std::string root = "/proc/" + std::to_string(pid) + "/root";
+  // Every file it maps is indexed by build id, so its frames stay nameable after it exits
+  // (opened by its path in the agent's root when the process shares it, else through its root).
   for (const auto& m : maps) {
     if (!m.executable || m.path.empty() || m.path[0] != '/') continue;
     const uint64_t key = m.dev * 0x9e3779b97f4a7c15ull ^ m.inode;
     auto known = inode_build_ids_.find(key);
     if (known == inode_build_ids_.end()) {
       if (inode_build_ids_.size() >= limits_.build_ids) inode_build_ids_.clear();
-      known = inode_build_ids_.emplace(key, loader::read_build_id(root + m.path)).first;
+      const std::string file = loader::path_in_root_of(pid, m.path);
+      known = inode_build_ids_.emplace(key, std::make_pair(file, file.empty() ? "" : loader::read_build_id(file))).first;
     }
-    if (!known->second.empty()) remember_build_id(known->second, root + m.path, m.path);
+    if (!known->second.second.empty()) remember_build_id(known->second.second, known->second.first, m.path);
   }
   if (it != process_index_.end()) {
     it->second->maps = std::move(maps);
@@ -182,7 +191,7 @@ StackFrame StackSymbolizer::user_frame(pid_t pid, uint64_t ip, const CapturedSta
     if (!maps) break;
     for (const auto& m : *maps)
       if (ip >= m.start && ip < m.end && !m.path.empty() && m.path[0] == '/')
-        return frame_in_file("/proc/" + std::to_string(pid) + "/root" + m.path, m.path, ip, ip - m.start + m.offset);
+        return frame_in_file(loader::path_in_root_of(pid, m.path), m.path, ip, ip - m.start + m.offset);
   }
   return {ip, kUnknown, 0, kUnknown};
 }

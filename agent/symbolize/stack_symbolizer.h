@@ -72,7 +72,8 @@ class StackSymbolizer {
   };
   std::list<Process> processes_;
   std::unordered_map<pid_t, std::list<Process>::iterator> process_index_;
-  std::unordered_map<uint64_t, std::string> inode_build_ids_;  // (dev ^ inode) -> build id
+  // (dev, inode) -> (the file as the agent opens it, its build id)
+  std::unordered_map<uint64_t, std::pair<std::string, std::string>> inode_build_ids_;
   std::vector<KernelSymbol> kallsyms_;  // sorted by addr
   bool kallsyms_loaded_ = false;
 };

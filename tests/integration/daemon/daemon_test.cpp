@@ -675,15 +675,20 @@ TEST_F(DaemonTest, UsdtProbeWaitsForItsBinaryAndAReloadChangesItsStrings) {
   const auto events = d.events();
   ASSERT_EQ(hits(events), 150) << "each hit once, none lost across the reload";
   size_t with_name = 0, frames_named = 0;
+  std::string unnamed;
   for (const auto& e : events) {
     if (e["kind"] != "usdt") continue;
     EXPECT_EQ(e["probe"], probe);
     with_name += e.contains("attributes") && e["attributes"].contains("arg1");
     ASSERT_TRUE(e.contains("stack")) << e;
-    frames_named += e["stack"][0]["module"] == app.string() && e["stack"][0]["sym"] == "main";
+    const bool named = e["stack"][0]["module"] == app.string() && e["stack"][0]["sym"] == "main";
+    frames_named += named;
+    if (!named && unnamed.empty()) unnamed = e["stack"].dump();
   }
   EXPECT_EQ(with_name, 100u) << "strings as each configuration said";
-  EXPECT_EQ(frames_named, 150u) << "the probe site is in main, in the file the probe attached to";
+  // Named even when the process exited before the agent read its stack (each run here does).
+  EXPECT_EQ(frames_named, 150u) << "the probe site is in main, in the file the probe attached to; first other: "
+                                << unnamed;
 }
 
 TEST_F(DaemonTest, BadConfigAtStartupIsOneLineAndExitCodeTwo) {

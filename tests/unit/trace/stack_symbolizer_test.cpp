@@ -1,7 +1,10 @@
 // The stack symbolizer on real files and real kernel symbols: frames of this test binary by
 // build id and by mapping, a file no process maps any more, an unknown build id, kallsyms.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <climits>
 #include <fstream>
@@ -110,6 +113,30 @@ TEST(StackSymbolizer, OneCachedFileStillNamesFramesOfTwoFilesInTurn) {
     EXPECT_EQ(libc.stack[0].sym, "getppid");
     EXPECT_NE(libc.stack[0].module.find("libc"), std::string::npos) << libc.stack[0].module;
   }
+}
+
+// A file learned from a process's mappings is opened by its own path when the process shares
+// the agent's root, not through /proc/PID/root, which goes with the process: its frames are
+// still named after it exits, with its symbol table long evicted.
+TEST(StackSymbolizer, AFileLearnedFromAnExitedProcessStaysNameable) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  StackSymbolizer s(StackSymbolizer::Limits{1, 4, 256});
+  Event learn = event_at(address_of(mcp_stack_target), false, child);  // through the child's maps
+  s.symbolize(learn);
+  EXPECT_EQ(learn.stack[0].sym, "mcp_stack_target");
+  Event evict = event_at(reinterpret_cast<uint64_t>(&::getppid), false, child);
+  s.symbolize(evict);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  Event after = event_at(address_of(mcp_stack_target), true, child);
+  s.symbolize(after);
+  EXPECT_EQ(after.stack[0].sym, "mcp_stack_target");
+  EXPECT_EQ(after.stack[0].module, self_exe());
 }
 
 TEST(StackSymbolizer, KernelFramesAreNamedFromKallsyms) {
