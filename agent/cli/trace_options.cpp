@@ -205,9 +205,8 @@ void validate(TraceOptions& o) {
   o.string_args = 0;
   for (const int i : o.string_arg_list) {
     if (o.usdts.empty()) throw usage_error("--string-arg applies to --usdt probes");
-    if (i < 0 || i >= MCP_MAX_ARGS) throw usage_error("--string-arg " + std::to_string(i) + ": argument index must be 0..5");
-    if (o.string_args & (1u << i)) throw usage_error("--string-arg " + std::to_string(i) + " is given twice");
-    o.string_args |= static_cast<uint8_t>(1u << i);
+    if (const auto why = config::add_string_arg(o.string_args, i); !why.empty())
+      throw usage_error("--string-arg " + std::to_string(i) + ": " + why);
   }
   o.stack = 0;
   if (!o.stack_text.empty()) {
@@ -217,8 +216,6 @@ void validate(TraceOptions& o) {
       throw usage_error("--stack applies to --uprobe, --usdt and --syscall probes (agent.yaml: a probe's stack:)");
     o.stack = *k;
   }
-  if (o.string_arg_list.size() > MCP_MAX_STR_ARGS)
-    throw usage_error("--string-arg: at most " + std::to_string(MCP_MAX_STR_ARGS) + " strings per probe");
   o.slow_launch = o.slow_launch_text == "0" ? std::chrono::nanoseconds(0) : parse_duration(o.slow_launch_text);
   o.slow_hold = parse_duration(o.slow_hold_text);
   if (!o.batch_gap_text.empty()) {

@@ -111,6 +111,11 @@ struct ProbeSpec {
   }
 };
 
+// Adds argument `index` to a ProbeSpec::string_args mask (--string-arg, a probe's `string_args:`):
+// "" when added, else why not ("argument index must be 0..5", "argument N is given twice", "at
+// most 3 strings per probe").
+std::string add_string_arg(uint8_t& mask, long long index);
+
 // "user", "kernel" or "both" (--stack, a probe's `stack:`) as ProbeSpec::stack; nullopt else.
 std::optional<uint8_t> parse_stack_kind(std::string_view text);
 

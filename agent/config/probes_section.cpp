@@ -89,6 +89,15 @@ bool valid_syscall_name(std::string_view s) {
 
 }  // namespace
 
+std::string add_string_arg(uint8_t& mask, long long index) {
+  if (index < 0 || index >= MCP_MAX_ARGS) return "argument index must be 0..5";
+  if (mask & (1u << index)) return "argument " + std::to_string(index) + " is given twice";
+  if (__builtin_popcount(mask) >= MCP_MAX_STR_ARGS)
+    return "at most " + std::to_string(MCP_MAX_STR_ARGS) + " strings per probe";
+  mask |= static_cast<uint8_t>(1u << index);
+  return "";
+}
+
 std::optional<uint8_t> parse_stack_kind(std::string_view text) {
   if (text == "user") return MCP_STACK_USER;
   if (text == "kernel") return MCP_STACK_KERNEL;
@@ -172,15 +181,9 @@ void read_string_args(Ctx& ctx, const YAML::Node& n, uint8_t& mask) {
     ctx.error(n, "string_args must be a list of argument indexes 0..5, found " + std::string(kind_name(n)));
     return;
   }
-  int count = 0;
-  for (const auto& item : n) {
-    const auto i = read_integer(ctx, item, "string_args");
-    if (!i) continue;
-    if (*i < 0 || *i >= MCP_MAX_ARGS) ctx.error(item, "string_args: argument index must be 0..5");
-    else if (mask & (1u << *i)) ctx.error(item, "string_args: duplicate argument " + std::to_string(*i));
-    else if (++count > MCP_MAX_STR_ARGS) ctx.error(item, "string_args: at most " + std::to_string(MCP_MAX_STR_ARGS) + " strings per probe");
-    else mask |= static_cast<uint8_t>(1u << *i);
-  }
+  for (const auto& item : n)
+    if (const auto i = read_integer(ctx, item, "string_args"))
+      if (const auto why = add_string_arg(mask, *i); !why.empty()) ctx.error(item, "string_args: " + why);
 }
 
 void read_uprobe(Ctx& ctx, const YAML::Node& n, std::vector<ProbeSpec>& out) {

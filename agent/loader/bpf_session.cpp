@@ -352,7 +352,7 @@ uint32_t BpfSession::add_uprobe(const UprobeTarget& target, bool latency, pid_t 
 uint32_t BpfSession::add_uprobe_without_file(const std::string& shown, const std::string& symbol, bool latency,
                                              const ProbeConfig& config, bool usdt) {
   const uint32_t id = reserve_id(config);
-  ProbeInfo info{id, (usdt ? "usdt:" : "") + shown + ":" + symbol, ProbeFamily::kUprobe, latency && !usdt};
+  ProbeInfo info{id, file_probe_name(shown, symbol, usdt), ProbeFamily::kUprobe, latency && !usdt};
   info.symbol = symbol;
   return register_probe(std::move(info), {}, usdt ? usdt_programs() : uprobe_programs(latency));
 }

@@ -1,11 +1,7 @@
 #include "loader/elf_symbols.h"
 
 #include <cxxabi.h>
-#include <fcntl.h>
 #include <fnmatch.h>
-#include <gelf.h>
-#include <libelf.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -13,56 +9,34 @@
 #include <memory>
 
 #include "common/error.h"
+#include "loader/elf_file.h"
 
 namespace mcp::loader {
 namespace {
 
-struct ElfFile {
-  int fd = -1;
-  Elf* elf = nullptr;
-  ~ElfFile() {
-    if (elf) elf_end(elf);
-    if (fd >= 0) close(fd);
-  }
-};
-
-// The NT_GNU_BUILD_ID note of any note section, as hex (gelf_getnote bounds each note).
-std::string build_id_of(Elf* elf) {
+// The NT_GNU_BUILD_ID note, as hex.
+std::string build_id_of(const ElfFile& f) {
   static constexpr char kHex[] = "0123456789abcdef";
-  Elf_Scn* scn = nullptr;
-  while ((scn = elf_nextscn(elf, scn)) != nullptr) {
-    GElf_Shdr sh;
-    if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE) continue;
-    Elf_Data* data = elf_getdata(scn, nullptr);
-    if (!data || !data->d_buf) continue;
-    size_t offset = 0, name_off = 0, desc_off = 0;
-    GElf_Nhdr nh;
-    while ((offset = gelf_getnote(data, offset, &nh, &name_off, &desc_off)) > 0) {
-      const auto* base = static_cast<const unsigned char*>(data->d_buf);
-      if (nh.n_type != NT_GNU_BUILD_ID || nh.n_namesz != 4 || std::memcmp(base + name_off, "GNU", 4) != 0 ||
-          nh.n_descsz == 0 || nh.n_descsz > 64)
-        continue;
-      std::string hex;
-      for (size_t i = 0; i < nh.n_descsz; i++) {
-        hex.push_back(kHex[base[desc_off + i] >> 4]);
-        hex.push_back(kHex[base[desc_off + i] & 15]);
-      }
-      return hex;
+  std::string hex;
+  f.for_each_note([&](const char*, const GElf_Nhdr& nh, const char* name, const char* desc) {
+    if (nh.n_type != NT_GNU_BUILD_ID || nh.n_namesz != 4 || std::memcmp(name, "GNU", 4) != 0 || nh.n_descsz == 0 ||
+        nh.n_descsz > 64)
+      return true;
+    for (size_t i = 0; i < nh.n_descsz; i++) {
+      const auto b = static_cast<unsigned char>(desc[i]);
+      hex.push_back(kHex[b >> 4]);
+      hex.push_back(kHex[b & 15]);
     }
-  }
-  return {};
+    return false;
+  });
+  return hex;
 }
 
 }  // namespace
 
 std::string read_build_id(const std::string& path) {
-  if (elf_version(EV_CURRENT) == EV_NONE) return {};
-  ElfFile f;
-  f.fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (f.fd < 0) return {};
-  f.elf = elf_begin(f.fd, ELF_C_READ, nullptr);
-  if (!f.elf || elf_kind(f.elf) != ELF_K_ELF) return {};
-  return build_id_of(f.elf);
+  const auto f = ElfFile::open(path);
+  return f ? build_id_of(*f) : std::string();
 }
 
 std::string demangle(const std::string& name) {
@@ -74,30 +48,25 @@ std::string demangle(const std::string& name) {
 }
 
 ElfSymbols ElfSymbols::load(const std::string& path) {
-  if (elf_version(EV_CURRENT) == EV_NONE) throw runtime_error("libelf initialisation failed");
-  ElfFile f;
-  f.fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (f.fd < 0) throw runtime_error("cannot open " + path + ": " + std::strerror(errno));
-  f.elf = elf_begin(f.fd, ELF_C_READ, nullptr);
-  if (!f.elf || elf_kind(f.elf) != ELF_K_ELF) throw runtime_error(path + " is not an ELF file");
+  const ElfFile file = ElfFile::open_or_throw(path);
+  Elf* const elf = file.get();
 
   ElfSymbols out;
   out.path_ = path;
   GElf_Ehdr ehdr;
-  if (!gelf_getehdr(f.elf, &ehdr)) throw runtime_error(path + ": bad ELF header");
+  if (!gelf_getehdr(elf, &ehdr)) throw runtime_error(path + ": bad ELF header");
   out.is_dyn_ = ehdr.e_type == ET_DYN;
 
   size_t nphdr = 0;
-  elf_getphdrnum(f.elf, &nphdr);
+  elf_getphdrnum(elf, &nphdr);
   for (size_t i = 0; i < nphdr; i++) {
     GElf_Phdr ph;
-    if (gelf_getphdr(f.elf, static_cast<int>(i), &ph) && ph.p_type == PT_LOAD && (ph.p_flags & PF_X))
+    if (gelf_getphdr(elf, static_cast<int>(i), &ph) && ph.p_type == PT_LOAD && (ph.p_flags & PF_X))
       out.exec_segments_.push_back({ph.p_vaddr, ph.p_offset, ph.p_filesz});
   }
 
-  out.build_id_ = build_id_of(f.elf);
   Elf_Scn* scn = nullptr;
-  while ((scn = elf_nextscn(f.elf, scn)) != nullptr) {
+  while ((scn = elf_nextscn(elf, scn)) != nullptr) {
     GElf_Shdr sh;
     if (!gelf_getshdr(scn, &sh)) continue;
     if (sh.sh_type == SHT_DYNAMIC) {
@@ -105,7 +74,7 @@ ElfSymbols ElfSymbols::load(const std::string& path) {
       for (size_t i = 0; dyn && sh.sh_entsize && i < sh.sh_size / sh.sh_entsize; i++) {
         GElf_Dyn d;
         if (gelf_getdyn(dyn, static_cast<int>(i), &d) && d.d_tag == DT_NEEDED)
-          if (const char* name = elf_strptr(f.elf, sh.sh_link, d.d_un.d_val)) out.needed_.emplace_back(name);
+          if (const char* name = elf_strptr(elf, sh.sh_link, d.d_un.d_val)) out.needed_.emplace_back(name);
       }
       continue;
     }
@@ -118,7 +87,7 @@ ElfSymbols ElfSymbols::load(const std::string& path) {
       if (!gelf_getsym(data, static_cast<int>(i), &sym)) continue;
       const int type = GELF_ST_TYPE(sym.st_info);
       if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_value == 0) continue;
-      const char* name = elf_strptr(f.elf, sh.sh_link, sym.st_name);
+      const char* name = elf_strptr(elf, sh.sh_link, sym.st_name);
       if (!name || !*name) continue;
       out.symbols_.push_back({name, sym.st_value, sym.st_size});
     }

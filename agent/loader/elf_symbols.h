@@ -34,8 +34,6 @@ class ElfSymbols {
   // Whether the file is position independent (ET_DYN): load bias applies.
   bool is_pie() const { return is_dyn_; }
   const std::string& path() const { return path_; }
-  // The GNU build id (.note.gnu.build-id) as lowercase hex; empty when the file has none.
-  const std::string& build_id() const { return build_id_; }
   // DT_NEEDED entries (shared libraries the file links against).
   const std::vector<std::string>& needed() const { return needed_; }
   size_t size() const { return symbols_.size(); }
@@ -51,7 +49,6 @@ class ElfSymbols {
   std::vector<ElfSymbol> symbols_;  // sorted by vaddr
   std::vector<Segment> exec_segments_;
   std::vector<std::string> needed_;
-  std::string build_id_;
 };
 
 // A file's GNU build id as lowercase hex, reading only its notes; empty when it has none or

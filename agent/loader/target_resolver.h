@@ -22,9 +22,14 @@ struct UprobeTarget {
   // every site and its semaphore from the file's notes).
   bool usdt = false;
   const std::string& name() const { return shown.empty() ? binary : shown; }
-  // The probe's name: "/usr/bin/x:fn", or "usdt:/usr/bin/python3.11:python:line".
-  std::string probe_name() const { return (usdt ? "usdt:" : "") + name() + ":" + symbol; }
+  std::string probe_name() const;
 };
+
+// A uprobe's or USDT probe's name: "/usr/bin/x:fn", or "usdt:/usr/bin/python3.11:python:line".
+inline std::string file_probe_name(const std::string& file, const std::string& symbol, bool usdt) {
+  return (usdt ? "usdt:" : "") + file + ":" + symbol;
+}
+inline std::string UprobeTarget::probe_name() const { return file_probe_name(name(), symbol, usdt); }
 
 // Splits "BINARY:SYMBOL" at the last ':' that is not part of "::" (C++ names).
 // Throws a usage error for malformed specs.

@@ -1,14 +1,10 @@
 #include "loader/usdt_notes.h"
 
-#include <fcntl.h>
-#include <gelf.h>
-#include <libelf.h>
-#include <unistd.h>
-
 #include <cstring>
 #include <sstream>
 
 #include "common/error.h"
+#include "loader/elf_file.h"
 
 namespace mcp::loader {
 namespace {
@@ -47,54 +43,28 @@ size_t UsdtProbe::nargs() const {
 }
 
 std::vector<UsdtProbe> read_usdt_probes(const std::string& path) {
-  if (elf_version(EV_CURRENT) == EV_NONE) throw runtime_error("libelf initialisation failed");
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw runtime_error("cannot open " + path + ": " + std::strerror(errno));
-  Elf* elf = elf_begin(fd, ELF_C_READ, nullptr);
-  struct Closer {
-    int fd;
-    Elf* elf;
-    ~Closer() {
-      if (elf) elf_end(elf);
-      close(fd);
-    }
-  } closer{fd, elf};
-  if (!elf || elf_kind(elf) != ELF_K_ELF) throw runtime_error(path + " is not an ELF file");
-  const size_t width = gelf_getclass(elf) == ELFCLASS32 ? 4 : 8;
+  const ElfFile file = ElfFile::open_or_throw(path);
+  const size_t width = gelf_getclass(file.get()) == ELFCLASS32 ? 4 : 8;
   size_t shstrndx = 0;
-  if (elf_getshdrstrndx(elf, &shstrndx) != 0) throw runtime_error(path + ": bad ELF section headers");
-
+  if (elf_getshdrstrndx(file.get(), &shstrndx) != 0) throw runtime_error(path + ": bad ELF section headers");
   std::vector<UsdtProbe> out;
-  Elf_Scn* scn = nullptr;
-  while ((scn = elf_nextscn(elf, scn)) != nullptr) {
-    GElf_Shdr sh;
-    if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE) continue;
-    const char* name = elf_strptr(elf, shstrndx, sh.sh_name);
-    if (!name || std::strcmp(name, ".note.stapsdt") != 0) continue;
-    Elf_Data* data = elf_getdata(scn, nullptr);
-    if (!data || !data->d_buf) continue;
-    size_t offset = 0, name_off = 0, desc_off = 0;
-    GElf_Nhdr nh;
-    // gelf_getnote bounds every note by the section's data and returns 0 past the last.
-    while ((offset = gelf_getnote(data, offset, &nh, &name_off, &desc_off)) > 0) {
-      const char* base = static_cast<const char*>(data->d_buf);
-      if (nh.n_type != kNtStapsdt || nh.n_namesz != sizeof("stapsdt") ||
-          std::memcmp(base + name_off, "stapsdt", sizeof("stapsdt")) != 0)
-        continue;
-      const char* desc = base + desc_off;
-      const size_t size = nh.n_descsz;
-      if (size < 3 * width) continue;
-      UsdtProbe p;
-      p.address = take_address(desc, width);
-      p.semaphore = take_address(desc + 2 * width, width);
-      size_t pos = 3 * width;
-      if (!take_string(desc, size, pos, p.provider) || !take_string(desc, size, pos, p.name) || p.provider.empty() ||
-          p.name.empty())
-        continue;
-      if (!take_string(desc, size, pos, p.args)) p.args.clear();  // a probe without arguments may omit it
-      out.push_back(std::move(p));
-    }
-  }
+  file.for_each_note([&](const char* section, const GElf_Nhdr& nh, const char* name, const char* desc) {
+    if (std::strcmp(section, ".note.stapsdt") != 0 || nh.n_type != kNtStapsdt ||
+        nh.n_namesz != sizeof("stapsdt") || std::memcmp(name, "stapsdt", sizeof("stapsdt")) != 0)
+      return true;
+    const size_t size = nh.n_descsz;
+    if (size < 3 * width) return true;
+    UsdtProbe p;
+    p.address = take_address(desc, width);
+    p.semaphore = take_address(desc + 2 * width, width);
+    size_t pos = 3 * width;
+    if (!take_string(desc, size, pos, p.provider) || !take_string(desc, size, pos, p.name) || p.provider.empty() ||
+        p.name.empty())
+      return true;
+    if (!take_string(desc, size, pos, p.args)) p.args.clear();  // a probe without arguments may omit it
+    out.push_back(std::move(p));
+    return true;
+  });
   return out;
 }
 

@@ -56,7 +56,7 @@ std::string display_name(const config::ProbeSpec& spec) {
   switch (spec.kind) {
     case config::ProbeKind::kUprobe:
     case config::ProbeKind::kUsdt: {
-      const std::string name = (spec.kind == config::ProbeKind::kUsdt ? "usdt:" : "") + spec.target + ":" + spec.symbol;
+      const std::string name = loader::file_probe_name(spec.target, spec.symbol, spec.kind == config::ProbeKind::kUsdt);
       if (spec.container)
         return name + " in " + (spec.container->any() ? "containers" : spec.container->describe());
       return name;
