@@ -8,12 +8,14 @@
 #include "cli/trace_command.h"
 #include "common/command.h"
 #include "common/error.h"
+#include "common/fd_limit.h"
 #include "config/check_config.h"
 #include "daemon/run_command.h"
 #include "subscribe/policy_command.h"
 #include "subscribe/subscribe_command.h"
 
 int main(int argc, char** argv) {
+  mcp::raise_fd_limit();
   // stdout carries events; every log line goes to stderr.
   spdlog::set_default_logger(spdlog::stderr_color_mt("mcp-agent"));
   CLI::App app{"mcp-agent: sampled eBPF tracing of user functions, syscalls and CUDA launches"};

@@ -15,11 +15,13 @@
 #define MCP_STATIC_ASSERT(c, m) _Static_assert(c, m)
 #endif
 
-#define MCP_MAX_PROBES 512      /* probe ids are 1..MCP_MAX_PROBES-1; 0 is "none" */
+/* probe ids are 1..MCP_MAX_PROBES-1; 0 is "none". The maps indexed by probe id are sized
+ * at load (SessionOptions::probe_slots), at most this. */
+#define MCP_MAX_PROBES 8448
 /* A configuration holds at most this many uprobes and syscalls: a reload stages its new
  * probes beside the running ones before detaching those, so replacing every probe of the
  * largest configuration needs twice this, and the rest is left to CUDA and `trace` flags. */
-#define MCP_MAX_CONFIGURED_PROBES 240
+#define MCP_MAX_CONFIGURED_PROBES 4096
 #define MCP_MAX_ARGS 6          /* integer argument registers captured (SysV ABI) */
 #define MCP_TENANT_BUCKETS 64   /* cgroup ids hashed (FNV-1a 64) into this many quota buckets */
 #define MCP_MAX_SCOPE_CGROUPS 8192 /* scope_cgroups entries: tenant and probe-scope cgroups */

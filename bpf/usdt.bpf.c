@@ -7,8 +7,10 @@
  * the USDT cookie. A hit is sampled like a uprobe's entry (scope, probability or trace id,
  * quota); only a kept one reads the string arguments and emits a record.
  */
-/* One spec per (argument specs, cookie): every USDT probe takes at least one. */
-#define BPF_USDT_MAX_SPEC_CNT (2 * MCP_MAX_PROBES)
+/* One spec per (argument specs, cookie): every USDT probe takes at least one. Preallocated
+ * (about 200 bytes each, and four IP entries each), so USDT probes are bounded apart from
+ * the 4,096 uprobes: an agent holds about 1,000 USDT probes (fewer where sites differ). */
+#define BPF_USDT_MAX_SPEC_CNT 1024
 #include "sample.bpf.h"
 #include <bpf/usdt.bpf.h>
 

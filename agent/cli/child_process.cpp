@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "common/fd_limit.h"
 
 namespace mcp::cli {
 
@@ -27,6 +28,7 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv) : name_(argv.at
     close(err[0]);
     prctl(PR_SET_PDEATHSIG, SIGTERM);  // never outlive the agent
     signal(SIGPIPE, SIG_DFL);
+    restore_fd_limit();
     char c;
     if (read(go[0], &c, 1) != 1) _exit(127);
     execvp(args[0], args.data());

@@ -84,6 +84,7 @@ std::vector<config::ProbeSpec> flag_specs(const TraceOptions& o, bool child) {
     p.symbol = std::move(symbol);
     p.latency = o.latency && kind != config::ProbeKind::kUsdt;  // a USDT probe has no return
     if (kind == config::ProbeKind::kUsdt) p.string_args = o.string_args;
+    if (kind == config::ProbeKind::kUprobe && o.args) p.args = static_cast<uint8_t>(*o.args);
     p.stack = o.stack;
     if (o.target_qps > 0) p.sampling.target_qps = o.target_qps;
     else p.sampling.rate = o.sample_rate;
@@ -126,6 +127,9 @@ std::vector<config::ProbeSpec> flag_specs(const TraceOptions& o, bool child) {
   }
   for (const auto& flag : o.usdts) add_file_probe(config::ProbeKind::kUsdt, loader::resolve_usdt(flag, in));
   for (const auto& name : o.syscalls) add(config::ProbeKind::kSyscall, name, "");
+  if (specs.size() > MCP_MAX_CONFIGURED_PROBES)
+    throw usage_error("the flags name " + std::to_string(specs.size()) + " probes; an agent holds at most " +
+                      std::to_string(MCP_MAX_CONFIGURED_PROBES));
   return specs;
 }
 
@@ -238,18 +242,23 @@ int run_trace(TraceOptions& o) {
   if (!o.command.empty()) child = std::make_unique<ChildProcess>(o.command);
   const pid_t target = child ? child->pid() : o.pid;
 
-  runtime::Runtime rt(spec_of(o, target));
-  auto& session = rt.session();
-
   // The flags' probes, --config's and --cuda's, attached (and labelled, tuned, followed) as
   // `run` attaches them.
   config::Config probes = o.config ? *o.config : config::Config{};
   for (auto& p : flag_specs(o, child != nullptr)) probes.probes.push_back(std::move(p));
-  if (o.cuda) {
+  if (o.cuda)
     for (auto& p : cuda_specs(o)) probes.probes.push_back(std::move(p));
-    // Its kernels' host functions: named even when it exits before its events are read.
+
+  auto spec = spec_of(o, target);
+  // The flags' probes never change: probe slots for them, twice over (a replaced file), and
+  // for what CUDA discovery finds; a --config file may grow on reload.
+  if (!o.config)
+    spec.session.probe_slots =
+        static_cast<uint32_t>(std::min<size_t>(MCP_MAX_PROBES, 512 + 2 * probes.probes.size()));
+  runtime::Runtime rt(std::move(spec));
+  auto& session = rt.session();
+  if (o.cuda)  // its kernels' host functions: named even when it exits before its events are read
     if (const auto exe = executable_of(o); !exe.empty()) rt.symbolizer().add_file(exe);
-  }
   rt.probes().apply(reload::diff(config::Config{}, probes));
   if (o.config) rt.probes().apply_services(*o.config);
   for (const auto& [digits, rate] : o.trace_id_prefixes)

@@ -27,6 +27,9 @@ void add_trace_options(CLI::App& sub, TraceOptions& o) {
   sub.add_option("--syscall,-s", o.syscalls, "Trace a syscall by name, e.g. getppid");
   sub.add_option("--usdt", o.usdts,
                  "Trace a USDT (static) probe: BINARY:PROVIDER:NAME, e.g. /usr/bin/python3:python:line");
+  sub.add_option("--args", o.args,
+                 "The --uprobe functions take N arguments (0-6): events carry N, the table shows them "
+                 "(default: all six registers, which the table leaves out)");
   sub.add_option("--string-arg", o.string_arg_list,
                  "Read USDT argument N (0-5) as a string, shown as attribute argN (repeatable, at most 3)");
   sub.add_option("--stack", o.stack_text,
@@ -207,6 +210,10 @@ void validate(TraceOptions& o) {
     if (o.usdts.empty()) throw usage_error("--string-arg applies to --usdt probes");
     if (const auto why = config::add_string_arg(o.string_args, i); !why.empty())
       throw usage_error("--string-arg " + std::to_string(i) + ": " + why);
+  }
+  if (o.args) {
+    if (o.uprobes.empty()) throw usage_error("--args applies to --uprobe probes (a syscall's and a USDT probe's are known)");
+    if (*o.args < 0 || *o.args > MCP_MAX_ARGS) throw usage_error("--args must be 0..6, got " + std::to_string(*o.args));
   }
   o.stack = 0;
   if (!o.stack_text.empty()) {

@@ -45,6 +45,7 @@ struct TraceOptions {
   std::vector<std::string> uprobes;   // BINARY:SYMBOL
   std::vector<std::string> syscalls;  // names without sys_enter_
   std::vector<std::string> usdts;     // BINARY:PROVIDER:NAME
+  std::optional<int> args;            // --args: the --uprobe functions' argument count
   std::vector<int> string_arg_list;   // --string-arg: USDT arguments read as strings
   uint8_t string_args = 0;            // ... as a mask (validate())
   std::string list_usdt;              // --list-usdt BINARY: print its USDT probes and exit

@@ -86,6 +86,10 @@ struct ProbeSpec {
   std::string symbol;          // uprobe: the function; usdt: "PROVIDER:NAME"
   uint8_t string_args = 0;     // usdt: bit N reads argument N as a string
   uint8_t stack = 0;           // uprobe, usdt, syscall: MCP_STACK_* (user 1, kernel 2) kept events carry
+  // uprobe: the arguments the function takes (0..6), carried in every format. Unset: all six
+  // registers, which the table leaves out (a syscall's count comes from the kernel, a USDT
+  // probe's from its note).
+  std::optional<uint8_t> args;
   Selector selector;
   std::optional<ContainerScope> container;  // uprobe by binary only: a path inside these containers
   std::string service;
@@ -101,13 +105,13 @@ struct ProbeSpec {
   // Fields that need a re-attach when they change (everything but sampling and metadata).
   bool same_attachment(const ProbeSpec& o) const {
     return key() == o.key() && trace_id == o.trace_id && latency == o.latency && string_args == o.string_args &&
-           stack == o.stack;
+           stack == o.stack && args == o.args;
   }
   bool operator==(const ProbeSpec& o) const {
     return kind == o.kind && target == o.target && target_is_library == o.target_is_library &&
            symbol == o.symbol && selector == o.selector && container == o.container && service == o.service && tags == o.tags &&
            trace_id == o.trace_id && latency == o.latency && string_args == o.string_args && stack == o.stack &&
-           sampling == o.sampling;
+           args == o.args && sampling == o.sampling;
   }
 };
 

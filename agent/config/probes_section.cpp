@@ -188,8 +188,8 @@ void read_string_args(Ctx& ctx, const YAML::Node& n, uint8_t& mask) {
 
 void read_uprobe(Ctx& ctx, const YAML::Node& n, std::vector<ProbeSpec>& out) {
   MapReader m(ctx, n, "probe",
-              {"binary", "library", "symbol", "usdt", "string_args", "stack", "selector", "container", "service",
-               "tags", "trace_id", "latency", "sampling"});
+              {"binary", "library", "symbol", "usdt", "args", "string_args", "stack", "selector", "container",
+               "service", "tags", "trace_id", "latency", "sampling"});
   if (!m.valid()) return;
   ProbeSpec p;
   p.kind = ProbeKind::kUprobe;
@@ -217,6 +217,14 @@ void read_uprobe(Ctx& ctx, const YAML::Node& n, std::vector<ProbeSpec>& out) {
       loader::split_usdt_name(*s);
     } catch (const std::exception& e) {
       ctx.error(m.get("usdt"), e.what());
+    }
+  }
+  if (m.has("args")) {
+    if (p.kind == ProbeKind::kUsdt) {
+      ctx.error(m.key_node("args"), "args is for 'symbol' probes: a USDT probe's note declares its arguments");
+    } else if (const auto n = read_integer(ctx, m.get("args"), "args")) {
+      if (*n < 0 || *n > MCP_MAX_ARGS) ctx.error(m.get("args"), "args must be 0..6 (the function's argument count)");
+      else p.args = static_cast<uint8_t>(*n);
     }
   }
   if (m.has("string_args")) {

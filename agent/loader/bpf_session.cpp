@@ -115,19 +115,31 @@ struct UprobeMultiLinkAttr {
 };
 static_assert(sizeof(UprobeMultiLinkAttr) == 64, "link_create.uprobe_multi layout");
 
-// One uprobe_multi link of one offset: a uprobe session (`attach_type` kBpfTraceUprobeSession:
-// the program runs at entry and, when the entry returns 0, at return) or entry-only multi.
-int attach_uprobe_link(bpf_program* prog, uint32_t attach_type, const std::string& path, uint64_t offset,
-                       uint64_t cookie, pid_t pid) {
+// One uprobe_multi link of one or more offsets of `path`, each with its cookie: a uprobe
+// session (`attach_type` kBpfTraceUprobeSession: the program runs at entry and, when the entry
+// returns 0, at return) or entry-only multi.
+int attach_uprobe_link(bpf_program* prog, uint32_t attach_type, const std::string& path,
+                       const std::vector<uint64_t>& offsets, const std::vector<uint64_t>& cookies, pid_t pid) {
   UprobeMultiLinkAttr attr{};
   attr.prog_fd = static_cast<uint32_t>(bpf_program__fd(prog));
   attr.attach_type = attach_type;
   attr.path = reinterpret_cast<uint64_t>(path.c_str());
-  attr.offsets = reinterpret_cast<uint64_t>(&offset);
-  attr.cookies = reinterpret_cast<uint64_t>(&cookie);
-  attr.cnt = 1;
+  attr.offsets = reinterpret_cast<uint64_t>(offsets.data());
+  attr.cookies = reinterpret_cast<uint64_t>(cookies.data());
+  attr.cnt = static_cast<uint32_t>(offsets.size());
   attr.pid = pid > 0 ? static_cast<uint32_t>(pid) : 0;
   return static_cast<int>(syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr)));
+}
+
+// A uprobe's or USDT probe's description: a uprobe's argument count as declared, else all six
+// registers, undeclared (a USDT record carries its note's count).
+ProbeInfo file_probe_info(uint32_t id, std::string name, const std::string& symbol, bool latency,
+                          const ProbeConfig& config, bool usdt) {
+  ProbeInfo info{id, std::move(name), ProbeFamily::kUprobe, latency};
+  info.symbol = symbol;
+  if (!usdt && config.args >= 0) info.nargs = static_cast<uint8_t>(std::min<int>(config.args, MCP_MAX_ARGS));
+  else info.args_declared = usdt;
+  return info;
 }
 
 // Whether the kernel knows BPF_TRACE_UPROBE_SESSION: its BTF names the enum value.
@@ -185,6 +197,9 @@ std::unique_ptr<BpfSession> BpfSession::open(const SessionOptions& options) {
   s->windows_enabled_ = options.sampling_windows && !(windows_env && std::string(windows_env) == "off");
   s->window_seed_ = std::random_device{}();
   bpf_map__set_max_entries(s->skel_->maps.events, static_cast<uint32_t>(s->ringbuf_bytes_));
+  s->probe_slots_ = std::clamp<uint32_t>(options.probe_slots, 2, MCP_MAX_PROBES);
+  bpf_map__set_max_entries(s->skel_->maps.counters, s->probe_slots_);
+  bpf_map__set_max_entries(s->skel_->maps.probe_configs, s->probe_slots_);
   // Session programs load only where the kernel can attach them; libbpf 1.1 has no
   // section name for them, so the attach type is set by hand.
   s->uprobe_sessions_ = kernel_has_uprobe_sessions();
@@ -241,13 +256,17 @@ uint32_t BpfSession::allocate_id() {
   // A removed probe's records may still sit in the ring: its id waits until the
   // consumer has read past the producer position of its detach.
   const uint64_t consumed = consumer_pos_ ? *consumer_pos_ : UINT64_MAX;
-  for (uint32_t id = 1; id < MCP_MAX_PROBES; id++) {
+  for (uint32_t id = 1; id < probe_slots_; id++) {
     if (probes_.count(id)) continue;
+    if (auto g = grouped_.find(id); g != grouped_.end()) {
+      if (!g->second.expired()) continue;
+      grouped_.erase(g);
+    }
     auto q = quarantine_.find(id);
     if (q != quarantine_.end() && consumed < q->second) continue;
     return id;
   }
-  throw runtime_error("too many probes (at most " + std::to_string(MCP_MAX_PROBES - 1) + ")");
+  throw runtime_error("too many probes (at most " + std::to_string(probe_slots_ - 1) + ")");
 }
 
 uint32_t BpfSession::reserve_id(const ProbeConfig& config) {
@@ -272,7 +291,10 @@ void BpfSession::Link::destroy() {
   if (fd >= 0) close(fd);
   link = nullptr;
   fd = -1;
+  shared.reset();
 }
+
+BpfSession::SharedLink::~SharedLink() { close(fd); }
 
 uint32_t BpfSession::register_probe(ProbeInfo info, std::vector<Link> links, const Programs& progs, pid_t pid,
                                     const UprobeTarget& target) {
@@ -303,7 +325,7 @@ std::vector<BpfSession::Link> BpfSession::attach_uprobes(uint32_t id, const Upro
   }
   if (progs.session) {
     const int fd = attach_uprobe_link(progs.session, progs.multi ? kBpfTraceUprobeMulti : kBpfTraceUprobeSession,
-                                      target.binary, target.offset, id, pid);
+                                      target.binary, {target.offset}, {id}, pid);
     if (fd < 0)
       throw runtime_error("cannot attach uprobe session to " + target.name() + ":" + target.symbol + ": " +
                           errno_text(errno));
@@ -342,19 +364,69 @@ uint32_t BpfSession::add_uprobe(const UprobeTarget& target, bool latency, pid_t 
   if (!target.usdt && config.windowed && windows_enabled_ && uprobe_sessions_ && !latency)
     progs = {nullptr, nullptr, skel_->progs.mcp_uprobe_multi, true};
   auto links = attach_uprobes(id, target, pid, progs);
-  ProbeInfo info{id, target.probe_name(), ProbeFamily::kUprobe, latency};
-  info.symbol = target.symbol;
-  register_probe(std::move(info), std::move(links), progs, pid, target);
+  register_probe(file_probe_info(id, target.probe_name(), target.symbol, latency, config, target.usdt),
+                 std::move(links), progs, pid, target);
   if (config.windowed) enable_windows(id, config.threshold);
   return id;
+}
+
+bool BpfSession::can_group(const ProbeConfig& config) const {
+  return uprobe_sessions_ &&
+         !(config.windowed && windows_enabled_ && threshold_to_probability(config.threshold) < kWindowMaxRate);
+}
+
+std::vector<uint32_t> BpfSession::add_uprobe_group(const std::vector<UprobeTarget>& targets, bool latency, pid_t pid,
+                                                   const std::vector<ProbeConfig>& configs) {
+  if (targets.empty() || targets.size() != configs.size() || !uprobe_sessions_)
+    throw runtime_error("uprobe group: nothing to attach, or no uprobe_multi links in this kernel");
+  const Programs progs = latency ? Programs{nullptr, nullptr, skel_->progs.mcp_uprobe_session, false}
+                                 : Programs{nullptr, nullptr, skel_->progs.mcp_uprobe_multi, true};
+  std::vector<uint32_t> ids;
+  const auto undo = [&] {
+    for (uint32_t id : ids) remove_probe(id);
+  };
+  std::vector<uint64_t> offsets, cookies;
+  try {
+    for (size_t i = 0; i < targets.size(); i++) {
+      if (targets[i].usdt || targets[i].binary != targets[0].binary)
+        throw runtime_error("uprobe group: " + targets[i].probe_name() + " is not a function of " +
+                            targets[0].binary);
+      // Registered one by one: an id is taken once its probe exists.
+      const uint32_t id = reserve_id(configs[i]);
+      ids.push_back(register_probe(file_probe_info(id, targets[i].probe_name(), targets[i].symbol, latency,
+                                                   configs[i], false),
+                                   {}, progs, pid));
+      offsets.push_back(targets[i].offset);
+      cookies.push_back(id);
+    }
+  } catch (...) {
+    undo();
+    throw;
+  }
+  const int fd = attach_uprobe_link(progs.session, progs.multi ? kBpfTraceUprobeMulti : kBpfTraceUprobeSession,
+                                    targets[0].binary, offsets, cookies, pid);
+  if (fd < 0) {
+    const int err = errno;
+    undo();
+    throw runtime_error("cannot attach " + std::to_string(targets.size()) + " uprobes to " + targets[0].name() +
+                        " (one uprobe_multi link): " + errno_text(err));
+  }
+  const auto shared = std::make_shared<const SharedLink>(fd);
+  std::unique_lock lock(mu_);
+  for (size_t i = 0; i < ids.size(); i++) {
+    Link link;
+    link.shared = shared;
+    probes_.at(ids[i])->targets.push_back({next_target_key_++, {std::move(link)}, targets[i]});
+    grouped_[ids[i]] = shared;
+  }
+  return ids;
 }
 
 uint32_t BpfSession::add_uprobe_without_file(const std::string& shown, const std::string& symbol, bool latency,
                                              const ProbeConfig& config, bool usdt) {
   const uint32_t id = reserve_id(config);
-  ProbeInfo info{id, file_probe_name(shown, symbol, usdt), ProbeFamily::kUprobe, latency && !usdt};
-  info.symbol = symbol;
-  return register_probe(std::move(info), {}, usdt ? usdt_programs() : uprobe_programs(latency));
+  return register_probe(file_probe_info(id, file_probe_name(shown, symbol, usdt), symbol, latency && !usdt, config, usdt),
+                        {}, usdt ? usdt_programs() : uprobe_programs(latency));
 }
 
 uint32_t BpfSession::add_cuda_probe(const UprobeTarget& target, pid_t pid, const ProbeConfig& config, bool internal) {
@@ -424,6 +496,16 @@ void BpfSession::remove_probe(uint32_t id) {
     if (it == probes_.end()) return;
     p = std::move(it->second);
     probes_.erase(it);
+  }
+  // A group member: the link fires for its id until the last member goes, so keep nothing.
+  bool grouped;
+  {
+    std::shared_lock lock(mu_);
+    grouped = grouped_.count(id) > 0;
+  }
+  if (grouped) {
+    const mcp_probe_config none{};  // threshold 0, no trace-id argument: nothing kept
+    bpf_map_update_elem(bpf_map__fd(skel_->maps.probe_configs), &id, &none, BPF_ANY);
   }
   {
     std::unique_lock lock(mu_);
@@ -824,14 +906,22 @@ ProbeCounters BpfSession::counters(uint32_t id) const {
 
 std::vector<ProbeCounters> BpfSession::all_counters() const {
   std::vector<ProbeCounters> out(MCP_MAX_PROBES);
-  std::vector<uint32_t> keys(MCP_MAX_PROBES);
-  std::vector<mcp_counters> values(static_cast<size_t>(MCP_MAX_PROBES) * ncpus_);
-  uint32_t count = MCP_MAX_PROBES, out_batch = 0;
+  // Ids are taken lowest first: reading up to the highest one in use (or quarantined) copies
+  // what a few probes use, not the whole per-CPU array, each tick.
+  uint32_t used = 1;
+  {
+    std::shared_lock lock(mu_);
+    if (!probes_.empty()) used = std::max(used, probes_.rbegin()->first + 1);
+    if (!quarantine_.empty()) used = std::max(used, quarantine_.rbegin()->first + 1);
+  }
+  std::vector<uint32_t> keys(used);
+  std::vector<mcp_counters> values(static_cast<size_t>(used) * ncpus_);
+  uint32_t count = used, out_batch = 0;
   LIBBPF_OPTS(bpf_map_batch_opts, opts);
   const int err = bpf_map_lookup_batch(bpf_map__fd(skel_->maps.counters), nullptr, &out_batch, keys.data(),
                                        values.data(), &count, &opts);
   if (err && errno != ENOENT) {
-    for (uint32_t id = 0; id < MCP_MAX_PROBES; id++) out[id] = counters(id);  // no batch ops: one by one
+    for (uint32_t id = 0; id < used; id++) out[id] = counters(id);  // no batch ops: one by one
     return out;
   }
   for (uint32_t i = 0; i < count; i++) {
@@ -901,10 +991,11 @@ std::string_view BpfSession::probe_name(uint32_t id) const {
   return "unknown";
 }
 
-uint8_t BpfSession::probe_nargs(uint32_t id) const {
+std::pair<uint8_t, bool> BpfSession::probe_nargs(uint32_t id) const {
   std::shared_lock lock(mu_);
   auto it = probes_.find(id);
-  return it == probes_.end() ? MCP_MAX_ARGS : it->second->info.nargs;
+  if (it == probes_.end()) return {MCP_MAX_ARGS, true};
+  return {it->second->info.nargs, it->second->info.args_declared};
 }
 
 std::vector<ProbeInfo> BpfSession::probes() const {

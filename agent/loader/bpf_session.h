@@ -49,6 +49,10 @@ struct SessionOptions {
   // Probes configured windowed are sampled in time windows (loader/sampling_windows.h);
   // false, or MCP_SAMPLING_WINDOWS=off in the environment: every call is sampled.
   bool sampling_windows = true;
+  // Probe ids 1..probe_slots-1 (at most MCP_MAX_PROBES). The per-CPU counter array is sized to
+  // it: 40 bytes a slot on each CPU (330 KiB a CPU at the most), so a front end that knows how
+  // many probes it will ever hold asks for fewer.
+  uint32_t probe_slots = MCP_MAX_PROBES;
 };
 
 struct ProbeConfig {
@@ -64,6 +68,7 @@ struct ProbeConfig {
   uint8_t name_arg = 0;       // 1-based: copy this argument's string at return (mcp_probe_config)
   uint8_t string_args = 0;    // USDT: bit N reads argument N as a string (mcp_probe_config)
   uint8_t stack = 0;          // MCP_STACK_*: the stacks a kept event carries (not CUDA probes)
+  int8_t args = -1;           // uprobe: the declared argument count (ProbeInfo::nargs); -1: none
   // Only tasks in or below the cgroups scope_cgroups holds for this probe id (written by
   // the control loop's scope table, runtime/scope_table.h); false: any task.
   bool scoped = false;
@@ -89,6 +94,17 @@ class BpfSession : public KernelMaps {
   // target (UprobeTarget::usdt) attaches the USDT program at each of its sites (no latency:
   // a USDT probe has no return); it is a kUprobe-family probe in every other respect.
   uint32_t add_uprobe(const UprobeTarget& target, bool latency, pid_t pid, const ProbeConfig& config);
+  // Uprobes on functions of one file (a wildcard's matches, a configuration's probes of one
+  // binary), one probe id each (own counters, configuration and name) attached by one
+  // uprobe_multi link: one syscall and one descriptor however many functions. Only where
+  // can_group() says so. Members are sampled per call at every rate, a later lower one
+  // included: windows detach and attach a probe's own links. A member removed before the
+  // others keeps nothing from then on; the link closes with the last member, and until then
+  // the removed member's id is not reused. All or nothing.
+  std::vector<uint32_t> add_uprobe_group(const std::vector<UprobeTarget>& targets, bool latency, pid_t pid,
+                                         const std::vector<ProbeConfig>& configs);
+  // The kernel has uprobe_multi links, and the probe would not start in sampling windows.
+  bool can_group(const ProbeConfig& config) const;
   // Without latency one program runs, at exit; with latency an entry program too.
   uint32_t add_syscall(const std::string& name, const ProbeConfig& config, bool latency = true);
   // CUDA API probe: entry and return programs on target, config.cuda_api set.
@@ -208,7 +224,8 @@ class BpfSession : public KernelMaps {
   std::optional<ProbeInfo> probe(uint32_t id) const;
   // Stable for the life of the probe: events keep a string_view to it.
   std::string_view probe_name(uint32_t id) const;
-  uint8_t probe_nargs(uint32_t id) const;
+  // Its argument count, and whether it was declared (ProbeInfo).
+  std::pair<uint8_t, bool> probe_nargs(uint32_t id) const;
   std::vector<ProbeInfo> probes() const override;
 
   int ringbuf_fd() const;
@@ -218,10 +235,20 @@ class BpfSession : public KernelMaps {
   struct mcp_bpf* skeleton() { return skel_; }
 
  private:
-  // A libbpf link, or the fd of a uprobe-session link (libbpf 1.1 cannot make those).
+  // A uprobe_multi link several probes share (add_uprobe_group): closed with the last.
+  struct SharedLink {
+    int fd;
+    explicit SharedLink(int f) : fd(f) {}
+    ~SharedLink();
+    SharedLink(const SharedLink&) = delete;
+    SharedLink& operator=(const SharedLink&) = delete;
+  };
+  // A libbpf link, the fd of a uprobe-session link (libbpf 1.1 cannot make those), or a
+  // probe's share of a group's link.
   struct Link {
     bpf_link* link = nullptr;
     int fd = -1;
+    std::shared_ptr<const SharedLink> shared;
     void destroy();
   };
   // The programs of a probe: an entry (and return), or one session program.
@@ -307,12 +334,15 @@ class BpfSession : public KernelMaps {
   const volatile uint64_t* consumer_pos_ = nullptr;  // mmapped ring positions
   const volatile uint64_t* producer_pos_ = nullptr;
   int ncpus_ = 1;
+  uint32_t probe_slots_ = MCP_MAX_PROBES;
   bool uprobe_sessions_ = false;
   mutable std::shared_mutex mu_;
   std::map<uint32_t, std::unique_ptr<Probe>> probes_;
   // Removed probes: id -> ring producer position at detach; reusable once consumed past it.
   std::map<uint32_t, uint64_t> quarantine_;
   std::map<uint32_t, std::string> retired_names_;
+  // Ids in a group link: not reused while the link lives (its cookies still name them).
+  std::map<uint32_t, std::weak_ptr<const SharedLink>> grouped_;
   std::array<uint64_t, MCP_MAX_PROBES> swept_orphans_{};  // counted by sweep_pending
   std::array<bool, MCP_MAX_PROBES> trace_id_probes_{};   // configured with a trace-id argument
   bool decides_on_trace_id(const ProbeInfo& info) const;  // ProbeInfo::trace_id; under mu_

@@ -26,6 +26,7 @@ struct ProbeInfo {
   ProbeFamily family = ProbeFamily::kUprobe;
   bool latency = false;  // uprobe with uretprobe
   uint8_t nargs = 6;     // meaningful arguments (a syscall's arity)
+  bool args_declared = true;  // false: a uprobe whose count nobody declared (nargs 6: every register)
   bool internal = false; // bookkeeping probe: no rate control, not in summaries
   std::string symbol;    // uprobe and CUDA probes: the function name
   bool trace_id = false; // decides on a trace-id argument (its configuration's trace_id_arg)

@@ -187,15 +187,21 @@ std::optional<FileId> file_id(const std::string& path) {
                     static_cast<uint64_t>(st.st_mtim.tv_nsec)};
 }
 
+std::vector<std::optional<UprobeTarget>> uprobe_targets_in(const std::string& file,
+                                                           const std::vector<std::string>& symbols) {
+  const auto elf = ElfSymbols::load(file);
+  std::vector<std::optional<UprobeTarget>> out;
+  for (const auto& symbol : symbols) {
+    const auto offset = elf.file_offset_of(symbol);
+    out.push_back(offset ? std::optional(UprobeTarget{file, symbol, *offset}) : std::nullopt);
+  }
+  return out;
+}
+
 UprobeTarget uprobe_target_in(const std::string& file, const std::string& symbol) {
-  UprobeTarget t;
-  t.binary = file;
-  t.symbol = symbol;
-  const auto symbols = ElfSymbols::load(t.binary);
-  auto offset = symbols.file_offset_of(symbol);
-  if (!offset) throw runtime_error("symbol " + symbol + " not found in " + t.binary);
-  t.offset = *offset;
-  return t;
+  auto t = std::move(uprobe_targets_in(file, {symbol}).front());
+  if (!t) throw runtime_error("symbol " + symbol + " not found in " + file);
+  return *t;
 }
 
 std::pair<std::string, std::string> split_usdt_spec(const std::string& spec) {

@@ -62,6 +62,9 @@ std::optional<FileId> file_id(const std::string& path);
 // Checks that `file` can be a uprobe target: an ELF file holding `symbol`. Throws
 // mcp::Error (runtime) "FILE is not an ELF file: ..." or "symbol S not found in FILE".
 UprobeTarget uprobe_target_in(const std::string& file, const std::string& symbol);
+// The same for many functions of one file, read once: nullopt where one is absent.
+std::vector<std::optional<UprobeTarget>> uprobe_targets_in(const std::string& file,
+                                                           const std::vector<std::string>& symbols);
 
 // `path` resolved within the root of `pid` ("/proc/PID/root/..." with no symlink left), or
 // realpath(path) when pid's root is the agent's own. Empty when it does not exist there.

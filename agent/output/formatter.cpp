@@ -463,7 +463,7 @@ class TableFormatter final : public Formatter {
     if (e.kind == EventKind::kCuda && !e.cuda.kernel.empty()) {
       fmt::format_to(it, "{} <<<({},{},{}),({},{},{})>>>", valid_utf8(e.cuda.kernel), e.cuda.grid[0], e.cuda.grid[1],
                      e.cuda.grid[2], e.cuda.block[0], e.cuda.block[1], e.cuda.block[2]);
-    } else {
+    } else if (e.args_declared) {
       for (unsigned i = 0; i < e.nargs; i++) {
         // A USDT string argument is shown as the string, escaped: the traced process chose its bytes.
         const std::string* s = e.kind == EventKind::kUsdt ? find_value(e.attributes, string_arg_attribute(i)) : nullptr;

@@ -269,8 +269,13 @@ bool decode_record(const void* data, size_t size, const ProbeNameLookup& names, 
   }
   const ProbeRef ref = names(h.probe_id);
   out.probe = ref.name;
-  if (h.kind == MCP_KIND_SYSCALL) out.nargs = std::min<uint8_t>(ref.nargs, MCP_MAX_ARGS);
-  else if (h.kind != MCP_KIND_USDT) out.nargs = MCP_MAX_ARGS;  // a USDT probe's own count, above
+  out.args_declared = true;
+  if (h.kind == MCP_KIND_SYSCALL || h.kind == MCP_KIND_UPROBE || h.kind == MCP_KIND_URETPROBE) {
+    out.nargs = std::min<uint8_t>(ref.nargs, MCP_MAX_ARGS);
+    out.args_declared = ref.args_declared;
+  } else if (h.kind != MCP_KIND_USDT) {
+    out.nargs = MCP_MAX_ARGS;  // a USDT probe's own count, above
+  }
   return true;
 }
 

@@ -16,6 +16,7 @@ namespace mcp::pipeline {
 struct ProbeRef {
   std::string_view name;
   uint8_t nargs = 6;
+  bool args_declared = true;  // false: a uprobe's six registers, its count unknown (Event)
 };
 using ProbeNameLookup = std::function<ProbeRef(uint32_t probe_id)>;
 

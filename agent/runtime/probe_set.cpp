@@ -131,6 +131,7 @@ loader::ProbeConfig ProbeSet::base_config(const config::ProbeSpec& spec) const {
   c.scoped = !spec.selector.empty() || spec.container.has_value();
   c.string_args = spec.string_args;
   c.stack = spec.stack;
+  c.args = spec.args ? static_cast<int8_t>(*spec.args) : -1;
   // A low fixed rate is sampled in time windows, unless every call is needed (a trace-id
   // decision, the rate controller's target; CUDA: timed launches, cuda_attach.h).
   c.windowed = spec.kind != config::ProbeKind::kSyscall && !spec.sampling.target_qps &&
@@ -183,6 +184,45 @@ bool ProbeSet::attach_cuda(Entry& e, const std::string& file, const mcp_file_key
   return true;
 }
 
+void ProbeSet::attach_groups(const std::vector<config::ProbeSpec>& added) {
+  std::map<std::pair<std::string, bool>, std::vector<const config::ProbeSpec*>> by_file;  // (file, latency)
+  std::set<std::string> keys;
+  for (const auto& spec : added)
+    if (spec.kind == config::ProbeKind::kUprobe && !spec.container && session_.can_group(base_config(spec)) &&
+        keys.insert(spec.key()).second)
+      if (const auto file = loader::find_binary(spec.target, 0)) by_file[{*file, spec.latency}].push_back(&spec);
+  for (const auto& [file_latency, specs] : by_file) {
+    if (specs.size() < 2) continue;
+    const auto& [file, latency] = file_latency;
+    std::vector<std::string> symbols;
+    for (const auto* spec : specs) symbols.push_back(spec->symbol);
+    std::vector<std::optional<loader::UprobeTarget>> found;
+    try {
+      found = loader::uprobe_targets_in(file, symbols);
+    } catch (const std::exception&) {
+      continue;  // not ELF: try_attach says so for each probe
+    }
+    std::vector<loader::UprobeTarget> targets;
+    std::vector<loader::ProbeConfig> configs;
+    std::vector<std::string> group_keys;
+    for (size_t i = 0; i < specs.size(); i++) {
+      if (!found[i]) continue;
+      found[i]->shown = loader::path_under_proc_root(file);
+      targets.push_back(std::move(*found[i]));
+      configs.push_back(base_config(*specs[i]));
+      group_keys.push_back(specs[i]->key());
+    }
+    if (targets.size() < 2) continue;
+    try {
+      const auto ids = session_.add_uprobe_group(targets, latency, uprobe_pid_, configs);
+      for (size_t i = 0; i < ids.size(); i++) grouped_ids_[group_keys[i]] = ids[i];
+      if (on_file_) on_file_(file);
+    } catch (const std::exception& ex) {
+      spdlog::debug("{} uprobes of {} attach one by one: {}", targets.size(), file, ex.what());
+    }
+  }
+}
+
 void ProbeSet::try_attach(Entry& e) {
   const config::ProbeSpec& spec = e.spec;
   const loader::ProbeConfig base = base_config(spec);
@@ -225,8 +265,15 @@ void ProbeSet::try_attach(Entry& e) {
   e.watch_path = is_path(spec.target) ? spec.target : *file;
   e.failed_file = loader::file_id(e.watch_path);
   if (spec.kind == config::ProbeKind::kUprobe || spec.kind == config::ProbeKind::kUsdt) {
-    add_handle(e, session_.add_uprobe(uprobe_target_shown(*file, spec, spec.symbol), spec.latency, uprobe_pid_, base),
-               meta, true);
+    if (auto g = grouped_ids_.find(spec.key()); g != grouped_ids_.end()) {
+      add_handle(e, g->second, meta, true);
+      grouped_ids_.erase(g);
+      e.grouped = true;
+    } else {
+      add_handle(e,
+                 session_.add_uprobe(uprobe_target_shown(*file, spec, spec.symbol), spec.latency, uprobe_pid_, base),
+                 meta, true);
+    }
     if (on_file_) on_file_(*file);
   } else {
     const auto key = cuda::kernel_file_key(*file);
@@ -368,7 +415,28 @@ void ProbeSet::apply(const reload::ConfigDiff& d) {
   // Stage: attach every new probe next to the running ones. A throw destroys `staged`,
   // whose handles detach what was attached here; entries_ is untouched.
   std::map<std::string, Entry> staged;
-  for (const auto& spec : d.added) staged.insert_or_assign(spec.key(), make_entry(spec));
+  // A grouped probe has no sampling windows of its own: one whose rate falls to where windows
+  // apply is attached again, alone (BpfSession::can_group).
+  std::vector<config::ProbeSpec> added = d.added;
+  std::set<std::string> alone;
+  for (const auto& u : d.sampling_changed)
+    if (auto it = entries_.find(u.after.key());
+        it != entries_.end() && it->second.grouped && !session_.can_group(base_config(u.after))) {
+      added.push_back(u.after);
+      alone.insert(u.after.key());
+    }
+  {
+    // Group ids no entry took (a staging failure) are detached here.
+    struct Leftovers {
+      ProbeSet& set;
+      ~Leftovers() {
+        for (const auto& [key, id] : set.grouped_ids_) set.session_.remove_probe(id);
+        set.grouped_ids_.clear();
+      }
+    } leftovers{*this};
+    attach_groups(added);
+    for (const auto& spec : added) staged.insert_or_assign(spec.key(), make_entry(spec));
+  }
   // Commit: nothing below attaches, so nothing below can fail half-way.
   for (const auto& spec : d.removed)
     if (!staged.count(spec.key())) entries_.erase(spec.key());
@@ -383,7 +451,7 @@ void ProbeSet::apply(const reload::ConfigDiff& d) {
   for (const auto* updates : {&d.sampling_changed, &d.metadata_changed}) {
     for (const auto& u : *updates) {
       auto it = entries_.find(u.after.key());
-      if (it == entries_.end()) continue;
+      if (it == entries_.end() || alone.count(u.after.key())) continue;
       Entry& e = it->second;
       e.spec = u.after;
       for (const auto& h : e.handles) {

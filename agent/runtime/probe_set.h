@@ -166,6 +166,7 @@ class ProbeSet final : public ProbeLabels {
     std::vector<loader::FileId> earlier;    // replaced files still attached
     std::optional<loader::FileId> failed_file;  // the file that failed (retry when it changes)
     std::vector<Handle> handles;            // every attached id (CUDA: one per API)
+    bool grouped = false;                   // attached by a group's link (attach_groups)
     std::vector<uint32_t> tuned;            // the ids under rate control
     uint64_t reattaches = 0;
     uint64_t cache_stamp = 0;               // library names: linker cache seen at the last try
@@ -201,6 +202,11 @@ class ProbeSet final : public ProbeLabels {
   void tune_id(const Entry& e, uint32_t id);
   // Attaches `e` if its file is there; throws when the file cannot be a target.
   void try_attach(Entry& e);
+  // apply(): the added uprobes that share a file (a wildcard's matches) attached by one link
+  // each file (BpfSession::add_uprobe_group) into grouped_ids_, whose ids try_attach takes.
+  // One that cannot be grouped (its file or symbol missing, windowed, an old kernel) is left to
+  // try_attach, which attaches it alone or says why not.
+  void attach_groups(const std::vector<config::ProbeSpec>& added);
   void follow(Entry& e, const loader::FileId& now);
   // One /proc scan for every container-aware probe (only `fresh` ones when given).
   void update_containers(const std::vector<Entry*>& fresh = {});
@@ -230,6 +236,7 @@ class ProbeSet final : public ProbeLabels {
   std::vector<ProbeStatus> status_;
   std::set<std::pair<uint64_t, uint64_t>> claimed_;  // CUDA files attached (CudaClaim)
   std::map<std::string, Entry> entries_;  // ProbeSpec::key() -> probe
+  std::map<std::string, uint32_t> grouped_ids_;  // attach_groups(): ProbeSpec::key() -> id
   std::array<std::atomic<std::shared_ptr<const ProbeMeta>>, MCP_MAX_PROBES> meta_{};
 };
 

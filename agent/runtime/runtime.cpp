@@ -242,7 +242,10 @@ void Runtime::start() {
   }
   consumer_ = std::make_unique<pipeline::RingConsumer>(
       session_->ringbuf_fd(),
-      [this](uint32_t id) { return pipeline::ProbeRef{session_->probe_name(id), session_->probe_nargs(id)}; },
+      [this](uint32_t id) {
+        const auto [nargs, declared] = session_->probe_nargs(id);
+        return pipeline::ProbeRef{session_->probe_name(id), nargs, declared};
+      },
       [this](Event& e) { on_event(e); });
   control_->start();
   // Container-aware probes follow containers from now on, through the pod watch started

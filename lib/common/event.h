@@ -98,6 +98,9 @@ struct Event {
   std::array<char, 16> comm{};
   uint8_t nargs = 0;
   std::array<uint64_t, 6> args{};
+  // False: a uprobe nobody declared the argument count of (ProbeSpec::args); nargs is 6, every
+  // register, which the table leaves out. Not carried on the wire.
+  bool args_declared = true;
   bool has_ret = false;
   int64_t ret = 0;
   bool has_duration = false;

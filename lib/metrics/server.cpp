@@ -1,5 +1,8 @@
 #include "metrics/server.h"
 
+// poll, not select: the agent raises its descriptor limit (main.cpp), and select cannot watch a
+// descriptor past 1023.
+#define CPPHTTPLIB_USE_POLL
 #include <httplib.h>
 
 #include <charconv>

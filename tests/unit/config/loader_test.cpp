@@ -175,6 +175,19 @@ TEST(ConfigLoader, UsdtProbeKeepsProviderNameAndItsStringArguments) {
   EXPECT_FALSE(other.same_attachment(cfg.probes[0]));
 }
 
+// Issue 36: a uprobe declares how many arguments its function takes (the table shows that many,
+// every format carries that many); changing it re-attaches.
+TEST(ConfigLoader, AUprobeDeclaresItsArgumentCount) {
+  const Config cfg = parse_config(
+      "probes:\n  - {binary: /bin/x, symbol: f, args: 2}\n  - {binary: /bin/x, symbol: g}\n", "a.yaml");
+  ASSERT_EQ(cfg.probes.size(), 2u);
+  EXPECT_EQ(cfg.probes[0].args, 2);
+  EXPECT_FALSE(cfg.probes[1].args.has_value());
+  ProbeSpec other = cfg.probes[0];
+  other.args = 3;
+  EXPECT_FALSE(other.same_attachment(cfg.probes[0]));
+}
+
 // broker.batch_gap reaches the forwarder; absent, the forwarder keeps its default.
 TEST(ConfigLoader, BrokerBatchGapReachesTheForwarderOptions) {
   const Config set = parse_config("broker:\n  addresses: [a:1]\n  batch_gap: 5ms\n", "a.yaml");

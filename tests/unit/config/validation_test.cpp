@@ -222,6 +222,9 @@ INSTANTIATE_TEST_SUITE_P(
             "argument index must be 0..5"},
         Bad{"StringArgsTooMany", "probes:\n  - {binary: /bin/x, usdt: 'p:n', string_args: [0, 1, 2, 3]}\n", 2, 58,
             "at most 3 strings"},
+        Bad{"ArgsOverSix", "probes:\n  - {binary: /bin/x, symbol: f, args: 7}\n", 2, 39, "args must be 0..6"},
+        Bad{"ArgsOnUsdt", "probes:\n  - {binary: /bin/x, usdt: 'p:n', args: 2}\n", 2, 35,
+            "a USDT probe's note declares its arguments"},
         Bad{"StackBad", "probes:\n  - {binary: /bin/x, symbol: f, stack: all}\n", 2, 40,
             "stack must be user, kernel or both"},
         // metrics
@@ -251,7 +254,7 @@ TEST(ConfigValidation, MoreProbesThanTheKernelHasSlotsForAreRefused) {
                              " probes and syscalls: at most " + std::to_string(MCP_MAX_CONFIGURED_PROBES);
     EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
   }
-  EXPECT_THROW(parse_config(config(2000, 0), "agent.yaml"), ConfigError);
+  EXPECT_THROW(parse_config(config(5000, 0), "agent.yaml"), ConfigError);
 }
 
 TEST(ConfigValidation, WeightsSummingTo100Pass) {

@@ -111,6 +111,28 @@ TEST(DecodeRecord, SyscallArityTruncatesArgs) {
   EXPECT_EQ(ev.nargs, MCP_MAX_ARGS);
 }
 
+// Issue 36: a uprobe's declared count trims its arguments as a syscall's arity does; an
+// undeclared one carries all six registers, marked so the table leaves them out.
+TEST(DecodeRecord, UprobeArgumentsFollowTheDeclaredCount) {
+  for (const uint16_t kind : {MCP_KIND_UPROBE, MCP_KIND_URETPROBE}) {
+    auto rec = make_call(kind);
+    Lookup names;
+    names.ref = {"/bin/x:f", 2, true};
+    Event ev;
+    ASSERT_TRUE(decode_record(&rec, sizeof(rec), names.fn(), ev));
+    EXPECT_EQ(ev.nargs, 2);
+    EXPECT_TRUE(ev.args_declared);
+    names.ref = {"/bin/x:g", 6, false};
+    ASSERT_TRUE(decode_record(&rec, sizeof(rec), names.fn(), ev));
+    EXPECT_EQ(ev.nargs, 6);
+    EXPECT_FALSE(ev.args_declared);
+    names.ref = {"syscall:openat", 4};  // a reused event is declared again
+    rec.hdr.kind = MCP_KIND_SYSCALL;
+    ASSERT_TRUE(decode_record(&rec, sizeof(rec), names.fn(), ev));
+    EXPECT_TRUE(ev.args_declared);
+  }
+}
+
 mcp_usdt_event make_usdt(uint8_t nargs, uint8_t str_args, uint8_t str_ok) {
   mcp_usdt_event e;
   std::memset(&e, 0, sizeof(e));

@@ -300,6 +300,22 @@ TEST_F(TableFormatterTest, UnknownRetAndLatencyShowDashes) {
   EXPECT_EQ(w[8], "0xff");
 }
 
+// Issue 36: a uprobe whose argument count nobody declared shows no registers in the table
+// (JSON still carries all six); a declared count shows that many.
+TEST_F(TableFormatterTest, UndeclaredUprobeArgumentsAreLeftOut) {
+  auto e = make_event(EventKind::kUprobe);
+  e.nargs = 6;
+  e.args_declared = false;
+  EXPECT_EQ(words(format_with("table", e)).size(), 8u) << format_with("table", e);
+  EXPECT_EQ(format_json(e)["args"].size(), 6u);
+  e.args_declared = true;
+  e.nargs = 2;
+  const auto w = words(format_with("table", e));
+  ASSERT_EQ(w.size(), 10u);
+  EXPECT_EQ(w[8], "0x1");
+  EXPECT_EQ(w[9], "0x2");
+}
+
 // Issue 36: probes of one binary shorten alike (the directories go, "…/binary:symbol"), not
 // to whatever 40 characters happen to end them.
 TEST_F(TableFormatterTest, LongProbesShortenAlikeToTheBinaryAndSymbol) {
