@@ -101,7 +101,7 @@ std::vector<config::ProbeSpec> flag_specs(const TraceOptions& o, bool child) {
   // --pid's files are resolved as that process sees them (its root, its libraries).
   // A function a wildcard and another flag both name is one probe; a file is warned about once.
   std::set<std::string> checked;
-  const auto add_file_probe = [&](config::ProbeKind kind, const loader::UprobeTarget& t) {
+  const auto add_file_probe = [&](config::ProbeKind kind, const loader::UprobeTarget& t, bool from_pattern = false) {
     if (std::any_of(specs.begin(), specs.end(),
                     [&](const auto& p) { return p.kind == kind && p.target == t.binary && p.symbol == t.symbol; }))
       return;
@@ -109,6 +109,7 @@ std::vector<config::ProbeSpec> flag_specs(const TraceOptions& o, bool child) {
       if (const auto w = loader::mapping_warning(o.pid, t.binary, t.name()); !w.empty())
         fprintf(stderr, "mcp-agent: warning: %s\n", w.c_str());
     add(kind, t.binary, t.symbol);
+    specs.back().from_pattern = from_pattern;
   };
   const pid_t in = child ? 0 : o.pid;
   for (const auto& flag : o.uprobes) {
@@ -123,7 +124,7 @@ std::vector<config::ProbeSpec> flag_specs(const TraceOptions& o, bool child) {
       throw usage_error("--uprobe " + flag + " matches " + std::to_string(targets.size()) + " functions of " +
                         targets.front().binary + "; an agent holds at most " +
                         std::to_string(MCP_MAX_CONFIGURED_PROBES) + " probes: narrow the pattern");
-    for (const auto& t : targets) add_file_probe(config::ProbeKind::kUprobe, t);
+    for (const auto& t : targets) add_file_probe(config::ProbeKind::kUprobe, t, true);
   }
   for (const auto& flag : o.usdts) add_file_probe(config::ProbeKind::kUsdt, loader::resolve_usdt(flag, in));
   for (const auto& name : o.syscalls) add(config::ProbeKind::kSyscall, name, "");

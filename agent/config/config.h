@@ -90,6 +90,10 @@ struct ProbeSpec {
   // registers, which the table leaves out (a syscall's count comes from the kernel, a USDT
   // probe's from its note).
   std::optional<uint8_t> args;
+  // trace: matched by a --uprobe wildcard. One the kernel refuses (an instruction uprobes cannot
+  // step over, as libc's lock-prefixed pthread_spin_lock) is skipped with a line saying why,
+  // not an error that ends the trace. Not part of the attachment's identity.
+  bool from_pattern = false;
   Selector selector;
   std::optional<ContainerScope> container;  // uprobe by binary only: a path inside these containers
   std::string service;

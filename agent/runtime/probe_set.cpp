@@ -394,8 +394,24 @@ ProbeSet::Entry ProbeSet::make_entry(const config::ProbeSpec& spec) {
   e.spec = spec;
   e.name = display_name(spec);
   e.cache_stamp = linker_cache_stamp();
-  try_attach(e);
+  if (!spec.from_pattern) {
+    try_attach(e);
+    return e;
+  }
+  try {
+    try_attach(e);
+  } catch (const std::exception& ex) {
+    fail(e, ex.what());
+  }
   return e;
+}
+
+void ProbeSet::fail(Entry& e, const std::string& why) {
+  e.handles.clear();
+  e.tuned.clear();
+  e.runtime_marks.clear();
+  e.cuda_files.clear();
+  set_state(e, ProbeState::kFailed, why);
 }
 
 void ProbeSet::tune_id(const Entry& e, uint32_t id) {
@@ -536,11 +552,7 @@ void ProbeSet::refresh() {
       try_attach(e);
       if (e.state == ProbeState::kAttached) tune(e);
     } catch (const std::exception& ex) {
-      e.handles.clear();
-      e.tuned.clear();
-      e.runtime_marks.clear();
-      e.cuda_files.clear();
-      set_state(e, ProbeState::kFailed, ex.what());
+      fail(e, ex.what());
     }
   }
   if (!any_earlier) return;

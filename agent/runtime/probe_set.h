@@ -212,6 +212,8 @@ class ProbeSet final : public ProbeLabels {
   void update_containers(const std::vector<Entry*>& fresh = {});
   void tune(const Entry& e);
   void set_state(Entry& e, ProbeState s, std::string detail);
+  // Detaches what `e` attached and marks it failed (retried when its file changes).
+  void fail(Entry& e, const std::string& why);
   loader::ProbeConfig base_config(const config::ProbeSpec& spec) const;
 
   loader::BpfSession& session_;

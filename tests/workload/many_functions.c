@@ -1,10 +1,14 @@
 /*
- * mcp-many-functions ROUNDS: 4,096 distinct functions mcp_many_000 .. mcp_many_fff (three hex
+ * mcp-many-functions ROUNDS [hold]: 4,096 distinct functions mcp_many_000 .. mcp_many_fff (three hex
  * digits), for probe-count and wildcard tests. Each round calls function i (i % 3) + 1 times,
- * in order, so a probe counting another function's calls shows up in its count.
+ * in order, so a probe counting another function's calls shows up in its count. With `hold`
+ * it then waits until killed, mapping the file (the kernel checks a uprobe's instruction when
+ * it places the breakpoint in a process that maps it, so only then can it refuse one).
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 static volatile unsigned long sink;
 
@@ -24,6 +28,13 @@ ALL(F256)
 	P16(p##8) P16(p##9) P16(p##a) P16(p##b) P16(p##c) P16(p##d) P16(p##e) P16(p##f)
 static void (*const functions[])(void) = {ALL(P256)};
 
+#ifdef __x86_64__
+/* Never called: its first instruction is lock-prefixed, which x86 uprobes refuse (ENOTSUPP), as
+ * libc's pthread_spin_lock; a wildcard matching it must skip it (mcp_*_00[0-3] does). */
+__asm__(".text\n.globl mcp_locked_000\n.type mcp_locked_000, @function\nmcp_locked_000:\n"
+	"\tlock incl (%rdi)\n\tret\n.size mcp_locked_000, .-mcp_locked_000\n");
+#endif
+
 int main(int argc, char **argv)
 {
 	const long rounds = argc > 1 ? atol(argv[1]) : 1;
@@ -32,5 +43,8 @@ int main(int argc, char **argv)
 			for (unsigned k = 0; k <= i % 3; k++)
 				functions[i]();
 	fprintf(stderr, "%zu functions, %ld rounds\n", sizeof(functions) / sizeof(functions[0]), rounds);
+	if (argc > 2 && !strcmp(argv[2], "hold"))
+		for (;;)
+			pause();
 	return 0;
 }

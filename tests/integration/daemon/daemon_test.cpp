@@ -454,6 +454,54 @@ TEST_F(DaemonTest, ReloadWhileWindowsCycleRetunesTheWindowsAndKeepsTheEstimate) 
   EXPECT_NEAR(estimate, made, 0.15 * made) << at_20 << " events at weight 20, " << at_50 << " at 50";
 }
 
+// agent.yaml probes on the workload's functions, each at its rate.
+std::string functions_config(const std::vector<std::pair<std::string, double>>& probes) {
+  std::string text = "version: 1\nmetrics:\n  listen: 127.0.0.1:0\nprobes:\n";
+  for (const auto& [symbol, rate] : probes)
+    text += "  - {binary: " + kWorkload + ", symbol: " + symbol + ", sampling: {rate: " + std::to_string(rate) + "}}\n";
+  return text;
+}
+
+// Issue 36: uprobes of one file share one uprobe_multi link (a configuration's, as a wildcard's
+// matches). A member a reload removes keeps nothing from then on, though the link still fires
+// for it while the others live, and its id goes to no probe a later reload adds meanwhile (its
+// calls would be counted as that probe's).
+TEST_F(DaemonTest, AProbeRemovedFromASharedLinkKeepsNothingAndLendsItsIdToNoOther) {
+  cm_->update(functions_config({{"mcp_work", 1}, {"mcp_sleep", 1}, {"mcp_recurse", 1}}));
+  Daemon d(cm_->config_path(), dir_);
+  ASSERT_GT(d.port(), 0) << d.log();
+  std::thread calls([] { std::system((kWorkload + " rate 2000 6 >/dev/null").c_str()); });
+  ASSERT_TRUE(wait_until([&] { return count_uprobe_events(d.events()) >= 500; })) << d.log();
+  cm_->update(functions_config({{"mcp_sleep", 1}, {"mcp_recurse", 1}}));
+  ASSERT_TRUE(wait_until([&] { return metric(d.get("/metrics"), "mcp_config_reloads_total") == 2; })) << d.log();
+  const size_t at_removal = count_uprobe_events(d.events());
+  cm_->update(functions_config({{"mcp_sleep", 1}, {"mcp_recurse", 1}, {"mcp_maybe_jump", 1}}));
+  ASSERT_TRUE(wait_until([&] { return metric(d.get("/metrics"), "mcp_config_reloads_total") == 3; })) << d.log();
+  calls.join();  // seconds of mcp_work calls after its removal
+  EXPECT_EQ(d.terminate(), 0) << d.log();
+  const auto events = d.events();
+  EXPECT_LT(count_uprobe_events(events), at_removal + 200) << "mcp_work kept after its removal";
+  EXPECT_EQ(count_uprobe_events(events, "mcp_maybe_jump"), 0u) << "mcp_work's calls under another probe's name";
+}
+
+// Issue 36 with issue 34: a probe sharing a link has no sampling windows of its own; a reload
+// that lowers its rate to where windows apply attaches it again, alone, and its windows run.
+TEST_F(DaemonTest, AReloadLoweringASharedLinksProbeGivesItWindows) {
+  cm_->update(functions_config({{"mcp_work", 1}, {"mcp_sleep", 1}}));
+  Daemon d(cm_->config_path(), dir_);
+  ASSERT_GT(d.port(), 0) << d.log();
+  const std::string windows = "mcp_sampling_windows_total{probe=\"" + kWorkload + ":mcp_work\"}";
+  std::thread calls([] { std::system((kWorkload + " rate 2000 5 >/dev/null").c_str()); });
+  ASSERT_TRUE(wait_until([&] { return count_uprobe_events(d.events()) >= 500; })) << d.log();
+  cm_->update(functions_config({{"mcp_work", 0.05}, {"mcp_sleep", 1}}));
+  ASSERT_TRUE(wait_until([&] { return metric(d.get("/metrics"), windows) >= 10; }, 10s)) << d.get("/metrics");
+  calls.join();
+  EXPECT_EQ(d.terminate(), 0) << d.log();
+  size_t at_20 = 0;
+  for (const auto& e : d.events()) at_20 += e["kind"] == "uprobe" && std::abs(e["weight"].get<double>() - 20) < 1e-6;
+  EXPECT_GT(at_20, 0u) << "events kept in the windows, at the new rate";
+}
+
 // Issue 16: one configuration for a whole fleet; a node without the binary yet must not
 // lose the agent, and must trace the binary once it is installed, without a reload.
 TEST_F(DaemonTest, ProbeOfAnAbsentBinaryWaitsThenAttachesWhenTheFileAppears) {

@@ -149,6 +149,27 @@ TEST(TraceUprobe, WithoutUprobeMultiLinksAWildcardAttachesEachMatchAlone) {
   expect_many_function_counts(r, 256, 3);
 }
 
+// A wildcard match the kernel refuses (a lock-prefixed first instruction, as libc's
+// pthread_spin_lock) is skipped with a line naming it and why; the other matches are traced
+// exactly. The group link refuses the lot, so they attach one by one. The kernel checks the
+// instruction where a process maps the file: a holder maps it while the probes attach.
+TEST(TraceUprobe, AWildcardMatchTheKernelRefusesIsSkippedWithALine) {
+  MCP_REQUIRE_BPF();
+#ifndef __x86_64__
+  GTEST_SKIP() << "the refused function is x86-64 assembly";
+#endif
+  TempDir dir;
+  mcp::test::Process holder({kManyFunctions, "0", "hold"}, dir.path(), "holder");
+  ASSERT_TRUE(holder.wait_for_err(std::regex("0 rounds"), std::chrono::seconds(10))) << holder.err();
+  auto r = run_command({kAgent, "trace", "--uprobe", kManyFunctions + ":mcp_*_00[0-3]", "--", kManyFunctions, "2"});
+  expect_many_function_counts(r, 4, 2);
+  EXPECT_NE(r.err.find(":mcp_locked_000 failed: cannot attach"), std::string::npos) << r.err;
+  // Named by itself, the same function is an error that ends the trace.
+  auto named = run_command({kAgent, "trace", "--uprobe", kManyFunctions + ":mcp_locked_000", "--", "true"});
+  EXPECT_EQ(named.exit_code, 1) << named.err;
+  EXPECT_NE(named.err.find("cannot attach"), std::string::npos) << named.err;
+}
+
 TEST(TraceUprobe, RateTenthKeepsWithinFiveSigmaAndWeightsRestoreTheCount) {
   MCP_REQUIRE_BPF();
   constexpr double kCalls = 100000, kRate = 0.1;
