@@ -12,23 +12,30 @@
  */
 #include "cuda_call.bpf.h"
 
+/* cuda_nofv.bpf.c builds these programs again under other names */
+#ifndef MCP_CUDA_NAME
+#define MCP_CUDA_NAME(name) name
+#endif
+#define MCP_KPROBE(name) BPF_KPROBE(name)
+#define MCP_KRETPROBE(name) BPF_KRETPROBE(name)
+
 /* A launch reported at entry: one trap, kept or not, on every kernel. */
 SEC("uprobe")
-int BPF_KPROBE(mcp_cuda_launch)
+int MCP_KPROBE(MCP_CUDA_NAME(mcp_cuda_launch))
 {
 	return cuda_launch_at_entry(ctx);
 }
 
 /* Fallback pair (kernels without uprobe sessions): the return runs on every call. */
 SEC("uprobe")
-int BPF_KPROBE(mcp_cuda_entry)
+int MCP_KPROBE(MCP_CUDA_NAME(mcp_cuda_entry))
 {
 	cuda_entry(ctx, NULL);
 	return 0;
 }
 
 SEC("uretprobe")
-int BPF_KRETPROBE(mcp_cuda_return)
+int MCP_KRETPROBE(MCP_CUDA_NAME(mcp_cuda_return))
 {
 	return cuda_return(ctx, NULL);
 }

@@ -19,6 +19,12 @@ struct vma_lookup {
 	__u64 dev;
 };
 
+#ifdef MCP_NO_FIND_VMA
+/* Before 5.13 a program may not even hold a callback's address, in a branch never taken:
+ * this build of the CUDA programs (cuda_nofv.bpf.c) has no bpf_find_vma, and the agent
+ * loads it where the kernel lacks the helper (it names the code from /proc/PID/maps). */
+#define mcp_find_vma_in(task, addr, l) (-1)
+#else
 /* The mapping that holds a code address: its file and the address's offset in it,
  * so the agent can symbolise even after the process (and its maps) are gone. */
 static long locate_code(struct task_struct *task, struct vm_area_struct *vma, void *data)
@@ -33,6 +39,9 @@ static long locate_code(struct task_struct *task, struct vm_area_struct *vma, vo
 	}
 	return 0;
 }
+
+#define mcp_find_vma_in(task, addr, l) bpf_find_vma(task, addr, locate_code, l, 0)
+#endif
 
 /* A mix of a cuda_code_places slot's fields. mm is loaded from the slot (volatile):
  * the verifier allows no arithmetic on the mm pointer the program itself holds. */
@@ -52,10 +61,14 @@ static __always_inline __u64 mcp_code_check(const struct mcp_code_place *p)
  */
 static __always_inline int locate_code_cached(struct task_struct *task, __u32 tgid, struct vma_lookup *l)
 {
-	struct mm_struct *mm = task->mm;
+	struct mm_struct *mm;
 	struct mcp_code_place *slot = NULL;
 	__u32 seq = 0, idx;
 
+#ifdef MCP_NO_FIND_VMA
+	return -1;
+#endif
+	mm = task->mm;
 	/* mm_lock_seq is a seqcount since Linux 6.13; without it nothing is cached */
 	if (bpf_core_field_exists(mm->mm_lock_seq.sequence)) {
 		seq = mm->mm_lock_seq.sequence;  /* a direct load, not a helper call */
@@ -71,7 +84,7 @@ static __always_inline int locate_code_cached(struct task_struct *task, __u32 tg
 		l->dev = slot->dev;
 		return 0;
 	}
-	if (bpf_find_vma(task, l->addr, locate_code, l, 0))
+	if (mcp_find_vma_in(task, l->addr, l))
 		return -1;
 	if (slot) {
 		slot->mm = (__u64)mm;
@@ -125,7 +138,7 @@ static __always_inline void mark_runtime_call(struct task_struct *task, const st
 
 	if (!(cfg->cuda_flags & MCP_CUDA_CFG_MARK_THREAD) || bpf_probe_read_user(&ret, sizeof(ret), (void *)sp))
 		return;
-	c = bpf_task_storage_get(&cuda_runtime_call, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	c = mcp_task_slot(&cuda_runtime_call, task, true);
 	if (c) {
 		c->sp = sp;
 		c->ret = ret;
@@ -159,7 +172,7 @@ static __always_inline bool nested_in_runtime(struct task_struct *task, __u32 tg
 		return false;
 	if (*kind == MCP_RUNTIME_SHARED)
 		return true;
-	c = bpf_task_storage_get(&cuda_runtime_call, task, 0, 0);
+	c = mcp_task_slot(&cuda_runtime_call, task, false);
 	if (!c || c->sp <= sp || bpf_probe_read_user(&slot, sizeof(slot), (void *)c->sp))
 		return false;
 	return slot == c->ret;
@@ -174,7 +187,7 @@ static __always_inline bool nested_in_runtime(struct task_struct *task, __u32 tg
 static __always_inline int cuda_entry(struct pt_regs *ctx, __u64 *cookie)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	struct mcp_call_key key = { .tid = (__u32)id, .probe_id = bpf_get_attach_cookie(ctx),
+	struct mcp_call_key key = { .tid = (__u32)id, .probe_id = mcp_cookie(ctx),
 				    .sp = PT_REGS_SP(ctx) };
 	struct mcp_probe_config *cfg;
 	struct mcp_cuda_entry entry = {};
@@ -188,7 +201,7 @@ static __always_inline int cuda_entry(struct pt_regs *ctx, __u64 *cookie)
 	if (!cfg)
 		return MCP_RETURN_SKIPPED;
 	if (cfg->cuda_flags & (MCP_CUDA_CFG_DRIVER_LAUNCH | MCP_CUDA_CFG_MARK_THREAD)) {
-		struct task_struct *task = bpf_get_current_task_btf();
+		struct task_struct *task = mcp_current();
 
 		if (nested_in_runtime(task, id >> 32, cfg, key.sp))
 			return MCP_RETURN_SKIPPED;
@@ -225,7 +238,7 @@ static __always_inline int cuda_entry(struct pt_regs *ctx, __u64 *cookie)
 			entry.flags |= MCP_ENTRY_SAMPLED_OUT;
 			if (cookie) {
 				struct mcp_cuda_timed *t = bpf_task_storage_get(
-					&cuda_timed, bpf_get_current_task_btf(), 0,
+					&cuda_timed, mcp_current(), 0,
 					BPF_LOCAL_STORAGE_GET_F_CREATE);
 				if (t) {
 					t->key = key;
@@ -251,7 +264,7 @@ static __always_inline int cuda_entry(struct pt_regs *ctx, __u64 *cookie)
 	 * if it turns out slow */
 	if (cfg->vma_arg && !(entry.flags & MCP_ENTRY_SAMPLED_OUT)) {
 		struct vma_lookup l = { .addr = arg_at(entry.regs, cfg->vma_arg) };
-		if (locate_code_cached(bpf_get_current_task_btf(), id >> 32, &l) == 0) {
+		if (locate_code_cached(mcp_current(), id >> 32, &l) == 0) {
 			entry.code_file_offset = l.file_offset;
 			entry.code_inode = l.inode;
 		}
@@ -272,20 +285,23 @@ static __always_inline int cuda_launch_at_entry(struct pt_regs *ctx)
 {
 	struct task_struct *task = mcp_current();
 	__u64 id = mcp_pid_tgid(task), now = 0, threshold;
-	__u32 probe_id = bpf_get_attach_cookie(ctx), flags;
+	__u32 probe_id = mcp_cookie(ctx), flags;
 	struct mcp_probe_config *cfg;
 	struct mcp_cuda_launch_event *e;
-	__u64 regs[MCP_MAX_ARGS], stack_args[3];
+	__u64 regs[MCP_MAX_ARGS], stack_args[3], sp = PT_REGS_SP(ctx);
 
+	/* one load of sp: clang may otherwise pick between ctx offsets, a ctx pointer the
+	 * verifier refuses to dereference */
+	barrier_var(sp);
 	if (!mcp_wanted(id >> 32))
 		return 0;
 	cfg = bpf_map_lookup_elem(&probe_configs, &probe_id);
 	if (!cfg)
 		return 0;
 	if (cfg->cuda_flags & (MCP_CUDA_CFG_DRIVER_LAUNCH | MCP_CUDA_CFG_MARK_THREAD)) {
-		if (nested_in_runtime(task, id >> 32, cfg, PT_REGS_SP(ctx)))
+		if (nested_in_runtime(task, id >> 32, cfg, sp))
 			return 0;
-		mark_runtime_call(task, cfg, PT_REGS_SP(ctx));
+		mark_runtime_call(task, cfg, sp);
 	}
 	mcp_read_args(ctx, regs);
 	if (mcp_sample(probe_id, regs, &now, false, &threshold, &flags, NULL) != MCP_KEEP)
@@ -293,7 +309,7 @@ static __always_inline int cuda_launch_at_entry(struct pt_regs *ctx)
 	/* the return address sits at sp; stack arguments follow it. Read into this
 	 * program's stack, not the ring: hardened usercopy checks a stack destination
 	 * in a few compares, a vmalloc'ed one through more calls. A fault zeroes it. */
-	bpf_probe_read_user(stack_args, sizeof(stack_args), (void *)(PT_REGS_SP(ctx) + 8));
+	bpf_probe_read_user(stack_args, sizeof(stack_args), (void *)(sp + 8));
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		mcp_count(probe_id, lost);
@@ -340,7 +356,7 @@ static __always_inline struct mcp_cuda_entry *cuda_timed_entry(struct mcp_call_k
 	__builtin_memset(scratch, 0, sizeof(*scratch));
 	scratch->ktime_ns = start;
 	scratch->flags = MCP_ENTRY_SAMPLED_OUT;
-	t = bpf_task_storage_get(&cuda_timed, bpf_get_current_task_btf(), 0, 0);
+	t = bpf_task_storage_get(&cuda_timed, mcp_current(), 0, 0);
 	if (t && t->key.tid == key->tid && t->key.probe_id == key->probe_id && t->key.sp == key->sp) {
 		__builtin_memcpy(scratch->regs, t->regs, sizeof(scratch->regs));
 		bpf_probe_read_user(scratch->stack_args, sizeof(scratch->stack_args), (void *)(key->sp + 8));
@@ -354,7 +370,7 @@ static __always_inline struct mcp_cuda_entry *cuda_timed_entry(struct mcp_call_k
 static __always_inline int cuda_return(struct pt_regs *ctx, __u64 *cookie)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	struct mcp_call_key key = { .tid = (__u32)id, .probe_id = bpf_get_attach_cookie(ctx),
+	struct mcp_call_key key = { .tid = (__u32)id, .probe_id = mcp_cookie(ctx),
 				    .sp = PT_REGS_SP(ctx) - MCP_RET_SP_ADJUST };
 	struct mcp_probe_config *cfg = bpf_map_lookup_elem(&probe_configs, &key.probe_id);
 	struct mcp_cuda_entry *entry, scratch;
@@ -422,7 +438,7 @@ static __always_inline int cuda_return(struct pt_regs *ctx, __u64 *cookie)
 	e->code_inode = entry->code_inode;
 	if (cfg->vma_arg && (entry->flags & MCP_ENTRY_SAMPLED_OUT)) {
 		struct vma_lookup l = { .addr = arg_at(entry->regs, cfg->vma_arg) };
-		if (bpf_find_vma(bpf_get_current_task_btf(), l.addr, locate_code, &l, 0) == 0) {
+		if (mcp_find_vma_in(mcp_current(), l.addr, &l) == 0) {
 			e->code_file_offset = l.file_offset;
 			e->code_inode = l.inode;
 		}

@@ -112,11 +112,12 @@ int BPF_PROG(mcp_process_exit, struct task_struct *task)
 	struct mcp_syscall_entry *entry;
 	__u32 tgid = task->tgid;
 
-	entry = bpf_task_storage_get(&syscall_entries, task, 0, 0);
+	entry = mcp_task_slot(&syscall_entries, task, false);
 	if (entry && entry->probe_id) {
 		mcp_count(entry->probe_id, orphaned);
 		entry->probe_id = 0;
 	}
+	mcp_task_slot_drop(&syscall_entries);
 	/* do_exit decrements signal->live before this tracepoint: 0 = the last thread */
 	if (targ_tgid && BPF_CORE_READ(task, signal, live.counter) == 0)
 		bpf_map_delete_elem(&traced_tgids, &tgid);

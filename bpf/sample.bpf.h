@@ -10,7 +10,7 @@
 #ifndef MCP_SAMPLE_BPF_H
 #define MCP_SAMPLE_BPF_H
 
-#include "maps.bpf.h"
+#include "compat.bpf.h"
 #include "sample_math.h"
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_endian.h>
@@ -209,6 +209,20 @@ static __always_inline __u32 mcp_tenant_bucket(__u64 cgroup_id)
 	return h % MCP_TENANT_BUCKETS;
 }
 
+/* kernfs_node.parent, renamed __parent in 6.15: whichever this kernel has (CO-RE). */
+struct kernfs_node___old {
+	struct kernfs_node *parent;
+} __attribute__((preserve_access_index));
+
+static __always_inline struct kernfs_node *mcp_kn_parent(struct kernfs_node *kn)
+{
+	struct kernfs_node___old *old = (void *)kn;
+
+	if (bpf_core_field_exists(old->parent))
+		return BPF_CORE_READ(old, parent);
+	return BPF_CORE_READ(kn, __parent);
+}
+
 /*
  * The value of the deepest scope_cgroups entry for probe_id (0: tenants) that holds the
  * current task: its own cgroup first, then each ancestor up to the root; 0 when none.
@@ -217,10 +231,27 @@ static __always_inline __u32 mcp_tenant_bucket(__u64 cgroup_id)
  */
 static __always_inline __u64 mcp_scope_of(__u32 probe_id)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
-	int level = task->cgroups->dfl_cgrp->level;
+	struct task_struct *task = mcp_current();
 	struct mcp_scope_key key = { .probe_id = probe_id };
+	int level;
 
+	if (!mcp_ancestor_cgroup) {
+		/* before 5.14 probes cannot ask for an ancestor's id: walk the cgroup's kernfs
+		 * parents, whose ids are the cgroup ids, deepest first */
+		struct kernfs_node *kn = BPF_CORE_READ(task, cgroups, dfl_cgrp, kn);
+
+		for (int i = 0; i <= MCP_MAX_CGROUP_LEVEL && kn; i++) {
+			__u64 *v;
+
+			key.cgroup_id = BPF_CORE_READ(kn, id);
+			v = bpf_map_lookup_elem(&scope_cgroups, &key);
+			if (v)
+				return *v;
+			kn = mcp_kn_parent(kn);
+		}
+		return 0;
+	}
+	level = mcp_task_read(task, cgroups->dfl_cgrp->level, cgroups, dfl_cgrp, level);
 	if (level > MCP_MAX_CGROUP_LEVEL)
 		level = MCP_MAX_CGROUP_LEVEL;
 	for (int i = 0; i <= MCP_MAX_CGROUP_LEVEL; i++) {
@@ -266,6 +297,29 @@ static __always_inline bool mcp_quota_allows(__u32 bucket, __u64 now)
 		return true;
 	cap = cfg->burst_milli;
 	last = st->last_ns;
+	if (!mcp_fetch_atomics) {
+		/* Before 5.12 (no fetching atomics) a tracing program runs with preemption off,
+		 * so this CPU's bucket has one user at a time: plain reads and writes. */
+		if (last == 0) {
+			st->last_ns = now;
+			st->tokens_milli += cap;
+		} else if (now > last) {
+			elapsed = now - last;
+			if (elapsed > 10000000000ULL)
+				elapsed = 10000000000ULL;
+			add = elapsed * cfg->rate_milli / 1000000000ULL;
+			if (add) {
+				__u64 cur = st->tokens_milli + add;
+
+				st->last_ns = now;
+				st->tokens_milli = (__s64)cur > (__s64)cap ? cap : cur;
+			}
+		}
+		if ((__s64)st->tokens_milli < 1000)
+			return false;
+		st->tokens_milli -= 1000;
+		return true;
+	}
 	if (last == 0) {
 		if (__sync_val_compare_and_swap(&st->last_ns, 0, now) == 0)
 			__sync_fetch_and_add(&st->tokens_milli, cap);
@@ -306,19 +360,15 @@ static __always_inline __u64 mcp_wakeup_flags(__u64 size)
 }
 
 /*
- * The current task, for direct field reads: a CO-RE load from the task (and the
- * cgroup chain) costs no call, where each helper (comm, cgroup id, pid_tgid) is a
- * kernel function call, and calls are dear on this path (kernels with Safe RET or
- * retpolines pay for every return and indirect jump).
+ * bpf_get_current_pid_tgid() of task (mcp_current()): tgid << 32 | pid (both as seen from the
+ * root namespace). Direct loads where the task is BTF-typed: a CO-RE load costs no call, where
+ * each helper (comm, cgroup id, pid_tgid) is a kernel function call, and calls are dear on this
+ * path (kernels with Safe RET or retpolines pay for every return and indirect jump).
  */
-static __always_inline struct task_struct *mcp_current(void)
-{
-	return bpf_get_current_task_btf();
-}
-
-/* bpf_get_current_pid_tgid() of task: tgid << 32 | pid (both as seen from the root namespace). */
 static __always_inline __u64 mcp_pid_tgid(const struct task_struct *task)
 {
+	if (!mcp_task_btf)
+		return bpf_get_current_pid_tgid();
 	return (__u64)(__u32)task->tgid << 32 | (__u32)task->pid;
 }
 
@@ -333,11 +383,7 @@ static __always_inline void mcp_fill_header_of(struct mcp_event_header *h, struc
 					       __u64 pid_tgid, __u32 probe_id, __u16 kind, __u64 ktime,
 					       __u64 threshold, __u32 flags, __u32 size)
 {
-	const __u64 *comm = (const __u64 *)task->comm;
-	__u64 *dst = (__u64 *)h->comm;
-
 	h->ktime_ns = ktime;
-	h->cgroup_id = task->cgroups->dfl_cgrp->kn->id;
 	h->threshold = threshold;
 	h->pid = pid_tgid >> 32;
 	h->tid = (__u32)pid_tgid;
@@ -346,6 +392,15 @@ static __always_inline void mcp_fill_header_of(struct mcp_event_header *h, struc
 	h->cpu = bpf_get_smp_processor_id();
 	h->flags = flags;
 	h->size = size;
+	if (!mcp_task_btf) {
+		h->cgroup_id = bpf_get_current_cgroup_id();
+		bpf_get_current_comm(h->comm, sizeof(h->comm));
+		return;
+	}
+	const __u64 *comm = (const __u64 *)task->comm;
+	__u64 *dst = (__u64 *)h->comm;
+
+	h->cgroup_id = task->cgroups->dfl_cgrp->kn->id;
 	dst[0] = comm[0];
 	dst[1] = comm[1];
 }

@@ -12,7 +12,14 @@
 /* The syscall's arguments from the user registers saved at kernel entry. */
 static __always_inline void mcp_syscall_args(struct task_struct *task, __u64 *args)
 {
-	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	struct pt_regs *regs;
+
+	if (!mcp_task_pt_regs) {
+		/* before 5.15 the agent traces every syscall through entry and exit */
+		__builtin_memset(args, 0, MCP_MAX_ARGS * sizeof(*args));
+		return;
+	}
+	regs = (struct pt_regs *)bpf_task_pt_regs(task);
 
 #if defined(__TARGET_ARCH_x86)
 	args[0] = regs->di;
@@ -33,7 +40,7 @@ static __always_inline void mcp_syscall_args(struct task_struct *task, __u64 *ar
 SEC("tracepoint")
 int mcp_sys_exit_only(struct trace_event_raw_sys_exit *ctx)
 {
-	__u32 probe_id = bpf_get_attach_cookie(ctx);
+	__u32 probe_id = mcp_cookie(ctx);
 	struct task_struct *task = mcp_current();
 	__u64 id = mcp_pid_tgid(task);
 	__u64 args[MCP_MAX_ARGS], threshold, now = 0;
@@ -52,18 +59,18 @@ int mcp_sys_exit_only(struct trace_event_raw_sys_exit *ctx)
 SEC("tracepoint")
 int mcp_sys_enter(struct trace_event_raw_sys_enter *ctx)
 {
-	__u32 probe_id = bpf_get_attach_cookie(ctx);
+	__u32 probe_id = mcp_cookie(ctx);
 	struct task_struct *task = mcp_current();
 	struct mcp_syscall_entry *entry;
 	__u64 threshold, now = 0;
 	__u32 flags;
 
-	if (!mcp_wanted(task->tgid))
+	if (!mcp_wanted(mcp_pid_tgid(task) >> 32))
 		return 0;
 	/* decide first: a dropped syscall costs no argument copy and no clock read */
 	if (mcp_sample(probe_id, NULL, &now, false, &threshold, &flags, NULL) != MCP_KEEP)
 		return 0;
-	entry = bpf_task_storage_get(&syscall_entries, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	entry = mcp_task_slot(&syscall_entries, task, true);
 	if (!entry) {
 		mcp_count(probe_id, orphaned);
 		return 0;
@@ -88,11 +95,11 @@ int mcp_sys_enter(struct trace_event_raw_sys_enter *ctx)
 SEC("tracepoint")
 int mcp_sys_exit(struct trace_event_raw_sys_exit *ctx)
 {
-	__u32 probe_id = bpf_get_attach_cookie(ctx);
+	__u32 probe_id = mcp_cookie(ctx);
 	struct task_struct *task = mcp_current();
 	struct mcp_syscall_entry *entry;
 
-	entry = bpf_task_storage_get(&syscall_entries, task, 0, 0);
+	entry = mcp_task_slot(&syscall_entries, task, false);
 	/* probe_id 0 marks a consumed entry; a mismatch is another syscall's leftover */
 	if (!entry || entry->probe_id != probe_id)
 		return 0;

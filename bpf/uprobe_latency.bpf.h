@@ -12,7 +12,7 @@
 /* Entry of a function traced without latency: emit at once. */
 static __always_inline int uprobe_entry_only(struct pt_regs *ctx)
 {
-	__u32 probe_id = bpf_get_attach_cookie(ctx);
+	__u32 probe_id = mcp_cookie(ctx);
 	struct task_struct *task = mcp_current();
 	__u64 id = mcp_pid_tgid(task);
 	__u64 args[MCP_MAX_ARGS], threshold, now = 0, trace_id[2];
@@ -37,7 +37,7 @@ static __always_inline int uprobe_entry_only(struct pt_regs *ctx)
 static __always_inline int latency_entry(struct pt_regs *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	struct mcp_call_key key = { .tid = (__u32)id, .probe_id = bpf_get_attach_cookie(ctx),
+	struct mcp_call_key key = { .tid = (__u32)id, .probe_id = mcp_cookie(ctx),
 				    .sp = PT_REGS_SP(ctx) };
 	struct mcp_call_entry entry = {};
 	long err;
@@ -69,7 +69,7 @@ static __always_inline int latency_return(struct pt_regs *ctx)
 {
 	struct task_struct *task = mcp_current();
 	__u64 id = mcp_pid_tgid(task);
-	struct mcp_call_key key = { .tid = (__u32)id, .probe_id = bpf_get_attach_cookie(ctx),
+	struct mcp_call_key key = { .tid = (__u32)id, .probe_id = mcp_cookie(ctx),
 				    .sp = PT_REGS_SP(ctx) - MCP_RET_SP_ADJUST };
 	struct mcp_call_entry *entry = bpf_map_lookup_elem(&call_entries, &key);
 	__u64 now;

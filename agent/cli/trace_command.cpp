@@ -17,6 +17,7 @@
 #include "cuda/cuda_targets.h"
 #include "cuda/kernel_symbolizer.h"
 #include "loader/bpf_session.h"
+#include "loader/kernel_features.h"
 #include "loader/target_resolver.h"
 #include "loader/usdt_notes.h"
 #include "reload/diff.h"
@@ -291,10 +292,22 @@ void add_trace_command(CLI::App& app, CommandAction& action) {
 }
 
 void add_version_command(CLI::App& app, CommandAction& action) {
-  auto* sub = app.add_subcommand("version", "Print the version");
+  auto* sub = app.add_subcommand("version", "Print the version and the kernel features the agent found");
   sub->callback([&action] {
     action = [] {
       printf("mcp-agent %s\n", MCP_VERSION);
+      // Probing loads test programs: only with the privileges to load BPF.
+      try {
+        loader::check_environment();
+      } catch (const Error& e) {
+        printf("kernel features: not probed (%s)\n", e.what());
+        return 0;
+      }
+      const auto& kf = loader::KernelFeatures::get();
+      printf("kernel %s:\n", kf.release.c_str());
+      for (const auto& f : kf.list())
+        printf("  %-16s %-4s %s (%s)%s%s\n", f.name, f.present ? "yes" : "off", f.needs, f.since,
+               f.present || !*f.without ? "" : ": ", f.present ? "" : f.without);
       return 0;
     };
   });

@@ -45,6 +45,17 @@ std::string KernelSymbolizer::name_at(uint64_t inode, uint64_t offset, pid_t pid
   return name;
 }
 
+std::optional<std::pair<uint64_t, uint64_t>> KernelSymbolizer::place(pid_t pid, uint64_t addr) {
+  const Handle key{pid, addr};
+  if (auto it = placed_.find(key); it != placed_.end()) return it->second;
+  for (const auto& m : loader::read_proc_maps(pid))
+    if (addr >= m.start && addr < m.end && m.inode) {
+      if (placed_.size() >= kMaxPlaced) placed_.clear();  // many processes: start over, never grow without end
+      return placed_[key] = {m.inode, addr - m.start + m.offset};
+    }
+  return std::nullopt;
+}
+
 // Bookkeeping: only calls that succeeded (CUDA_SUCCESS / cudaSuccess) wrote their handles.
 void KernelSymbolizer::record(const Event& e) {
   const auto& c = e.cuda;
@@ -54,6 +65,7 @@ void KernelSymbolizer::record(const Event& e) {
   switch (c.api_id) {
     case MCP_CUDA_GET_KERNEL:
       if (c.code_inode) handles_[key] = {c.code_inode, c.code_offset};
+      else if (auto p = place(key.first, e.args[1])) handles_[key] = *p;  // the kernel could not place it
       break;
     case MCP_CUDA_GET_FUNCTION: {
       if (c.kernel.empty()) break;
@@ -118,6 +130,8 @@ bool KernelSymbolizer::process(Event& e) {
     name = name_at(it->second.first, it->second.second, pid);
   } else if (auto named = driver_names_.find({pid, c.function}); named != driver_names_.end()) {
     name = named->second;
+  } else if (auto p = place(pid, c.function)) {
+    name = name_at(p->first, p->second, pid);  // the kernel could not place it (no bpf_find_vma)
   }
   c.kernel = name.empty() ? fmt::format("kernel@{:#x}", c.function) : name;
   return true;

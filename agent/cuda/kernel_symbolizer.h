@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -37,6 +38,9 @@ class KernelSymbolizer {
   void record(const Event& event);
   std::string name_at(uint64_t inode, uint64_t offset, pid_t pid);
   const loader::ElfSymbols* symbols_for_inode(uint64_t inode, pid_t pid);
+  // (inode, file offset) of a code address from the process's mappings, for records the
+  // kernel could not place (no bpf_find_vma before 5.17); cached per (pid, address).
+  std::optional<std::pair<uint64_t, uint64_t>> place(pid_t pid, uint64_t addr);
 
   std::map<uint64_t, std::string> files_by_inode_;
   std::map<std::string, std::unique_ptr<loader::ElfSymbols>> symbols_;
@@ -46,6 +50,8 @@ class KernelSymbolizer {
     std::optional<uint32_t> kernel_nodes;
   };
   std::map<Handle, std::pair<uint64_t, uint64_t>> handles_;  // kernel handle -> (inode, offset)
+  static constexpr size_t kMaxPlaced = 65536;
+  std::map<Handle, std::pair<uint64_t, uint64_t>> placed_;   // place()'s answers
   std::map<Handle, std::string> driver_names_;               // CUfunction / CUkernel -> demangled name
   std::map<Handle, uint32_t> graph_kernel_nodes_;            // graphs built from empty while traced
   std::map<Handle, GraphShape> executables_;                 // cudaGraphExec_t -> its graph then

@@ -25,6 +25,8 @@
 #include <tuple>
 
 #include "common/error.h"
+#include "loader/kernel_features.h"
+#include "loader/perf_attach.h"
 #include "loader/usdt_notes.h"
 #include "clock/clock_source.h"
 #include "common/event.h"
@@ -142,23 +144,25 @@ ProbeInfo file_probe_info(uint32_t id, std::string name, const std::string& symb
   return info;
 }
 
-// Whether the kernel knows BPF_TRACE_UPROBE_SESSION: its BTF names the enum value.
-bool kernel_has_uprobe_sessions() {
-  if (const char* env = getenv("MCP_UPROBE_SESSION"); env && std::string(env) == "off") return false;
-  btf* vmlinux = btf__load_vmlinux_btf();
-  if (!vmlinux) return false;
-  bool found = false;
-  const int id = btf__find_by_name_kind(vmlinux, "bpf_attach_type", BTF_KIND_ENUM);
-  if (id > 0) {
-    const btf_type* t = btf__type_by_id(vmlinux, id);
-    const struct btf_enum* e = btf_enum(t);
-    for (int i = 0; i < btf_vlen(t); i++)
-      if (std::string(btf__name_by_offset(vmlinux, e[i].name_off)) == "BPF_TRACE_UPROBE_SESSION" &&
-          e[i].val == static_cast<int>(kBpfTraceUprobeSession))
-        found = true;
+// Before 5.12 the verifier refuses a fetching atomic (BPF_FETCH, cmpxchg, xchg) anywhere in a
+// program, even in a branch it would prune: those sit only on paths the programs take when
+// mcp_fetch_atomics is set (bpf/compat.bpf.h), so there they become no-ops (ja +0). The
+// count of instructions stays, so libbpf's relocations still point where they did.
+void strip_fetch_atomics(bpf_object* obj) {
+  bpf_program* prog;
+  bpf_object__for_each_program(prog, obj) {
+    const bpf_insn* in = bpf_program__insns(prog);
+    std::vector<bpf_insn> insns(in, in + bpf_program__insn_cnt(prog));
+    size_t n = 0;
+    for (auto& insn : insns)
+      if (insn.code == (BPF_STX | BPF_ATOMIC | BPF_W) || insn.code == (BPF_STX | BPF_ATOMIC | BPF_DW))
+        if (insn.imm != BPF_ADD) {
+          insn = bpf_insn{BPF_JMP | BPF_JA, 0, 0, 0, 0};
+          n++;
+        }
+    if (n && bpf_program__set_insns(prog, insns.data(), insns.size()) != 0)
+      throw runtime_error(std::string("cannot rewrite program ") + bpf_program__name(prog) + "'s atomics");
   }
-  btf__free(vmlinux);
-  return found;
 }
 
 }  // namespace
@@ -168,9 +172,7 @@ void check_environment() {
   if (geteuid() != 0 && !(has_capability(kCapBpf) && has_capability(kCapPerfmon)) &&
       !has_capability(kCapSysAdmin))
     throw runtime_error("needs root (or CAP_BPF and CAP_PERFMON) to load BPF programs");
-  struct stat st;
-  if (stat("/sys/kernel/btf/vmlinux", &st) != 0)
-    throw runtime_error("this kernel has no BTF (/sys/kernel/btf/vmlinux missing); CO-RE programs cannot load");
+  if (const std::string missing = KernelFeatures::get().unsupported(); !missing.empty()) throw runtime_error(missing);
 }
 
 std::unique_ptr<BpfSession> BpfSession::open(const SessionOptions& options) {
@@ -200,9 +202,40 @@ std::unique_ptr<BpfSession> BpfSession::open(const SessionOptions& options) {
   s->probe_slots_ = std::clamp<uint32_t>(options.probe_slots, 2, MCP_MAX_PROBES);
   bpf_map__set_max_entries(s->skel_->maps.counters, s->probe_slots_);
   bpf_map__set_max_entries(s->skel_->maps.probe_configs, s->probe_slots_);
+  // What the kernel lacks is named once, and the programs take their fallbacks.
+  const KernelFeatures& kf = KernelFeatures::get();
+  s->attach_cookie_ = kf.attach_cookie;
+  s->task_pt_regs_ = kf.task_pt_regs;
+  static std::once_flag named;
+  std::call_once(named, [&] {
+    for (const auto& line : kf.off_lines()) spdlog::warn("{}", line);
+  });
+  s->skel_->rodata->mcp_attach_cookie = kf.attach_cookie;
+  s->skel_->rodata->mcp_task_btf = kf.task_btf;
+  s->skel_->rodata->mcp_task_storage = kf.task_storage;
+  s->skel_->rodata->mcp_fetch_atomics = kf.fetch_atomics;
+  s->skel_->rodata->mcp_task_pt_regs = kf.task_pt_regs;
+  // One build of the CUDA programs loads: with bpf_find_vma or without (cuda_nofv.bpf.c);
+  // without it CUDA libraries are found by scanning /proc (watches_mappings()).
+  s->find_vma_ = kf.find_vma;
+  for (bpf_program* prog : {s->skel_->progs.mcp_cuda_launch, s->skel_->progs.mcp_cuda_entry,
+                            s->skel_->progs.mcp_cuda_return, s->skel_->progs.mcp_lib_mmap,
+                            s->skel_->progs.mcp_lib_sys_exit})
+    bpf_program__set_autoload(prog, kf.find_vma);
+  for (bpf_program* prog : {s->skel_->progs.mcp_cuda_launch_nofv, s->skel_->progs.mcp_cuda_entry_nofv,
+                            s->skel_->progs.mcp_cuda_return_nofv})
+    bpf_program__set_autoload(prog, !kf.find_vma);
+  s->skel_->rodata->mcp_ancestor_cgroup = kf.ancestor_cgroup;
+  if (!kf.fetch_atomics) strip_fetch_atomics(s->skel_->obj);
+  if (!kf.task_storage)
+    for (bpf_map* m : {s->skel_->maps.syscall_entries, s->skel_->maps.cuda_timed, s->skel_->maps.cuda_runtime_call}) {
+      bpf_map__set_type(m, BPF_MAP_TYPE_LRU_HASH);
+      bpf_map__set_map_flags(m, 0);
+      bpf_map__set_max_entries(m, 16384);
+    }
   // Session programs load only where the kernel can attach them; libbpf 1.1 has no
   // section name for them, so the attach type is set by hand.
-  s->uprobe_sessions_ = kernel_has_uprobe_sessions();
+  s->uprobe_sessions_ = kf.uprobe_sessions;
   spdlog::info("latency uprobes: {}", s->uprobe_sessions_ ? "uprobe sessions (BPF_TRACE_UPROBE_SESSION)"
                                                           : "entry uprobe + uretprobe (no uprobe sessions)");
   for (bpf_program* prog : {s->skel_->progs.mcp_uprobe_session, s->skel_->progs.mcp_cuda_session,
@@ -220,9 +253,17 @@ std::unique_ptr<BpfSession> BpfSession::open(const SessionOptions& options) {
     g_libbpf_log.clear();
   }
   if (int err = mcp_bpf__load(s->skel_); err) {
-    std::lock_guard lock(g_libbpf_log_mu);
-    fprintf(stderr, "%s", g_libbpf_log.c_str());
-    throw runtime_error("loading the BPF programs failed: " + errno_text(err) + " (verifier log above)");
+    // The verifier's log only behind -v: the line names the kernel and what it lacks.
+    std::string off;
+    for (const auto& f : kf.list())
+      if (!f.present) off += std::string(off.empty() ? "" : ", ") + f.name;
+    {
+      std::lock_guard lock(g_libbpf_log_mu);
+      if (spdlog::should_log(spdlog::level::debug)) fprintf(stderr, "%s", g_libbpf_log.c_str());
+    }
+    throw runtime_error("loading the BPF programs failed on kernel " + kf.release + ": " + errno_text(err) +
+                        (off.empty() ? "" : " (features off: " + off + ")") +
+                        (spdlog::should_log(spdlog::level::debug) ? "; verifier log above" : "; -v shows the verifier log"));
   }
   const long page = sysconf(_SC_PAGESIZE);
   const int rb = bpf_map__fd(s->skel_->maps.events);
@@ -315,6 +356,9 @@ std::vector<BpfSession::Link> BpfSession::attach_uprobes(uint32_t id, const Upro
                                                          const Programs& progs) {
   std::vector<Link> links;
   if (target.usdt) {
+    if (!attach_cookie_ && pid <= 0)
+      throw runtime_error("USDT probe " + target.probe_name() +
+                          " system-wide is off: needs bpf_get_attach_cookie (5.15); give it a pid");
     const auto [provider, name] = split_usdt_name(target.symbol);
     LIBBPF_OPTS(bpf_usdt_opts, opts, .usdt_cookie = id);
     bpf_link* link = bpf_program__attach_usdt(progs.entry, pid > 0 ? pid : -1, target.binary.c_str(),
@@ -334,6 +378,16 @@ std::vector<BpfSession::Link> BpfSession::attach_uprobes(uint32_t id, const Upro
   }
   for (auto [prog, retprobe] : {std::pair{progs.entry, false}, std::pair{progs.ret, true}}) {
     if (!prog) continue;
+    if (!attach_cookie_) {
+      try {
+        links.push_back({nullptr, attach_uprobe_copy(prog, skel_->maps.probe_cookie, id, retprobe, target.binary,
+                                                     target.offset, pid)});
+      } catch (const Error& e) {
+        for (auto& l : links) l.destroy();
+        throw runtime_error("cannot attach uprobe to " + target.name() + ":" + target.symbol + ": " + e.what());
+      }
+      continue;
+    }
     LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = id, .retprobe = retprobe);
     bpf_link* link = bpf_program__attach_uprobe_opts(prog, pid > 0 ? pid : -1, target.binary.c_str(),
                                                      target.offset, &opts);
@@ -435,9 +489,10 @@ uint32_t BpfSession::add_cuda_probe(const UprobeTarget& target, pid_t pid, const
   const bool at_entry = config.cuda_flags & MCP_CUDA_CFG_AT_ENTRY;
   if (at_entry && config.windowed && windows_enabled_ && uprobe_sessions_)
     progs = {nullptr, nullptr, skel_->progs.mcp_cuda_launch_multi, true};  // windowed: cheap to attach
-  else if (at_entry) progs.entry = skel_->progs.mcp_cuda_launch;  // one trap, no return probe
+  else if (at_entry) progs.entry = find_vma_ ? skel_->progs.mcp_cuda_launch : skel_->progs.mcp_cuda_launch_nofv;
   else if (uprobe_sessions_) progs.session = skel_->progs.mcp_cuda_session;
-  else progs = {skel_->progs.mcp_cuda_entry, skel_->progs.mcp_cuda_return};
+  else if (find_vma_) progs = {skel_->progs.mcp_cuda_entry, skel_->progs.mcp_cuda_return};
+  else progs = {skel_->progs.mcp_cuda_entry_nofv, skel_->progs.mcp_cuda_return_nofv};
   auto links = attach_uprobes(id, target, pid, progs);
   ProbeInfo info{id, target.name() + ":" + target.symbol, ProbeFamily::kCuda, !at_entry};
   info.internal = internal;
@@ -470,9 +525,20 @@ uint32_t BpfSession::add_syscall(const std::string& name, const ProbeConfig& con
   const uint32_t id = reserve_id(config);
   std::vector<Link> links;
   std::vector<std::pair<bpf_program*, const char*>> progs;
-  if (latency) progs = {{skel_->progs.mcp_sys_enter, "sys_enter_"}, {skel_->progs.mcp_sys_exit, "sys_exit_"}};
+  // Without bpf_task_pt_regs the exit cannot read the arguments: entry and exit then.
+  if (latency || !task_pt_regs_)
+    progs = {{skel_->progs.mcp_sys_enter, "sys_enter_"}, {skel_->progs.mcp_sys_exit, "sys_exit_"}};
   else progs = {{skel_->progs.mcp_sys_exit_only, "sys_exit_"}};
   for (auto [prog, tp] : progs) {
+    if (!attach_cookie_) {
+      try {
+        links.push_back({nullptr, attach_tracepoint_copy(prog, skel_->maps.probe_cookie, id, "syscalls", tp + name)});
+      } catch (const Error& e) {
+        for (auto& l : links) l.destroy();
+        throw;
+      }
+      continue;
+    }
     LIBBPF_OPTS(bpf_tracepoint_opts, opts, .bpf_cookie = id);
     bpf_link* link = bpf_program__attach_tracepoint_opts(prog, "syscalls", (tp + name).c_str(), &opts);
     if (!link) {
@@ -667,7 +733,7 @@ bool BpfSession::traces(pid_t pid) const {
 
 void BpfSession::watch_libraries() {
   std::lock_guard lock(lib_mu_);
-  if (lib_watchers_++ > 0) return;
+  if (!find_vma_ || lib_watchers_++ > 0) return;
   lib_watch_link_ = bpf_program__attach(skel_->progs.mcp_lib_mmap);
   if (!lib_watch_link_) {
     // No syscall tracepoints (tracefs not mounted): the raw syscall exit, filtered on mmap.

@@ -192,8 +192,8 @@ class BpfSession : public KernelMaps {
   // True when latency probes attach as uprobe sessions (BPF_TRACE_UPROBE_SESSION,
   // Linux 6.13+): a call the entry does not keep takes no return trap. False:
   // separate uretprobes, whose program runs on every call. Decided at open():
-  // the kernel's BTF must name the attach type, and MCP_UPROBE_SESSION=off
-  // forces the fallback.
+  // the kernel's BTF must name the attach type (KernelFeatures), and
+  // MCP_UPROBE_SESSION=off forces the fallback.
   bool uprobe_sessions() const { return uprobe_sessions_; }
   // Runs of each loaded program (bpf_prog_info.run_cnt), by program name. The
   // kernel counts them only while BPF statistics are enabled (BPF_ENABLE_STATS,
@@ -214,7 +214,10 @@ class BpfSession : public KernelMaps {
   // CUDA runtime or driver library a traced process maps executable is recorded
   // (struct mcp_lib_mapped). take_mapped_libraries() returns those recorded since the last
   // call, without waiting. The watch costs every mmap of a traced process one BPF run.
+  // Only where the kernel has bpf_find_vma (watches_mappings()); elsewhere nothing is
+  // recorded and the caller scans /proc instead.
   void watch_libraries();
+  bool watches_mappings() const { return find_vma_; }
   void unwatch_libraries();
   std::vector<mcp_lib_mapped> take_mapped_libraries();
   // Files holding a CUDA runtime (cuda_runtime_files): a driver launch they make is nested.
@@ -336,6 +339,9 @@ class BpfSession : public KernelMaps {
   int ncpus_ = 1;
   uint32_t probe_slots_ = MCP_MAX_PROBES;
   bool uprobe_sessions_ = false;
+  bool attach_cookie_ = true;   // KernelFeatures: else each probe attaches a program copy
+  bool task_pt_regs_ = true;    // KernelFeatures: else syscalls attach entry and exit
+  bool find_vma_ = true;        // KernelFeatures: else the CUDA programs' nofv build, no mmap watch
   mutable std::shared_mutex mu_;
   std::map<uint32_t, std::unique_ptr<Probe>> probes_;
   // Removed probes: id -> ring producer position at detach; reusable once consumed past it.

@@ -366,6 +366,12 @@ void ProbeSet::poll_libraries() {
   for (auto& [key, e] : entries_)
     if (e.library_watch) d = &e;
   if (!d) return;
+  // A kernel without bpf_find_vma reports no mappings: the processes are scanned each second.
+  if (const auto now = std::chrono::steady_clock::now();
+      !session_.watches_mappings() && now - d->scanned_at >= std::chrono::seconds(1)) {
+    d->scanned_at = now;
+    d->scan_pending = true;
+  }
   // The watch's reports first: they know when each library was mapped.
   const auto mapped = session_.take_mapped_libraries();
   if (mapped.empty() && !d->scan_pending) return;  // the usual poll: nothing to publish either

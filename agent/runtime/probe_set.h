@@ -29,6 +29,7 @@
 #include <array>
 #include <atomic>
 #include <functional>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -184,6 +185,7 @@ class ProbeSet final : public ProbeLabels {
     };
     std::unique_ptr<LibraryWatch> library_watch;
     bool scan_pending = false;              // processes already running: scanned on the next poll
+    std::chrono::steady_clock::time_point scanned_at;  // without a mapping watch: rescanned each second
     std::vector<std::string> discovered;    // discovered_libraries() lines
     std::vector<mcp_file_key> failed_files; // discovered files that cannot be attached (logged once)
   };

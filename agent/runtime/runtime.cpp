@@ -18,6 +18,7 @@
 #include "symbolize/stack_symbolizer.h"
 #include "enrich/stages.h"
 #include "forward/agent_id.h"
+#include "loader/kernel_features.h"
 #include "metrics/names.h"
 #include "metrics/registry.h"
 #include "otlp/event_sink.h"
@@ -479,6 +480,11 @@ void Runtime::register_metrics(metrics::Registry& reg) {
   });
   reg.add_callback(metrics::kRingbufCapacity, [&session] { return static_cast<double>(session.ringbuf_bytes()); });
   reg.add_callback(metrics::kUprobeSessions, [&session] { return session.uprobe_sessions() ? 1.0 : 0.0; });
+  reg.add_collector(metrics::kKernelFeature, [] {
+    std::vector<metrics::Sample> out;
+    for (const auto& f : loader::KernelFeatures::get().list()) out.push_back({{f.name, f.since}, f.present ? 1.0 : 0.0});
+    return out;
+  });
   reg.add_callback(metrics::kRingbufOccupancy, [&session] { return static_cast<double>(session.ringbuf_pending_bytes()); });
   reg.add_collector(metrics::kSamplingProbability, [&session] {
     std::vector<metrics::Sample> out;

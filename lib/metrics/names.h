@@ -38,6 +38,10 @@ inline constexpr MetricSpec kUprobeSessions{
     "mcp_uprobe_sessions",
     "1: latency uprobes and CUDA probes attach as uprobe sessions, so a call the entry does not keep takes no return trap; 0: separate uretprobes run on every call.",
     MetricType::kGauge, ""};
+inline constexpr MetricSpec kKernelFeature{
+    "mcp_kernel_feature",
+    "1 when the kernel has the BPF feature (loader/kernel_features.h), 0 when the agent runs without it; since: the Linux version that brought it.",
+    MetricType::kGauge, "feature,since"};
 
 // Sampling windows (loader/sampling_windows.h): probes below rate 0.5 attached only part of the time.
 inline constexpr MetricSpec kSamplingWindows{
@@ -119,7 +123,7 @@ inline constexpr std::array kAgentMetrics{
     kEventsSeen,  kEventsKept,  kEventsLost,          kQuotaDrops,     kRingbufOccupancy,
     kRingbufCapacity, kProbeRate, kSamplingProbability, kQueueDepth,  kSpoolBytes,
     kForwardErrors, kForwardDropped, kForwardUnreadable, kReloads,   kReloadFailures, kAuditRecords, kAuditFailures, kClockDrift,     kClockResidual,
-    kProbeState,  kProbeReattach, kUprobeSessions, kSamplingWindows, kWindowCoverage};
+    kProbeState,  kProbeReattach, kUprobeSessions, kKernelFeature, kSamplingWindows, kWindowCoverage};
 
 // A Markdown table of `specs` (name, type, labels, help) for the docs; the broker's table is
 // generated from broker::kBrokerMetrics the same way.
