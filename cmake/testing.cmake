@@ -1,5 +1,5 @@
 include(GoogleTest)
-# mcp_gtest(NAME name TIER unit|integration|e2e SOURCES ... LIBS ...)
+# mcp_gtest(NAME name TIER unit|integration|kernel|e2e SOURCES ... LIBS ...)
 # One gtest binary per library; every test is labelled with its tier so
 # `ctest -L unit` runs one tier. Integration and e2e tests skip themselves
 # (GTEST_SKIP with a reason) when root, BTF or a tool is missing.
@@ -17,7 +17,7 @@ function(mcp_gtest)
   # Integration and e2e tests attach system-wide probes and count what every process does, so two
   # at once see each other's calls: under `ctest -j` they take turns (unit tests still overlap).
   set(lock)
-  if(ARG_TIER STREQUAL "integration" OR ARG_TIER STREQUAL "e2e")
+  if(ARG_TIER STREQUAL "integration" OR ARG_TIER STREQUAL "e2e" OR ARG_TIER STREQUAL "kernel")
     set(lock RESOURCE_LOCK kernel_probes)
   endif()
   gtest_discover_tests(${ARG_NAME} DISCOVERY_MODE PRE_TEST

@@ -336,6 +336,12 @@ void ProbeSet::attach_discovered(Entry& e, const mcp_lib_mapped& rec, const std:
       break;
     }
   if (!path.empty()) file = loader::path_in_root_of(pid, path);
+  // On overlayfs (a container's root) the kernel reports the layer's file and stat() the
+  // overlay's: the same library may already be traced under its path's key (two probes on
+  // one file count every call twice).
+  if (const auto by_path = file.empty() ? std::nullopt : cuda::kernel_file_key(file);
+      by_path && cuda_file_attached(*by_path))
+    return;
   try {
     if (file.empty())
       throw runtime_error(path.empty() ? "process " + std::to_string(pid) + " exited before its mapping was read"

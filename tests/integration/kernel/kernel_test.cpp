@@ -1,0 +1,209 @@
+// The kernel tier (issue 35): the checks whose outcome depends on the kernel the agent runs on,
+// on the real agent and real BPF. Each runs twice: as the kernel is ("native"), and with every
+// optional feature turned off as on Linux 5.10 ("fallbacks", MCP_KERNEL_FEATURES_OFF), so the
+// fallback programs are exercised on every kernel CI boots, this machine's included.
+// scripts/vmtest runs this tier on Debian's 5.10, 6.1 and 6.12; nothing here assumes a timing.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+
+#include <cmath>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "../../support/run_command.h"
+
+namespace {
+
+using mcp::test::parse_json_lines;
+using mcp::test::parse_summary;
+using mcp::test::run_command;
+
+const std::string kAgent = std::string(MCP_BIN_DIR) + "/mcp-agent";
+const std::string kWorkload = std::string(MCP_TEST_DIR) + "/mcp-workload";
+const std::string kCudaLaunch = std::string(MCP_TEST_DIR) + "/cuda_launch_shared";
+// Every feature the agent can run without (loader/kernel_features.h).
+const std::string kAllOff =
+    "task_btf,task_storage,fetch_atomics,attach_cookie,ancestor_cgroup,task_pt_regs,find_vma,uprobe_multi,"
+    "uprobe_sessions";
+
+std::string probe(const std::string& fn) {
+  char buf[4096];
+  return std::string(realpath(kWorkload.c_str(), buf)) + ":" + fn;
+}
+
+// Linux version of the running kernel as major * 1000 + minor.
+int kernel_version() {
+  utsname u{};
+  uname(&u);
+  int major = 0, minor = 0;
+  sscanf(u.release, "%d.%d", &major, &minor);
+  return major * 1000 + minor;
+}
+
+int parse_version(const std::string& v) {
+  int major = 0, minor = 0;
+  sscanf(v.c_str(), "%d.%d", &major, &minor);
+  return major * 1000 + minor;
+}
+
+class KernelTier : public ::testing::TestWithParam<std::string> {
+ protected:
+  bool fallbacks() const { return GetParam() == "fallbacks"; }
+  // The agent with this mode's environment.
+  mcp::test::CommandResult agent(std::vector<std::string> args) const {
+    std::vector<std::string> argv = {"/usr/bin/env", "MCP_KERNEL_FEATURES_OFF=" + (fallbacks() ? kAllOff : ""), kAgent};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return run_command(argv);
+  }
+};
+
+// `version` lists every feature; a feature the running kernel's version brought is found
+// (so the README's matrix, which this list fills, holds on every kernel CI boots), and a
+// feature turned off is reported off with what the agent does instead.
+TEST_P(KernelTier, VersionListsTheFeaturesTheKernelHas) {
+  MCP_REQUIRE_BPF();
+  const auto r = agent({"version"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  static const std::regex line(R"(^  (\w+)\s+(yes|off)\s+(.*) \((\d+\.\d+)\)(: .*)?$)");
+  std::istringstream in(r.out);
+  std::string l;
+  int listed = 0;
+  while (std::getline(in, l)) {
+    std::smatch m;
+    if (!std::regex_match(l, m, line)) continue;
+    listed++;
+    const std::string name = m[1], state = m[2];
+    const bool optional = ("," + kAllOff + ",").find("," + name + ",") != std::string::npos;
+    if (fallbacks() && optional) {
+      EXPECT_EQ(state, "off") << l;
+      EXPECT_TRUE(m[5].matched) << "an off feature says what the agent does instead: " << l;
+    } else if (parse_version(m[4]) <= kernel_version()) {
+      EXPECT_EQ(state, "yes") << "Linux " << m[4] << " brought it, and this kernel is newer: " << l;
+    }
+  }
+  EXPECT_EQ(listed, 11) << r.out;
+}
+
+TEST_P(KernelTier, SyscallsCountedExactlyWithAndWithoutLatency) {
+  MCP_REQUIRE_BPF();
+  for (const bool latency : {false, true}) {
+    std::vector<std::string> args = {"trace", "--syscall", "getppid", "-o", "/dev/null"};
+    if (latency) args.push_back("--latency");
+    for (const char* a : {"--", kWorkload.c_str(), "getppid", "5000"}) args.push_back(a);
+    const auto r = agent(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto row = parse_summary(r.err)["syscall:getppid"];
+    EXPECT_EQ(row.seen, 5000u) << r.err;
+    EXPECT_EQ(row.kept, 5000u) << r.err;
+    EXPECT_EQ(row.delivered, 5000u) << r.err;
+  }
+}
+
+// Arguments, return values and durations pair up on the uretprobe path (every kernel before
+// 6.13 takes it), and every kept call reaches the output.
+TEST_P(KernelTier, UprobesWithLatencyPairEveryCall) {
+  MCP_REQUIRE_BPF();
+  const auto r = agent({"trace", "--uprobe", kWorkload + ":mcp_work", "--latency", "--", kWorkload, "calls", "3000"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto events = parse_json_lines(r.out);
+  ASSERT_EQ(events.size(), 3000u) << r.err;
+  int64_t expected_first = 0;
+  for (const auto& e : events) {
+    ASSERT_TRUE(e.contains("duration_ns")) << e.dump();
+    EXPECT_EQ(e["args"][1].get<int64_t>(), 2) << e.dump();
+    if (e["args"][0].get<int64_t>() == expected_first) expected_first++;
+  }
+  EXPECT_EQ(expected_first, 3000) << "calls out of order or missing";
+  const auto row = parse_summary(r.err)[probe("mcp_work")];
+  EXPECT_EQ(row.seen, 3000u);
+  EXPECT_EQ(row.kept, 3000u);
+  EXPECT_EQ(row.orphaned, 0u);
+}
+
+// Probability sampling in the kernel: the kept count is a binomial draw (within 6 sigma) and
+// the estimate stands for every call.
+TEST_P(KernelTier, SampledUprobeKeepsItsShareAndEstimatesTheRest) {
+  MCP_REQUIRE_BPF();
+  const int n = 20000;
+  const double p = 0.1;
+  const auto r = agent({"trace", "--uprobe", kWorkload + ":mcp_work", "--sample-rate", "0.1", "--no-windows", "-o",
+                        "/dev/null", "--", kWorkload, "calls", std::to_string(n)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto row = parse_summary(r.err)[probe("mcp_work")];
+  EXPECT_EQ(row.seen, static_cast<uint64_t>(n));
+  const double sigma = std::sqrt(n * p * (1 - p));
+  EXPECT_NEAR(static_cast<double>(row.kept), n * p, 6 * sigma) << r.err;
+  EXPECT_NEAR(row.estimated, n, 6 * sigma / p) << r.err;
+}
+
+// A tenant quota on the root cgroup: found by the cgroup ancestor walk (the helper, or the
+// kernfs parents before 5.14) and enforced by the token bucket (with or without fetching
+// atomics): far fewer kept than called, and every call accounted for.
+TEST_P(KernelTier, TenantQuotaOnAnAncestorCgroupCapsWhatIsKept) {
+  MCP_REQUIRE_BPF();
+  const auto r = agent({"trace", "--uprobe", kWorkload + ":mcp_work", "--tenant-quota", "/=100:50", "-o", "/dev/null",
+                        "--", kWorkload, "calls", "20000"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto row = parse_summary(r.err)[probe("mcp_work")];
+  EXPECT_EQ(row.seen, 20000u) << r.err;
+  EXPECT_GT(row.quota_dropped, 10000u) << r.err;
+  EXPECT_EQ(row.kept + row.quota_dropped, row.seen) << r.err;
+  EXPECT_GE(row.kept, 1u) << r.err;
+}
+
+// Children followed like strace -f: fork's tracepoint adds each to the traced tree.
+TEST_P(KernelTier, ForkedChildrenAreFollowed) {
+  MCP_REQUIRE_BPF();
+  const auto r = agent({"trace", "--uprobe", kWorkload + ":mcp_work", "-o", "/dev/null", "--", kWorkload, "fork", "4",
+                        "500"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto row = parse_summary(r.err)[probe("mcp_work")];
+  EXPECT_EQ(row.seen, 2500u) << r.err;  // the parent and 4 children, 500 calls each
+  EXPECT_EQ(row.kept, 2500u) << r.err;
+}
+
+// Launches named and with their geometry, from a process that outlives them: the kernel
+// places the host function with bpf_find_vma (5.17+), else the agent reads the process's maps.
+TEST_P(KernelTier, CudaLaunchesNamedWithGeometry) {
+  MCP_REQUIRE_BPF();
+  struct stat st;
+  if (stat(kCudaLaunch.c_str(), &st) != 0) GTEST_SKIP() << "CUDA toolkit (nvcc) not installed";
+  const auto r = agent({"trace", "--cuda", "--", kCudaLaunch, "5", "chevrons", "300"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string events;  // the fixture prints its own lines between the agent's
+  std::istringstream lines(r.out);
+  for (std::string l; std::getline(lines, l);)
+    if (!l.empty() && l[0] == '{') events += l + "\n";
+  int launches = 0;
+  for (const auto& e : parse_json_lines(events)) {
+    if (!e.contains("cuda") || !e["cuda"].contains("kernel")) continue;
+    launches++;
+    EXPECT_EQ(e["cuda"]["kernel"], "vecAdd(float*, int)") << e.dump();
+    EXPECT_EQ(e["cuda"]["grid"], nlohmann::json::array({4, 2, 1})) << e.dump();
+    EXPECT_EQ(e["cuda"]["block"], nlohmann::json::array({64, 1, 1})) << e.dump();
+  }
+  EXPECT_EQ(launches, 5) << r.out << r.err;
+}
+
+// Without attach cookies a USDT probe is attached through libbpf's address table, per
+// process: system-wide it is refused in one line (never a verifier log); with cookies it runs.
+TEST_P(KernelTier, UsdtSystemWideRunsWhereTheKernelHasAttachCookies) {
+  MCP_REQUIRE_BPF();
+  const bool cookies = !fallbacks() && kernel_version() >= 5015;
+  const auto r = agent({"trace", "--usdt", "/usr/bin/python3:python:line", "--duration", "100ms"});
+  if (cookies) {
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return;
+  }
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("needs bpf_get_attach_cookie (5.15)"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("verifier"), std::string::npos) << "no raw verifier output: " << r.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, KernelTier, ::testing::Values("native", "fallbacks"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
