@@ -38,7 +38,7 @@ int BPF_KPROBE(mcp_cuda_session)
 /* The entry-only programs again, attached as uprobe_multi links (BPF_TRACE_UPROBE_MULTI)
  * for probes sampled in time windows: a multi link attaches without the perf event
  * layer, whose close holds the lock the next attach needs for a whole grace period.
- * Loaded only where uprobe sessions are (they imply multi links). */
+ * Loaded where the kernel has multi links (6.6+), sessions or not. */
 SEC("uprobe")
 int BPF_KPROBE(mcp_uprobe_multi)
 {

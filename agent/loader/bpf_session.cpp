@@ -236,12 +236,13 @@ std::unique_ptr<BpfSession> BpfSession::open(const SessionOptions& options) {
   // Session programs load only where the kernel can attach them; libbpf 1.1 has no
   // section name for them, so the attach type is set by hand.
   s->uprobe_sessions_ = kf.uprobe_sessions;
+  s->uprobe_multi_ = kf.uprobe_multi;
   spdlog::info("latency uprobes: {}", s->uprobe_sessions_ ? "uprobe sessions (BPF_TRACE_UPROBE_SESSION)"
                                                           : "entry uprobe + uretprobe (no uprobe sessions)");
   for (bpf_program* prog : {s->skel_->progs.mcp_uprobe_session, s->skel_->progs.mcp_cuda_session,
                             s->skel_->progs.mcp_uprobe_multi, s->skel_->progs.mcp_cuda_launch_multi}) {
     const bool multi = prog == s->skel_->progs.mcp_uprobe_multi || prog == s->skel_->progs.mcp_cuda_launch_multi;
-    if (s->uprobe_sessions_)
+    if (multi ? s->uprobe_multi_ : s->uprobe_sessions_)
       bpf_program__set_expected_attach_type(
           prog, static_cast<bpf_attach_type>(multi ? kBpfTraceUprobeMulti : kBpfTraceUprobeSession));
     else
@@ -415,7 +416,7 @@ uint32_t BpfSession::add_uprobe(const UprobeTarget& target, bool latency, pid_t 
   if (target.usdt && latency) throw usage_error("USDT probe " + target.probe_name() + ": a USDT probe has no return");
   const uint32_t id = reserve_id(config);
   Programs progs = target.usdt ? usdt_programs() : uprobe_programs(latency);
-  if (!target.usdt && config.windowed && windows_enabled_ && uprobe_sessions_ && !latency)
+  if (!target.usdt && config.windowed && windows_enabled_ && uprobe_multi_ && !latency)
     progs = {nullptr, nullptr, skel_->progs.mcp_uprobe_multi, true};
   auto links = attach_uprobes(id, target, pid, progs);
   register_probe(file_probe_info(id, target.probe_name(), target.symbol, latency, config, target.usdt),
@@ -424,15 +425,15 @@ uint32_t BpfSession::add_uprobe(const UprobeTarget& target, bool latency, pid_t 
   return id;
 }
 
-bool BpfSession::can_group(const ProbeConfig& config) const {
-  return uprobe_sessions_ &&
+bool BpfSession::can_group(const ProbeConfig& config, bool latency) const {
+  return (latency ? uprobe_sessions_ : uprobe_multi_) &&
          !(config.windowed && windows_enabled_ && threshold_to_probability(config.threshold) < kWindowMaxRate);
 }
 
 std::vector<uint32_t> BpfSession::add_uprobe_group(const std::vector<UprobeTarget>& targets, bool latency, pid_t pid,
                                                    const std::vector<ProbeConfig>& configs) {
-  if (targets.empty() || targets.size() != configs.size() || !uprobe_sessions_)
-    throw runtime_error("uprobe group: nothing to attach, or no uprobe_multi links in this kernel");
+  if (targets.empty() || targets.size() != configs.size() || !(latency ? uprobe_sessions_ : uprobe_multi_))
+    throw runtime_error("uprobe group: nothing to attach, or no uprobe_multi links (sessions, with latency) in this kernel");
   const Programs progs = latency ? Programs{nullptr, nullptr, skel_->progs.mcp_uprobe_session, false}
                                  : Programs{nullptr, nullptr, skel_->progs.mcp_uprobe_multi, true};
   std::vector<uint32_t> ids;
@@ -487,7 +488,7 @@ uint32_t BpfSession::add_cuda_probe(const UprobeTarget& target, pid_t pid, const
   const uint32_t id = reserve_id(config);
   Programs progs;
   const bool at_entry = config.cuda_flags & MCP_CUDA_CFG_AT_ENTRY;
-  if (at_entry && config.windowed && windows_enabled_ && uprobe_sessions_)
+  if (at_entry && config.windowed && windows_enabled_ && uprobe_multi_)
     progs = {nullptr, nullptr, skel_->progs.mcp_cuda_launch_multi, true};  // windowed: cheap to attach
   else if (at_entry) progs.entry = find_vma_ ? skel_->progs.mcp_cuda_launch : skel_->progs.mcp_cuda_launch_nofv;
   else if (uprobe_sessions_) progs.session = skel_->progs.mcp_cuda_session;

@@ -103,8 +103,9 @@ class BpfSession : public KernelMaps {
   // the removed member's id is not reused. All or nothing.
   std::vector<uint32_t> add_uprobe_group(const std::vector<UprobeTarget>& targets, bool latency, pid_t pid,
                                          const std::vector<ProbeConfig>& configs);
-  // The kernel has uprobe_multi links, and the probe would not start in sampling windows.
-  bool can_group(const ProbeConfig& config) const;
+  // The kernel has uprobe_multi links (and uprobe sessions, with latency), and the probe
+  // would not start in sampling windows.
+  bool can_group(const ProbeConfig& config, bool latency) const;
   // Without latency one program runs, at exit; with latency an entry program too.
   uint32_t add_syscall(const std::string& name, const ProbeConfig& config, bool latency = true);
   // CUDA API probe: entry and return programs on target, config.cuda_api set.
@@ -339,6 +340,7 @@ class BpfSession : public KernelMaps {
   int ncpus_ = 1;
   uint32_t probe_slots_ = MCP_MAX_PROBES;
   bool uprobe_sessions_ = false;
+  bool uprobe_multi_ = false;   // KernelFeatures: multi links for groups and windowed entry probes
   bool attach_cookie_ = true;   // KernelFeatures: else each probe attaches a program copy
   bool task_pt_regs_ = true;    // KernelFeatures: else syscalls attach entry and exit
   bool find_vma_ = true;        // KernelFeatures: else the CUDA programs' nofv build, no mmap watch

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <set>
 #include <sstream>
@@ -136,6 +137,30 @@ std::string KernelFeatures::unsupported() const {
     if (!f.present && !*f.without) missing += (missing.empty() ? "" : ", ") + std::string(f.needs) + " (" + f.since + ")";
   if (missing.empty()) return "";
   return "this kernel (" + release + ") lacks " + missing + ": mcp-agent needs Linux 5.10 or newer with BTF";
+}
+
+std::string KernelFeatures::support_matrix() {
+  // The kernels users' nodes run; * marks those CI boots (scripts/vmtest), with this machine's.
+  static const std::pair<const char*, int> kKernels[] = {
+      {"5.10*", 5010}, {"5.15", 5015}, {"6.1*", 6001}, {"6.6", 6006}, {"6.12*", 6012}, {"6.13+", 6013}};
+  auto version = [](const char* v) {
+    int major = 0, minor = 0;
+    sscanf(v, "%d.%d", &major, &minor);
+    return major * 1000 + minor;
+  };
+  std::string out = "| feature | needs |";
+  std::string rule = "|---|---|";
+  for (const auto& [name, v] : kKernels) {
+    out += std::string(" ") + name + " |";
+    rule += "---|";
+  }
+  out += " without it |\n" + rule + "---|\n";
+  for (const auto& f : KernelFeatures{}.list()) {
+    out += std::string("| `") + f.name + "` | " + f.needs + " (" + f.since + ") |";
+    for (const auto& [name, v] : kKernels) out += version(f.since) <= v ? " yes |" : " off |";
+    out += std::string(" ") + (*f.without ? f.without : "required: the agent does not start") + " |\n";
+  }
+  return out;
 }
 
 }  // namespace mcp::loader

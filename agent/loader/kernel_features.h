@@ -39,6 +39,9 @@ struct KernelFeatures {
   std::vector<std::string> off_lines() const;
   // Empty when the agent can run; else one line naming what is missing.
   std::string unsupported() const;
+  // The README's support matrix (Markdown): each feature by kernel version, from list()'s
+  // versions; the kernel tier checks those versions on the kernels CI boots.
+  static std::string support_matrix();
 };
 
 }  // namespace mcp::loader

@@ -188,7 +188,7 @@ void ProbeSet::attach_groups(const std::vector<config::ProbeSpec>& added) {
   std::map<std::pair<std::string, bool>, std::vector<const config::ProbeSpec*>> by_file;  // (file, latency)
   std::set<std::string> keys;
   for (const auto& spec : added)
-    if (spec.kind == config::ProbeKind::kUprobe && !spec.container && session_.can_group(base_config(spec)) &&
+    if (spec.kind == config::ProbeKind::kUprobe && !spec.container && session_.can_group(base_config(spec), spec.latency) &&
         keys.insert(spec.key()).second)
       if (const auto file = loader::find_binary(spec.target, 0)) by_file[{*file, spec.latency}].push_back(&spec);
   for (const auto& [file_latency, specs] : by_file) {
@@ -449,7 +449,7 @@ void ProbeSet::apply(const reload::ConfigDiff& d) {
   std::set<std::string> alone;
   for (const auto& u : d.sampling_changed)
     if (auto it = entries_.find(u.after.key());
-        it != entries_.end() && it->second.grouped && !session_.can_group(base_config(u.after))) {
+        it != entries_.end() && it->second.grouped && !session_.can_group(base_config(u.after), u.after.latency)) {
       added.push_back(u.after);
       alone.insert(u.after.key());
     }

@@ -154,6 +154,19 @@ TEST_P(KernelTier, TenantQuotaOnAnAncestorCgroupCapsWhatIsKept) {
   EXPECT_GE(row.kept, 1u) << r.err;
 }
 
+// A wildcard: one probe per matching function, through one uprobe_multi link where the
+// kernel has them (6.6+), else one link each; every probe counts its own calls exactly.
+TEST_P(KernelTier, WildcardProbesCountTheirOwnCalls) {
+  MCP_REQUIRE_BPF();
+  const auto r = agent({"trace", "--uprobe", kWorkload + ":mcp_*", "-o", "/dev/null", "--", kWorkload, "calls", "1000"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto rows = parse_summary(r.err);
+  EXPECT_GE(rows.size(), 5u) << r.err;
+  EXPECT_EQ(rows[probe("mcp_work")].seen, 1000u) << r.err;
+  EXPECT_EQ(rows[probe("mcp_work")].kept, 1000u) << r.err;
+  EXPECT_EQ(rows[probe("mcp_recurse")].seen, 0u) << r.err;
+}
+
 // Children followed like strace -f: fork's tracepoint adds each to the traced tree.
 TEST_P(KernelTier, ForkedChildrenAreFollowed) {
   MCP_REQUIRE_BPF();
