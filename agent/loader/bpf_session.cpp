@@ -165,6 +165,41 @@ void strip_fetch_atomics(bpf_object* obj) {
   }
 }
 
+// The object as this kernel can load it (bpf/compat.bpf.h): each fallback's load-time switch,
+// the one CUDA build that loads (with bpf_find_vma or cuda_nofv.bpf.c), per-thread maps as LRU
+// hashes without task storage, and multi and session programs only where they attach (libbpf
+// 1.1 has no section name for them, so their attach type is set by hand).
+void fit_to_kernel(mcp_bpf* skel, const KernelFeatures& kf) {
+  skel->rodata->mcp_attach_cookie = kf.attach_cookie;
+  skel->rodata->mcp_task_btf = kf.task_btf;
+  skel->rodata->mcp_task_storage = kf.task_storage;
+  skel->rodata->mcp_fetch_atomics = kf.fetch_atomics;
+  skel->rodata->mcp_task_pt_regs = kf.task_pt_regs;
+  skel->rodata->mcp_ancestor_cgroup = kf.ancestor_cgroup;
+  for (bpf_program* prog : {skel->progs.mcp_cuda_launch, skel->progs.mcp_cuda_entry, skel->progs.mcp_cuda_return,
+                            skel->progs.mcp_lib_mmap, skel->progs.mcp_lib_sys_exit})
+    bpf_program__set_autoload(prog, kf.find_vma);
+  for (bpf_program* prog : {skel->progs.mcp_cuda_launch_nofv, skel->progs.mcp_cuda_entry_nofv,
+                            skel->progs.mcp_cuda_return_nofv})
+    bpf_program__set_autoload(prog, !kf.find_vma);
+  if (!kf.fetch_atomics) strip_fetch_atomics(skel->obj);
+  if (!kf.task_storage)
+    for (bpf_map* m : {skel->maps.syscall_entries, skel->maps.cuda_timed, skel->maps.cuda_runtime_call}) {
+      bpf_map__set_type(m, BPF_MAP_TYPE_LRU_HASH);
+      bpf_map__set_map_flags(m, 0);
+      bpf_map__set_max_entries(m, 16384);
+    }
+  for (bpf_program* prog : {skel->progs.mcp_uprobe_session, skel->progs.mcp_cuda_session, skel->progs.mcp_uprobe_multi,
+                            skel->progs.mcp_cuda_launch_multi}) {
+    const bool multi = prog == skel->progs.mcp_uprobe_multi || prog == skel->progs.mcp_cuda_launch_multi;
+    if (multi ? kf.uprobe_multi : kf.uprobe_sessions)
+      bpf_program__set_expected_attach_type(
+          prog, static_cast<bpf_attach_type>(multi ? kBpfTraceUprobeMulti : kBpfTraceUprobeSession));
+    else
+      bpf_program__set_autoload(prog, false);
+  }
+}
+
 }  // namespace
 
 void check_environment() {
@@ -204,50 +239,18 @@ std::unique_ptr<BpfSession> BpfSession::open(const SessionOptions& options) {
   bpf_map__set_max_entries(s->skel_->maps.probe_configs, s->probe_slots_);
   // What the kernel lacks is named once, and the programs take their fallbacks.
   const KernelFeatures& kf = KernelFeatures::get();
-  s->attach_cookie_ = kf.attach_cookie;
-  s->task_pt_regs_ = kf.task_pt_regs;
   static std::once_flag named;
   std::call_once(named, [&] {
     for (const auto& line : kf.off_lines()) spdlog::warn("{}", line);
   });
-  s->skel_->rodata->mcp_attach_cookie = kf.attach_cookie;
-  s->skel_->rodata->mcp_task_btf = kf.task_btf;
-  s->skel_->rodata->mcp_task_storage = kf.task_storage;
-  s->skel_->rodata->mcp_fetch_atomics = kf.fetch_atomics;
-  s->skel_->rodata->mcp_task_pt_regs = kf.task_pt_regs;
-  // One build of the CUDA programs loads: with bpf_find_vma or without (cuda_nofv.bpf.c);
-  // without it CUDA libraries are found by scanning /proc (watches_mappings()).
+  fit_to_kernel(s->skel_, kf);
+  s->attach_cookie_ = kf.attach_cookie;
+  s->task_pt_regs_ = kf.task_pt_regs;
   s->find_vma_ = kf.find_vma;
-  for (bpf_program* prog : {s->skel_->progs.mcp_cuda_launch, s->skel_->progs.mcp_cuda_entry,
-                            s->skel_->progs.mcp_cuda_return, s->skel_->progs.mcp_lib_mmap,
-                            s->skel_->progs.mcp_lib_sys_exit})
-    bpf_program__set_autoload(prog, kf.find_vma);
-  for (bpf_program* prog : {s->skel_->progs.mcp_cuda_launch_nofv, s->skel_->progs.mcp_cuda_entry_nofv,
-                            s->skel_->progs.mcp_cuda_return_nofv})
-    bpf_program__set_autoload(prog, !kf.find_vma);
-  s->skel_->rodata->mcp_ancestor_cgroup = kf.ancestor_cgroup;
-  if (!kf.fetch_atomics) strip_fetch_atomics(s->skel_->obj);
-  if (!kf.task_storage)
-    for (bpf_map* m : {s->skel_->maps.syscall_entries, s->skel_->maps.cuda_timed, s->skel_->maps.cuda_runtime_call}) {
-      bpf_map__set_type(m, BPF_MAP_TYPE_LRU_HASH);
-      bpf_map__set_map_flags(m, 0);
-      bpf_map__set_max_entries(m, 16384);
-    }
-  // Session programs load only where the kernel can attach them; libbpf 1.1 has no
-  // section name for them, so the attach type is set by hand.
   s->uprobe_sessions_ = kf.uprobe_sessions;
   s->uprobe_multi_ = kf.uprobe_multi;
   spdlog::info("latency uprobes: {}", s->uprobe_sessions_ ? "uprobe sessions (BPF_TRACE_UPROBE_SESSION)"
                                                           : "entry uprobe + uretprobe (no uprobe sessions)");
-  for (bpf_program* prog : {s->skel_->progs.mcp_uprobe_session, s->skel_->progs.mcp_cuda_session,
-                            s->skel_->progs.mcp_uprobe_multi, s->skel_->progs.mcp_cuda_launch_multi}) {
-    const bool multi = prog == s->skel_->progs.mcp_uprobe_multi || prog == s->skel_->progs.mcp_cuda_launch_multi;
-    if (multi ? s->uprobe_multi_ : s->uprobe_sessions_)
-      bpf_program__set_expected_attach_type(
-          prog, static_cast<bpf_attach_type>(multi ? kBpfTraceUprobeMulti : kBpfTraceUprobeSession));
-    else
-      bpf_program__set_autoload(prog, false);
-  }
   // Attachment is per probe with a cookie; nothing auto-attaches.
   {
     std::lock_guard lock(g_libbpf_log_mu);

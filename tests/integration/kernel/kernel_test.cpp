@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "../../support/run_command.h"
+#include "../../support/trace_ids.h"
 
 namespace {
 
@@ -137,6 +138,29 @@ TEST_P(KernelTier, SampledUprobeKeepsItsShareAndEstimatesTheRest) {
   const double sigma = std::sqrt(n * p * (1 - p));
   EXPECT_NEAR(static_cast<double>(row.kept), n * p, 6 * sigma) << r.err;
   EXPECT_NEAR(row.estimated, n, 6 * sigma / p) << r.err;
+}
+
+// Trace-id sampling: a call is kept when the id it carries (a W3C hex id read from user memory)
+// is, and the record carries the whole id it was decided on.
+TEST_P(KernelTier, TraceIdDecisionsFollowTheIdAndRecordIt) {
+  MCP_REQUIRE_BPF();
+  constexpr int kCalls = 2000;
+  constexpr uint64_t kSeed = 77;
+  const auto r = agent({"trace", "--uprobe", kWorkload + ":mcp_handle", "--sample-rate", "0.5", "--trace-id-arg",
+                        "0:hex32", "--", kWorkload, "traceid", std::to_string(kCalls), std::to_string(kSeed)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto ids = mcp::test::workload_trace_ids(kCalls, kSeed);
+  const auto events = parse_json_lines(r.out);
+  // OpenTelemetry's rule at 0.5: kept iff the id's randomness (low 56 bits) is at least 2^55
+  size_t expected = 0;
+  for (const auto& id : ids) expected += id.randomness() >= uint64_t{1} << 55;
+  EXPECT_EQ(events.size(), expected) << r.err;
+  for (const auto& e : events) {
+    const auto call = e["args"][1].get<uint64_t>();
+    ASSERT_LT(call, ids.size());
+    EXPECT_EQ(e.value("trace_id", ""), ids[call].hex()) << e.dump();
+    EXPECT_GE(ids[call].randomness(), uint64_t{1} << 55) << e.dump();
+  }
 }
 
 // A tenant quota on the root cgroup: found by the cgroup ancestor walk (the helper, or the

@@ -102,7 +102,7 @@ TEST(TraceUprobe, ArgsDeclaresHowManyArgumentsEventsCarryAndTheTableShows) {
 
 // Issue 36: an agent holds 4,096 probes, each with its own counters. A wildcard's matches
 // attach through one uprobe_multi link where the kernel has them (one descriptor, not 4,096),
-// and one by one where not (MCP_UPROBE_SESSION=off stands for such a kernel). Function i is
+// and one by one where not (MCP_KERNEL_FEATURES_OFF=uprobe_multi stands for such a kernel). Function i is
 // called (i % 3) + 1 times a round, so a count landing on another probe's id shows.
 void expect_many_function_counts(const mcp::test::CommandResult& r, size_t functions, uint64_t rounds) {
   ASSERT_EQ(r.exit_code, 0) << r.err.substr(0, 2000);
@@ -144,9 +144,14 @@ TEST(TraceUprobe, FourThousandNinetySixProbesEachCountTheirOwnCalls) {
 
 TEST(TraceUprobe, WithoutUprobeMultiLinksAWildcardAttachesEachMatchAlone) {
   MCP_REQUIRE_BPF();
-  auto r = run_command({"env", "MCP_UPROBE_SESSION=off", kAgent, "trace", "--uprobe",
-                        kManyFunctions + ":mcp_many_0*", "--", kManyFunctions, "3"});
+  auto r = run_command({"env", "MCP_KERNEL_FEATURES_OFF=uprobe_multi", kAgent, "trace", "--uprobe",
+                        kManyFunctions + ":mcp_many_0*", "--", "/bin/sh", "-c",
+                        "echo fds=$(ls /proc/$PPID/fd | wc -l) >&2; exec \"$0\" 3", kManyFunctions});
   expect_many_function_counts(r, 256, 3);
+  // a perf-event uprobe (a descriptor) each
+  const auto at = r.err.find("fds=");
+  ASSERT_NE(at, std::string::npos) << r.err.substr(0, 2000);
+  EXPECT_GT(std::stoul(r.err.substr(at + 4)), 256u);
 }
 
 // A wildcard match the kernel refuses (a lock-prefixed first instruction, as libc's
