@@ -40,7 +40,9 @@ static __always_inline int latency_entry(struct pt_regs *ctx)
 	struct mcp_call_key key = { .tid = (__u32)id, .probe_id = mcp_cookie(ctx),
 				    .sp = PT_REGS_SP(ctx) };
 	struct mcp_call_entry entry = {};
-	long err;
+	/* int, not long: before 6.5 the map update the verifier calls directly returns an int,
+	 * so its error arrives zero-extended (-EEXIST as 0xffffffef) and a 64-bit compare misses it */
+	int err;
 
 	if (!mcp_wanted(id >> 32))
 		return MCP_RETURN_SKIPPED;

@@ -124,6 +124,25 @@ TEST_P(KernelTier, UprobesWithLatencyPairEveryCall) {
   EXPECT_EQ(row.orphaned, 0u);
 }
 
+// A call left by longjmp never pairs with a later call's return: the next call in its frame
+// finds its entry and counts it orphaned (the map update's -EEXIST must be recognised on
+// kernels before 6.5, where it arrives as a 32-bit value).
+TEST_P(KernelTier, CallsLeftByLongjmpAreOrphanedNotPaired) {
+  MCP_REQUIRE_BPF();
+  const auto r = agent({"trace", "--uprobe", kWorkload + ":mcp_maybe_jump", "--latency", "--", kWorkload, "longjmp",
+                        "2000"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto events = parse_json_lines(r.out);
+  EXPECT_EQ(events.size(), 1000u) << r.err;
+  int mispaired = 0;
+  for (const auto& e : events) mispaired += e["args"][1] != 0 || e["ret"] != e["args"][0];
+  EXPECT_EQ(mispaired, 0) << "returns paired with a call that jumped away";
+  const auto row = parse_summary(r.err)[probe("mcp_maybe_jump")];
+  EXPECT_EQ(row.kept, 2000u) << r.err;
+  EXPECT_EQ(row.orphaned, 1000u) << r.err;
+  EXPECT_EQ(row.delivered, 1000u) << r.err;
+}
+
 // Probability sampling in the kernel: the kept count is a binomial draw (within 6 sigma) and
 // the estimate stands for every call.
 TEST_P(KernelTier, SampledUprobeKeepsItsShareAndEstimatesTheRest) {
