@@ -12,6 +12,7 @@
 #include "config/loader.h"
 #include "control/tenant_quota.h"
 #include "forward/forwarder.h"
+#include "loader/kernel_features.h"
 #include "metrics/names.h"
 #include "metrics/registry.h"
 #include "metrics/server.h"
@@ -136,6 +137,8 @@ int run_daemon(const RunFlags& flags) {
       if (p.state != ProbeState::kAttached) detail += "probe " + p.probe + " " + runtime::state_name(p.state) + ": " + p.detail + "\n";
     // The broker policies in force, as `mcp-agent policy list` prints the broker's set.
     for (const auto& line : control.policy_lines()) detail += "policy " + line + "\n";
+    // What this node's kernel lacks, as `mcp-agent version` lists it.
+    for (const auto& line : loader::KernelFeatures::get().off_lines()) detail += "kernel " + line + "\n";
     return metrics::HealthStatus{true, detail};
   }, metrics::parse_listen_address(cfg0->metrics_listen));
   server.start();

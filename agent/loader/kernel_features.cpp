@@ -89,9 +89,14 @@ KernelFeatures probe() {
                             {"ancestor_cgroup", &f.ancestor_cgroup},
                             {"uprobe_multi", &f.uprobe_multi}, {"uprobe_sessions", &f.uprobe_sessions}})
     if (off.count(name)) *flag = false;
-  // Task storage is reached through the BTF-typed task pointer; sessions are uprobe_multi links.
+  // What a feature's programs need besides it (any real kernel has these together; a feature
+  // turned off by hand takes the ones that need it along): helpers taking the BTF-typed task,
+  // multi links carrying cookies, sessions using task storage.
   f.task_storage = f.task_storage && f.task_btf;
-  f.uprobe_sessions = f.uprobe_sessions && f.uprobe_multi;
+  f.task_pt_regs = f.task_pt_regs && f.task_btf;
+  f.find_vma = f.find_vma && f.task_btf;
+  f.uprobe_multi = f.uprobe_multi && f.attach_cookie;
+  f.uprobe_sessions = f.uprobe_sessions && f.uprobe_multi && f.task_storage;
   return f;
 }
 

@@ -55,8 +55,9 @@ std::string config_text(double syscall_rate) {
 // ready (every probe attached, consumer running), port() then names its metrics port.
 class Daemon {
  public:
-  Daemon(const fs::path& config, const fs::path& dir)
-      : p_({kAgent, "run", "--config", config.string()}, dir, "agent") {
+  // env: VAR=VALUE settings for the agent.
+  Daemon(const fs::path& config, const fs::path& dir, const std::vector<std::string>& env = {})
+      : p_(argv(config, env), dir, "agent") {
     std::smatch m;
     if (p_.wait_for_err(std::regex("metrics on 127\\.0\\.0\\.1:([0-9]+)[^]*mcp-agent: ready: "), 10s, &m))
       port_ = std::stoi(m[1]);
@@ -78,6 +79,12 @@ class Daemon {
   }
 
  private:
+  static std::vector<std::string> argv(const fs::path& config, const std::vector<std::string>& env) {
+    std::vector<std::string> a = {"/usr/bin/env"};
+    a.insert(a.end(), env.begin(), env.end());
+    a.insert(a.end(), {kAgent, "run", "--config", config.string()});
+    return a;
+  }
   mcp::test::Process p_;
   int port_ = 0;
 };
@@ -500,6 +507,34 @@ TEST_F(DaemonTest, AReloadLoweringASharedLinksProbeGivesItWindows) {
   size_t at_20 = 0;
   for (const auto& e : d.events()) at_20 += e["kind"] == "uprobe" && std::abs(e["weight"].get<double>() - 20) < 1e-6;
   EXPECT_GT(at_20, 0u) << "events kept in the windows, at the new rate";
+}
+
+// Issue 35: a node whose kernel lacks features runs without them and says so: /healthz names
+// each, mcp_kernel_feature exports them, and probes attached before and after the capability
+// drop (a reload) count exactly through the fallbacks (a program copy per probe here).
+TEST_F(DaemonTest, AKernelWithoutFeaturesIsNamedInHealthAndMetricsAndStillTraces) {
+  cm_->update(functions_config({{"mcp_work", 1}}));
+  Daemon d(cm_->config_path(), dir_, {"MCP_KERNEL_FEATURES_OFF=attach_cookie,find_vma,task_storage,task_btf"});
+  ASSERT_GT(d.port(), 0) << d.log();
+  const std::string health = d.get("/healthz");
+  EXPECT_EQ(health.substr(0, 7), "200 ok\n") << health;
+  EXPECT_NE(health.find("kernel find_vma off: needs bpf_find_vma (5.17)"), std::string::npos) << health;
+  EXPECT_NE(health.find("kernel attach_cookie off: needs bpf_get_attach_cookie (5.15)"), std::string::npos) << health;
+  const std::string metrics = d.get("/metrics");
+  EXPECT_EQ(metric(metrics, "mcp_kernel_feature{feature=\"find_vma\",since=\"5.17\"}"), 0) << metrics;
+  EXPECT_EQ(metric(metrics, "mcp_kernel_feature{feature=\"ringbuf\",since=\"5.8\"}"), 1) << metrics;
+  ASSERT_EQ(std::system((kWorkload + " calls 100 >/dev/null").c_str()), 0);
+  ASSERT_TRUE(wait_until([&] { return count_uprobe_events(d.events()) >= 100; })) << d.log();
+  // attached after the drop: the copy is loaded with the capabilities the agent kept
+  cm_->update(functions_config({{"mcp_work", 1}, {"mcp_sleep", 1}}));
+  ASSERT_TRUE(wait_until([&] {
+    return metric(d.get("/metrics"), "mcp_probe_state{probe=\"" + kWorkload + ":mcp_sleep\",state=\"attached\"}") == 1;
+  })) << d.log();
+  ASSERT_EQ(std::system((kWorkload + " sleep 20 0 >/dev/null").c_str()), 0);
+  ASSERT_TRUE(wait_until([&] { return count_uprobe_events(d.events(), "mcp_sleep") >= 20; })) << d.log();
+  EXPECT_EQ(d.terminate(), 0) << d.log();
+  EXPECT_EQ(count_uprobe_events(d.events()), 100u);
+  EXPECT_EQ(count_uprobe_events(d.events(), "mcp_sleep"), 20u);
 }
 
 // Issue 16: one configuration for a whole fleet; a node without the binary yet must not
