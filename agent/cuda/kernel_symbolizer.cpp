@@ -47,13 +47,16 @@ std::string KernelSymbolizer::name_at(uint64_t inode, uint64_t offset, pid_t pid
 
 std::optional<std::pair<uint64_t, uint64_t>> KernelSymbolizer::place(pid_t pid, uint64_t addr) {
   const Handle key{pid, addr};
-  if (auto it = placed_.find(key); it != placed_.end()) return it->second;
-  for (const auto& m : loader::read_proc_maps(pid))
-    if (addr >= m.start && addr < m.end && m.inode) {
-      if (placed_.size() >= kMaxPlaced) placed_.clear();  // many processes: start over, never grow without end
-      return placed_[key] = {m.inode, addr - m.start + m.offset};
-    }
-  return std::nullopt;
+  auto it = placed_.find(key);
+  if (it == placed_.end()) {
+    if (placed_.size() >= kMaxPlaced) placed_.clear();  // many processes: start over, never grow without end
+    std::pair<uint64_t, uint64_t> where{0, 0};           // inode 0: not in a file (or the process is gone)
+    for (const auto& m : loader::read_proc_maps(pid))
+      if (addr >= m.start && addr < m.end && m.inode) where = {m.inode, addr - m.start + m.offset};
+    it = placed_.emplace(key, where).first;  // a miss too: a flood of launches reads the maps once
+  }
+  if (!it->second.first) return std::nullopt;
+  return it->second;
 }
 
 // Bookkeeping: only calls that succeeded (CUDA_SUCCESS / cudaSuccess) wrote their handles.
