@@ -8,13 +8,19 @@
 #include <sys/utsname.h>
 
 #include <cmath>
+#include <filesystem>
+#include <future>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "../../support/broker_client.h"
+#include "../../support/broker_process.h"
 #include "../../support/run_command.h"
 #include "../../support/trace_ids.h"
+#include "../../support/wait_until.h"
 
 namespace {
 
@@ -180,6 +186,43 @@ TEST_P(KernelTier, TraceIdDecisionsFollowTheIdAndRecordIt) {
     EXPECT_EQ(e.value("trace_id", ""), ids[call].hex()) << e.dump();
     EXPECT_GE(ids[call].randomness(), uint64_t{1} << 55) << e.dump();
   }
+}
+
+// Rate control: the controller lowers the kernel's threshold until the kept rate is near the
+// target, and the weights still stand for every call. Loose bounds: no timing is assumed.
+TEST_P(KernelTier, TargetRateLowersWhatIsKeptAndTheEstimateHolds) {
+  MCP_REQUIRE_BPF();
+  const auto r = agent({"trace", "--uprobe", kWorkload + ":mcp_work", "--target-qps", "200", "--no-windows", "-o",
+                        "/dev/null", "--", kWorkload, "rate", "4000", "3"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto row = parse_summary(r.err)[probe("mcp_work")];
+  ASSERT_GT(row.seen, 3000u) << r.err;
+  EXPECT_LT(row.kept, row.seen / 2) << "the controller lowered the rate: " << r.err;
+  EXPECT_NEAR(row.estimated, static_cast<double>(row.seen), 0.3 * row.seen) << r.err;
+}
+
+// Forwarding: kept events reach a real broker on loopback over the compact wire and a
+// subscriber receives each call once.
+TEST_P(KernelTier, ForwardedEventsReachASubscriberOnce) {
+  MCP_REQUIRE_BPF();
+  using namespace std::chrono_literals;
+  constexpr int kCalls = 1000;
+  const auto dir = mcp::test::make_temp_dir("mcp-kernel-tier");
+  mcp::test::BrokerProcess broker({"--state-dir", (dir / "state").string()}, dir / "broker.log");
+  std::vector<std::string> sub_argv = {kAgent, "subscribe", "--broker", broker.address(), "--service", "tier",
+                                       "--max-events", std::to_string(kCalls)};
+  auto sub = std::async(std::launch::async, [sub_argv] { return run_command(sub_argv); });
+  ASSERT_TRUE(mcp::test::wait_until([&] { return mcp::test::broker_stats(broker.address()).subscribers() > 0; }, 20s));
+  const auto r = agent({"trace", "--uprobe", kWorkload + ":mcp_work", "--broker", broker.address(), "--service",
+                        "tier", "--", kWorkload, "calls", std::to_string(kCalls)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto s = sub.get();
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  std::set<uint64_t> calls;
+  for (const auto& e : parse_json_lines(s.out)) calls.insert(e["args"][0].get<uint64_t>());
+  EXPECT_EQ(calls.size(), static_cast<size_t>(kCalls)) << "each call exactly once";
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
 }
 
 // A tenant quota on the root cgroup: found by the cgroup ancestor walk (the helper, or the
