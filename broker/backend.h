@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "broker/policy_key.h"
+#include "broker/subscriber_queue.h"
 #include "mcp/v1/sampling.grpc.pb.h"
 
 namespace mcp::broker {
@@ -63,11 +64,23 @@ class Backend {
   // `done` runs once, on a backend thread, when the batch is stored (error empty) or not.
   virtual void store_async(PreparedBatch& batch, StoreDone done);
 
-  // Serves one subscription (request already checked) until the client leaves or stop().
-  virtual grpc::Status subscribe(grpc::ServerContext* ctx, const mcp::v1::SubscriptionRequest& req,
-                                 grpc::ServerWriter<mcp::v1::SamplePacket>* writer) = 0;
-  virtual uint32_t subscribers() const = 0;
-  virtual uint64_t subscriber_dropped_packets() const = 0;
+  // One subscription's feed: the backend pushes its packets into the queue it was given (the
+  // front end's reactor writes them out) until this is destroyed, which returns once nothing
+  // pushes to that queue any more.
+  class Subscription {
+   public:
+    virtual ~Subscription() = default;
+    // Packets that come before the live ones (a resumed subscription's journal replay), a chunk
+    // per call, in order; empty once caught up. Called on the writer's thread, never twice at
+    // once; the writer stops calling after the first empty chunk.
+    virtual std::vector<std::shared_ptr<const mcp::v1::SamplePacket>> backlog() { return {}; }
+  };
+  using Metadata = std::vector<std::pair<std::string, std::string>>;
+  // Starts one subscription (request already checked) feeding `queue`; *metadata: initial
+  // metadata for the client. A refusal (broker stopping, store unreachable) is the status.
+  virtual grpc::Status subscribe(const mcp::v1::SubscriptionRequest& req, const std::string& peer,
+                                 std::shared_ptr<SubscriberQueue> queue, Metadata* metadata,
+                                 std::unique_ptr<Subscription>* out) = 0;
 
   // Validates, stamps and stores; mcp::Error usage for a bad policy. *pushed: agents told.
   virtual mcp::v1::Policy apply_policy(const mcp::v1::Policy& policy, uint32_t* pushed) = 0;
@@ -76,7 +89,7 @@ class Backend {
   // removal to the agents (of every broker); false when there was none.
   virtual bool remove_policy(const PolicyKey& key) = 0;
 
-  // Ends every subscription stream (the broker is stopping).
+  // Closes every subscription's queue (the broker is stopping).
   virtual void stop() = 0;
 };
 

@@ -23,6 +23,7 @@
 #include "broker/backend.h"
 #include "broker/downsample.h"
 #include "broker/event_block.h"
+#include "broker/subscription_stream.h"
 #include "clock/hlc.h"
 #include "common/call_error.h"
 #include "common/error.h"
@@ -44,9 +45,12 @@ uint64_t unix_ns() {
                                    .count());
 }
 
-// Publish is served over raw bytes (see the constructor) so a message is bounded before it is
+// Publish is served over raw bytes (Impl's base class) so a message is bounded before it is
 // parsed; replies are serialised here.
-using RawStream = grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>;
+grpc::ByteBuffer to_buffer(const mcp::v1::BrokerMessage& msg) {
+  grpc::Slice slice(msg.SerializeAsString());
+  return grpc::ByteBuffer(&slice, 1);
+}
 
 // check_batch() refuses threshold 0, so the weight is finite.
 double weight_of(const mcp::v1::Sample& s) { return 1.0 / threshold_to_probability(s.threshold()); }
@@ -61,54 +65,44 @@ Status to_status(const Verdict& v) {
   return Status(StatusCode::INVALID_ARGUMENT, v.reason);
 }
 
-// Reads the next AgentMessage: bounded on the wire first (scan_agent_message), parsed after.
-// False at the end of the stream; *status set when the message is refused.
-bool read_agent_message(RawStream* stream, const PublishLimits& limits, mcp::v1::AgentMessage* msg,
-                        Status* status, size_t* wire_bytes) {
-  grpc::ByteBuffer buffer;
-  if (!stream->Read(&buffer)) return false;
+// An AgentMessage as read: bounded on the wire first (scan_agent_message), parsed after. The
+// refusal for the client when it is not one.
+Status decode_agent_message(grpc::ByteBuffer& buffer, const PublishLimits& limits,
+                            mcp::v1::AgentMessage* msg, size_t* wire_bytes) {
   std::vector<grpc::Slice> slices;
-  if (!buffer.Dump(&slices).ok()) {
-    *status = Status(StatusCode::INVALID_ARGUMENT, "unreadable message");
-    return true;
-  }
+  if (!buffer.Dump(&slices).ok()) return Status(StatusCode::INVALID_ARGUMENT, "unreadable message");
   std::string wire;
   wire.reserve(buffer.Length());
   for (const auto& s : slices) wire.append(reinterpret_cast<const char*>(s.begin()), s.size());
   buffer.Clear();
   *wire_bytes = wire.size();
-  if (const Verdict v = scan_agent_message(wire, limits); !v.ok()) {
-    *status = to_status(v);
-    return true;
-  }
-  if (!msg->ParseFromString(wire)) {
-    *status = Status(StatusCode::INVALID_ARGUMENT,
-                     "not a valid AgentMessage (a string field that is not UTF-8?)");
-    return true;
-  }
+  if (const Verdict v = scan_agent_message(wire, limits); !v.ok()) return to_status(v);
+  if (!msg->ParseFromString(wire))
+    return Status(StatusCode::INVALID_ARGUMENT, "not a valid AgentMessage (a string field that is not UTF-8?)");
   if (!msg->has_hello() && !msg->has_batch() && !msg->has_policy_status())
-    *status = Status(StatusCode::INVALID_ARGUMENT, "AgentMessage with neither hello, batch nor policy_status");
-  return true;
+    return Status(StatusCode::INVALID_ARGUMENT, "AgentMessage with neither hello, batch nor policy_status");
+  return Status::OK;
 }
 
-struct AgentConn {
-  std::mutex write_mu;
-  RawStream* stream;
-  bool write(const mcp::v1::BrokerMessage& msg) {
-    std::lock_guard lock(write_mu);
-    return write_locked(msg);
+// A refused Publish (bad or hostile input, a capability this broker lacks) is counted.
+bool is_refusal(const Status& status) {
+  switch (status.error_code()) {
+    case StatusCode::INVALID_ARGUMENT:
+    case StatusCode::RESOURCE_EXHAUSTED:
+    case StatusCode::FAILED_PRECONDITION:
+    case StatusCode::PERMISSION_DENIED:
+    case StatusCode::UNAUTHENTICATED:
+      return true;
+    default:
+      return false;
   }
-  bool write_locked(const mcp::v1::BrokerMessage& msg) {
-    grpc::Slice slice(msg.SerializeAsString());
-    grpc::ByteBuffer buffer(&slice, 1);
-    return stream != nullptr && stream->Write(buffer);
-  }
-  // The Publish handler calls this before returning: a policy push racing with it must not
-  // write to a finished stream.
-  void detach() {
-    std::lock_guard lock(write_mu);
-    stream = nullptr;
-  }
+}
+
+// A Subscribe refused before it starts.
+class RefusedSubscription final : public grpc::ServerWriteReactor<mcp::v1::SamplePacket> {
+ public:
+  explicit RefusedSubscription(Status status) { Finish(std::move(status)); }
+  void OnDone() override { delete this; }
 };
 
 struct ProbeCount {
@@ -189,7 +183,14 @@ void add_totals(const ProbeTotals& from, ProbeTotals& to, size_t max_pairs, uint
 
 }  // namespace
 
-class Broker::Impl final : public mcp::v1::Sampling::Service {
+// Publish (over raw bytes) and Subscribe on the callback API: no thread per stream; the unary
+// RPCs stay synchronous.
+using SamplingService = mcp::v1::Sampling::WithRawCallbackMethod_Publish<
+    mcp::v1::Sampling::WithCallbackMethod_Subscribe<mcp::v1::Sampling::Service>>;
+
+class Broker::Impl final : public SamplingService {
+  class PublishStream;
+
  public:
   explicit Impl(BrokerOptions options)
       : options_(std::move(options)) {
@@ -198,12 +199,6 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
       throw usage_error("refusing to listen on " + options_.listen +
                         " without authentication: give --token-file (or a role token file) or "
                         "--tls-ca, or --insecure");
-    // Publish over raw bytes: scan_agent_message() bounds a message before protobuf parses it.
-    MarkMethodStreamed(0, new grpc::internal::BidiStreamingHandler<Impl, grpc::ByteBuffer, grpc::ByteBuffer>(
-                              [](Impl* self, ServerContext* ctx, RawStream* stream) {
-                                return self->publish(ctx, stream);
-                              },
-                              this));
     const Backend::PolicyListener push = [this](const mcp::v1::Policy& p) { return push_policy(p); };
     if (!options_.otlp.endpoint.empty()) otlp_ = std::make_unique<otlp::Exporter>(options_.otlp);
     backend_ = options_.nats.servers.empty() ? make_embedded_backend(options_, push)
@@ -220,6 +215,8 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
       std::lock_guard lock(mu_);
       if (stopping_) return;
       stopping_ = true;
+      // Each subscription drains what is queued and ends; under mu_, so none is deleted meanwhile.
+      for (auto* s : subscriptions_) s->queue().close();
     }
     backend_->stop();
     server_->Shutdown(std::chrono::system_clock::now() + grace);
@@ -239,129 +236,36 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
 
   // --- RPCs -------------------------------------------------------------------------------
 
-  // Every refused Publish (bad or hostile input, a capability this broker lacks) is counted.
-  Status publish(ServerContext* ctx, RawStream* stream) {
-    Status status = publish_stream(ctx, stream);
-    switch (status.error_code()) {
-      case StatusCode::INVALID_ARGUMENT:
-      case StatusCode::RESOURCE_EXHAUSTED:
-      case StatusCode::FAILED_PRECONDITION:
-      case StatusCode::PERMISSION_DENIED:
-      case StatusCode::UNAUTHENTICATED:
-        refused_.fetch_add(1, std::memory_order_relaxed);
-        break;
-      default:
-        break;
-    }
-    return status;
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Publish(grpc::CallbackServerContext* ctx) override {
+    auto stream = std::make_shared<PublishStream>(this, ctx);
+    stream->start();
+    return stream.get();
   }
 
-  Status publish_stream(ServerContext* ctx, RawStream* stream) {
-    std::string credential;
-    if (Status st = check_auth(ctx, kPublish, &credential); !st.ok()) return st;
-    const PublishLimits& limits = options_.limits;
-    mcp::v1::AgentMessage msg;
-    Status refused = Status::OK;
-    size_t wire_bytes = 0;
-    if (!read_agent_message(stream, limits, &msg, &refused, &wire_bytes))
-      return Status(StatusCode::INVALID_ARGUMENT, "Publish stream ended before a hello or a batch");
-    if (!refused.ok()) return refused;
-    std::string agent_id;
-    otlp::Origin origin;
-    uint64_t incarnation = 0;  // fixed by the first hello: sequences count within it
-    bool refused_acks = false;  // a malformed batch is acked as refused, the stream goes on
-    if (msg.has_hello()) {
-      agent_id = msg.hello().agent_id();
-      origin.host_name = msg.hello().hostname();
-      incarnation = msg.hello().incarnation();
-      for (const auto& c : msg.hello().capabilities()) refused_acks |= c == kCapabilityRefusedAcks;
-    }
-    if (agent_id.empty()) {
-      const auto it = ctx->client_metadata().find("x-mcp-agent-id");
-      if (it != ctx->client_metadata().end()) agent_id.assign(it->second.data(), it->second.size());
-    }
-    if (const Verdict v = check_agent_id(agent_id); !v.ok()) return to_status(v);
-    if (credential.starts_with(kNodeIdentityPrefix)) {
-      const std::string node = credential.substr(kNodeIdentityPrefix.size());
-      if (agent_id != node)
-        return Status(StatusCode::PERMISSION_DENIED,
-                      "the credential of node '" + node + "' may publish only as agent id '" + node + "'");
-    }
-    if (Status admitted = backend_->admit(agent_id, credential); !admitted.ok()) return admitted;
-    origin.agent_id = agent_id;
-
-    auto conn = std::make_shared<AgentConn>();
-    conn->stream = stream;
-    {
-      // The full set goes first: a push for this agent waits on its write lock, and the set is
-      // read after the agent joined, so a policy stored meanwhile is in the set, pushed after
-      // it, or both (pushes are idempotent); never lost behind a set that lacks it.
-      std::lock_guard first(conn->write_mu);
-      {
-        std::lock_guard lock(mu_);
-        if (stopping_) return Status(StatusCode::UNAVAILABLE, "broker stopping");
-        agents_.insert(conn);
-      }
-      mcp::v1::BrokerMessage push;
-      push.mutable_policies()->set_full_set(true);
-      push.mutable_policies()->set_accepts_policy_status(true);
-      for (const auto& p : backend_->policies()) *push.mutable_policies()->add_policies() = p;
-      push.set_broker_hlc(hlc_now());
-      conn->write_locked(push);
-    }
-    spdlog::info("agent {} connected from {}", agent_id, ctx->peer());
-    Status status = Status::OK;
-    if (backend_->pipelined()) {
-      status = publish_pipelined(ctx, stream, conn, agent_id, incarnation, refused_acks, origin, &msg,
-                                 wire_bytes);
-    } else {
-      mcp::v1::BrokerMessage reply;
-      do {
-        PreparedBatch prepared;
-        status = take_message(conn.get(), agent_id, incarnation, msg, &prepared);
-        reply.Clear();
-        if (!status.ok()) {
-          if (!refused_acks || !msg.has_batch()) break;
-          refuse_batch(agent_id, msg.batch().sequence(), status, reply.mutable_ack());
-          status = Status::OK;
-        } else if (!msg.has_batch()) {
-          continue;
-        } else {
-          bool duplicate = false;
-          try {
-            status = ingest(agent_id, credential, origin, prepared, &duplicate);
-          } catch (const std::exception& e) {
-            spdlog::error("ingest from {}: {}", agent_id, e.what());
-            status = Status(StatusCode::INTERNAL, "broker could not store the batch");
-          }
-          if (!status.ok()) break;
-          reply.mutable_ack()->set_sequence(msg.batch().sequence());
-          reply.mutable_ack()->set_duplicate(duplicate);
-        }
-        reply.set_broker_hlc(hlc_now());
-        if (!conn->write(reply)) break;
-        msg.Clear();
-      } while (read_agent_message(stream, limits, &msg, &status, &wire_bytes) && status.ok());
-    }
+  grpc::ServerWriteReactor<mcp::v1::SamplePacket>* Subscribe(grpc::CallbackServerContext* ctx,
+                                                            const mcp::v1::SubscriptionRequest* req) override {
+    if (Status st = check_auth(ctx, kSubscribe); !st.ok()) return new RefusedSubscription(st);
+    if (!(req->sampling_rate() >= 0 && req->sampling_rate() <= 1))  // NaN too
+      return new RefusedSubscription(Status(StatusCode::INVALID_ARGUMENT, "sampling_rate must be in (0, 1]"));
+    const size_t capacity = req->queue_packets() == 0
+                                ? options_.subscriber_queue
+                                : std::min<size_t>(req->queue_packets(), options_.subscriber_queue);
+    auto* stream = SubscriptionStream::create(ctx, capacity, [this](SubscriptionStream* done) {
+      std::lock_guard lock(mu_);
+      subscriptions_.erase(done);
+      subscriber_dropped_ += done->queue().total_dropped().packets;
+      spdlog::info("subscriber {} left ({} packets dropped)", done->peer(), done->queue().total_dropped().packets);
+    });
     {
       std::lock_guard lock(mu_);
-      agents_.erase(conn);
-      refusals_.erase(conn.get());
+      if (stopping_) {
+        delete stream;
+        return new RefusedSubscription(Status(StatusCode::UNAVAILABLE, "broker stopping"));
+      }
+      subscriptions_.insert(stream);
     }
-    conn->detach();
-    if (status.ok())
-      spdlog::info("agent {} disconnected", agent_id);
-    else
-      spdlog::warn("agent {} from {} refused: {}", agent_id, ctx->peer(), status.error_message());
-    return status;
-  }
-
-  Status Subscribe(ServerContext* ctx, const mcp::v1::SubscriptionRequest* req,
-                   grpc::ServerWriter<mcp::v1::SamplePacket>* writer) override {
-    if (Status st = check_auth(ctx, kSubscribe); !st.ok()) return st;
-    if (!(req->sampling_rate() >= 0 && req->sampling_rate() <= 1))  // NaN too
-      return Status(StatusCode::INVALID_ARGUMENT, "sampling_rate must be in (0, 1]");
-    return backend_->subscribe(ctx, *req, writer);
+    stream->start(*req, *backend_);
+    return stream;
   }
 
   Status ApplyPolicy(ServerContext* ctx, const mcp::v1::Policy* req,
@@ -399,10 +303,9 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
 
   // The Stats reply without the access check: for the RPC above and for /metrics.
   void fill_stats(mcp::v1::StatsReply* reply) {
-    // The backend's numbers first: it may hold its lock while taking mu_ (store's on_stored).
-    const uint32_t subscribers = backend_->subscribers();
-    const uint64_t dropped = backend_->subscriber_dropped_packets();
     std::lock_guard lock(mu_);
+    uint64_t dropped = subscriber_dropped_;
+    for (auto* s : subscriptions_) dropped += s->queue().total_dropped().packets;
     for (const auto& [key, count] : probe_counts_) {
       auto* p = reply->add_probes();
       p->set_service(key.first);
@@ -417,7 +320,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
     reply->set_batches(batches_);
     reply->set_duplicate_batches(duplicates_);
     reply->set_agents_connected(static_cast<uint32_t>(agents_.size()));
-    reply->set_subscribers(subscribers);
+    reply->set_subscribers(static_cast<uint32_t>(subscriptions_.size()));
     reply->set_subscriber_dropped_packets(dropped);
     reply->set_refused_publishes(refused_.load(std::memory_order_relaxed));
   }
@@ -472,7 +375,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
   }
 
   // `role` 0: any valid credential. *identity: what a Publish binds its agent id to (access.h).
-  Status check_auth(ServerContext* ctx, uint8_t role, std::string* identity = nullptr) const {
+  Status check_auth(const grpc::ServerContextBase* ctx, uint8_t role, std::string* identity = nullptr) const {
     std::string_view header;
     const auto& md = ctx->client_metadata();
     if (const auto it = md.find("authorization"); it != md.end())
@@ -533,7 +436,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
   }
 
   // check_message(), then prepare() for a batch: what both publish loops do with each message.
-  Status take_message(const AgentConn* conn, const std::string& agent_id, uint64_t incarnation,
+  Status take_message(const PublishStream* conn, const std::string& agent_id, uint64_t incarnation,
                       mcp::v1::AgentMessage& msg, PreparedBatch* prepared) {
     Status status = check_message(agent_id, incarnation, msg);
     if (status.ok() && msg.has_batch()) status = prepare(agent_id, incarnation, msg.mutable_batch(), prepared);
@@ -655,15 +558,90 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
     otlp_->offer(std::move(block), origin);
   }
 
-  // Pipelined (a backend that says so: JetStream): batches are stored as they arrive and acked
-  // back in sequence order as the store confirms them, so the agent's in-flight window overlaps
-  // the replication round trips. A batch the store will not take ends the stream; the agent
-  // replays from its last ack. At most limits.max_stream_bytes_in_flight of wire bytes wait per
-  // stream: past that the stream stops reading (HTTP/2 flow control then holds the agent back).
-  Status publish_pipelined(ServerContext* ctx, RawStream* stream,
-                           const std::shared_ptr<AgentConn>& conn, const std::string& agent_id,
-                           uint64_t incarnation, bool refused_acks, const otlp::Origin& origin,
-                           mcp::v1::AgentMessage* msg, size_t wire_bytes) {
+  // One agent's Publish stream on the callback API, one path for every backend. Each batch is
+  // checked and prepared as it is read, then stored: inline by the embedded backend, or
+  // pipelined (JetStream: store_async), so an agent's in-flight window overlaps the
+  // replication round trips. Acks go back in sequence order as batches are stored. Reading
+  // pauses while more than limits.max_stream_bytes_in_flight of wire bytes wait to be stored or
+  // while kMaxQueuedReplies replies wait to be written (HTTP/2 flow control then holds the agent
+  // back). A refused message ends the stream with its status once the acks before it are
+  // written; a batch the store will not take ends it at once (the agent replays from its last
+  // ack). Replies and policy pushes share one write queue, one write in flight. Owned by itself
+  // from start() to OnDone, and by whoever still holds it (a store callback, a policy push):
+  // those only touch gRPC while the stream is not finished.
+  class PublishStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
+                              public std::enable_shared_from_this<PublishStream> {
+   public:
+    PublishStream(Impl* broker, grpc::CallbackServerContext* ctx) : broker_(broker), ctx_(ctx) {}
+
+    void start() {
+      self_ = shared_from_this();
+      std::lock_guard lock(mu_);
+      if (Status st = broker_->check_auth(ctx_, kPublish, &credential_); !st.ok()) {
+        end_locked(st);
+        return;
+      }
+      read_more_locked();
+    }
+
+    // Queues a message for the agent; false once the stream is over.
+    bool send(const mcp::v1::BrokerMessage& msg) {
+      std::lock_guard lock(mu_);
+      if (finished_ || end_) return false;
+      out_.push_back(to_buffer(msg));
+      write_next_locked();
+      return true;
+    }
+
+    // read_pending_ stays set until the message is dealt with: only then may another read start
+    // (from here or from a completed store), so batches are stored in the order they came.
+    void OnReadDone(bool ok) override {
+      if (!ok) {
+        std::lock_guard lock(mu_);
+        read_pending_ = false;
+        reading_ = false;
+        if (agent_id_.empty() && !end_)
+          end_locked(Status(StatusCode::INVALID_ARGUMENT, "Publish stream ended before a hello or a batch"));
+        maybe_finish_locked();
+        return;
+      }
+      take(in_);
+      std::lock_guard lock(mu_);
+      read_pending_ = false;
+      read_more_locked();
+    }
+
+    void OnWriteDone(bool ok) override {
+      std::lock_guard lock(mu_);
+      write_pending_ = false;
+      if (!ok) {
+        broken_ = true;  // the agent is gone
+      } else {
+        write_next_locked();
+        read_more_locked();
+      }
+      maybe_finish_locked();
+    }
+
+    void OnCancel() override {
+      std::lock_guard lock(mu_);
+      broken_ = true;
+      maybe_finish_locked();
+    }
+
+    void OnDone() override {
+      broker_->leave(this);
+      if (final_.ok())
+        spdlog::info("agent {} disconnected", agent_id_.empty() ? "(none)" : agent_id_);
+      else
+        spdlog::warn("agent {} from {} refused: {}", agent_id_.empty() ? "(none)" : agent_id_, ctx_->peer(),
+                     final_.error_message());
+      const auto last = std::move(self_);  // may be the last reference: nothing after this
+    }
+
+   private:
+    static constexpr size_t kMaxQueuedReplies = 256;
+
     struct Entry {
       uint64_t sequence = 0;
       size_t bytes = 0;
@@ -671,128 +649,245 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
       bool duplicate = false;
       std::string refused;  // why the batch was refused (Ack.refused)
     };
-    struct Window {
-      std::mutex mu;
-      std::condition_variable cv;
-      std::deque<std::shared_ptr<Entry>> entries;
-      uint64_t bytes = 0;
-      std::string error;
-      bool reading = true;
-    };
-    auto window = std::make_shared<Window>();
-    std::thread acker([&, window] {
-      mcp::v1::BrokerMessage reply;
-      std::unique_lock lock(window->mu);
-      for (;;) {
-        window->cv.wait_for(lock, std::chrono::milliseconds(100), [&] {
-          return !window->error.empty() || (!window->entries.empty() && window->entries.front()->done) ||
-                 (!window->reading && window->entries.empty());
-        });
-        if (!window->error.empty()) break;
-        if (!window->reading && (window->entries.empty() || ctx->IsCancelled())) break;
-        std::vector<std::shared_ptr<Entry>> ready;
-        while (!window->entries.empty() && window->entries.front()->done) {
-          ready.push_back(window->entries.front());
-          window->bytes -= window->entries.front()->bytes;
-          window->entries.pop_front();
-        }
-        window->cv.notify_all();  // the reader may be waiting for room
-        if (ready.empty()) continue;
-        lock.unlock();
-        bool written = true;
-        for (const auto& e : ready) {
-          reply.Clear();
-          reply.set_broker_hlc(hlc_now());
-          reply.mutable_ack()->set_sequence(e->sequence);
-          reply.mutable_ack()->set_duplicate(e->duplicate);
-          if (!e->refused.empty()) {
-            reply.mutable_ack()->set_refused(true);
-            reply.mutable_ack()->set_reason(e->refused);
-          }
-          if (!(written = conn->write(reply))) break;
-        }
-        lock.lock();
-        if (!written) break;
-      }
-      const bool failed = !window->error.empty();
-      lock.unlock();
-      if (failed) ctx->TryCancel();  // ends the Read below; the agent replays what is unacked
-    });
 
-    const PublishLimits& limits = options_.limits;
-    Status refused = Status::OK;
-    do {
-      auto entry = std::make_shared<Entry>();
+    void take(grpc::ByteBuffer& buffer) {
+      mcp::v1::AgentMessage msg;
+      size_t wire_bytes = 0;
+      Status status = decode_agent_message(buffer, broker_->options_.limits, &msg, &wire_bytes);
+      if (status.ok() && agent_id_.empty()) status = join(msg);
       PreparedBatch prepared;
-      refused = take_message(conn.get(), agent_id, incarnation, *msg, &prepared);
-      if (!refused.ok() && refused_acks && msg->has_batch()) {
-        // Acked in order with the batches around it, once those before it are.
+      if (status.ok()) status = broker_->take_message(this, agent_id_, incarnation_, msg, &prepared);
+      if (!status.ok() && refused_acks_ && msg.has_batch()) {
+        // Acked as refused in order with the batches around it; the stream goes on.
         mcp::v1::Ack ack;
-        refuse_batch(agent_id, msg->batch().sequence(), refused, &ack);
-        refused = Status::OK;
-        std::lock_guard lock(window->mu);
+        broker_->refuse_batch(agent_id_, msg.batch().sequence(), status, &ack);
+        auto entry = std::make_shared<Entry>();
         entry->sequence = ack.sequence();
         entry->refused = ack.reason();
         entry->done = true;
-        window->entries.push_back(entry);
-        window->cv.notify_all();
-        msg->Clear();
-        continue;
+        std::lock_guard lock(mu_);
+        entries_.push_back(std::move(entry));
+        release_acks_locked();
+        return;
       }
-      if (!refused.ok()) break;
-      if (!msg->has_batch()) continue;
-      entry->sequence = msg->batch().sequence();
+      if (!status.ok()) {
+        std::lock_guard lock(mu_);
+        end_locked(status);
+        return;
+      }
+      if (!msg.has_batch()) return;
+      auto entry = std::make_shared<Entry>();
+      entry->sequence = msg.batch().sequence();
       entry->bytes = wire_bytes;
-      prepared.packet->set_broker_hlc(hlc_now());
-      ProbeTotals counts;
-      count_events(*prepared.packet, prepared.block.get(), counts);
       {
-        std::unique_lock lock(window->mu);
-        window->cv.wait(lock, [&] {
-          return !window->error.empty() || window->entries.empty() ||
-                 window->bytes + entry->bytes <= limits.max_stream_bytes_in_flight;
-        });
-        if (!window->error.empty()) break;
-        window->entries.push_back(entry);
-        window->bytes += entry->bytes;
+        std::lock_guard lock(mu_);
+        entries_.push_back(entry);
+        window_bytes_ += wire_bytes;
       }
-      backend_->store_async(prepared, [this, window, entry, counts = std::move(counts),
-                                       exported = prepared, origin](bool duplicate, const std::string& error) {
-        if (error.empty() && !duplicate) export_otlp(exported, origin);
-        if (error.empty()) {
-          std::lock_guard lock(mu_);
-          if (duplicate) {
-            ++duplicates_;
-          } else {
-            ++batches_;
-            add_totals(counts, probe_counts_, options_.max_probe_series, &probe_overflow_);
-          }
-        } else {
-          spdlog::error("publish of batch {}: {}", entry->sequence, error);
-        }
-        std::lock_guard lock(window->mu);
-        entry->done = true;
-        entry->duplicate = duplicate;
-        if (!error.empty() && window->error.empty()) window->error = error;
-        window->cv.notify_all();
-      });
-      msg->Clear();
-    } while (read_agent_message(stream, limits, msg, &refused, &wire_bytes) && refused.ok());
-    {
-      std::lock_guard lock(window->mu);
-      window->reading = false;
-      window->cv.notify_all();
+      // Not under mu_: a store may complete on this thread.
+      broker_->store(agent_id_, credential_, origin_, prepared,
+                     [self = shared_from_this(), entry](bool duplicate, const Status& st) {
+                       self->stored(*entry, duplicate, st);
+                     });
     }
-    acker.join();
-    std::lock_guard lock(window->mu);
-    if (!window->error.empty()) return Status(StatusCode::UNAVAILABLE, "store: " + window->error);
-    return refused;
+
+    // The first message names the agent: checked, admitted, joined to the broker's agents
+    // (policy pushes), and sent the full policy set before anything else.
+    Status join(const mcp::v1::AgentMessage& msg) {
+      if (msg.has_hello()) {
+        agent_id_ = msg.hello().agent_id();
+        origin_.host_name = msg.hello().hostname();
+        incarnation_ = msg.hello().incarnation();
+        for (const auto& c : msg.hello().capabilities()) refused_acks_ |= c == kCapabilityRefusedAcks;
+      }
+      if (agent_id_.empty()) {
+        const auto it = ctx_->client_metadata().find("x-mcp-agent-id");
+        if (it != ctx_->client_metadata().end()) agent_id_.assign(it->second.data(), it->second.size());
+      }
+      if (const Verdict v = check_agent_id(agent_id_); !v.ok()) {
+        agent_id_.clear();
+        return to_status(v);
+      }
+      if (credential_.starts_with(kNodeIdentityPrefix)) {
+        const std::string node = credential_.substr(kNodeIdentityPrefix.size());
+        if (agent_id_ != node)
+          return Status(StatusCode::PERMISSION_DENIED,
+                        "the credential of node '" + node + "' may publish only as agent id '" + node + "'");
+      }
+      if (Status admitted = broker_->backend_->admit(agent_id_, credential_); !admitted.ok()) return admitted;
+      origin_.agent_id = agent_id_;
+      // The full set goes first: a push for this agent waits on mu_, and the set is read after
+      // the agent joined, so a policy stored meanwhile is in the set, pushed after it, or both
+      // (pushes are idempotent); never lost behind a set that lacks it.
+      std::lock_guard lock(mu_);
+      if (!broker_->join(shared_from_this())) return Status(StatusCode::UNAVAILABLE, "broker stopping");
+      mcp::v1::BrokerMessage push;
+      push.mutable_policies()->set_full_set(true);
+      push.mutable_policies()->set_accepts_policy_status(true);
+      for (const auto& p : broker_->backend_->policies()) *push.mutable_policies()->add_policies() = p;
+      push.set_broker_hlc(broker_->hlc_now());
+      out_.push_back(to_buffer(push));
+      write_next_locked();
+      spdlog::info("agent {} connected from {}", agent_id_, ctx_->peer());
+      return Status::OK;
+    }
+
+    void stored(Entry& entry, bool duplicate, const Status& status) {
+      std::lock_guard lock(mu_);
+      entry.done = true;
+      entry.duplicate = duplicate;
+      if (!status.ok()) {
+        store_failed_ = true;
+        end_locked(status);
+      }
+      release_acks_locked();
+      read_more_locked();
+    }
+
+    // Acks for the stored batches at the head of the window, in order.
+    void release_acks_locked() {
+      while (!store_failed_ && !entries_.empty() && entries_.front()->done) {
+        const Entry& e = *entries_.front();
+        mcp::v1::BrokerMessage reply;
+        reply.set_broker_hlc(broker_->hlc_now());
+        reply.mutable_ack()->set_sequence(e.sequence);
+        reply.mutable_ack()->set_duplicate(e.duplicate);
+        if (!e.refused.empty()) {
+          reply.mutable_ack()->set_refused(true);
+          reply.mutable_ack()->set_reason(e.refused);
+        }
+        out_.push_back(to_buffer(reply));
+        window_bytes_ -= e.bytes;
+        entries_.pop_front();
+      }
+      write_next_locked();
+      maybe_finish_locked();
+    }
+
+    void write_next_locked() {
+      if (write_pending_ || out_.empty() || finished_ || broken_) return;
+      writing_ = std::move(out_.front());
+      out_.pop_front();
+      write_pending_ = true;
+      StartWrite(&writing_);
+    }
+
+    void read_more_locked() {
+      if (read_pending_ || !reading_ || end_ || finished_ || broken_) return;
+      if (window_bytes_ > broker_->options_.limits.max_stream_bytes_in_flight) return;
+      if (out_.size() >= kMaxQueuedReplies) return;
+      read_pending_ = true;
+      StartRead(&in_);
+    }
+
+    void end_locked(Status status) {
+      if (!end_) end_ = std::move(status);
+      maybe_finish_locked();
+    }
+
+    // Finishes once nothing is left to do: at once (no write in flight) when the agent is gone
+    // or the store failed; after the last ack otherwise.
+    void maybe_finish_locked() {
+      if (finished_ || write_pending_) return;
+      const bool abrupt = broken_ || store_failed_;
+      if (!abrupt) {
+        if (!end_ && reading_) return;
+        if (!entries_.empty() || !out_.empty()) return;
+      }
+      finished_ = true;
+      final_ = end_ ? *end_ : Status::OK;
+      if (is_refusal(final_)) broker_->refused_.fetch_add(1, std::memory_order_relaxed);
+      Finish(final_);
+    }
+
+    Impl* const broker_;
+    grpc::CallbackServerContext* const ctx_;
+    std::shared_ptr<PublishStream> self_;  // from start() to OnDone
+    // Only the reading side (one read at a time) touches these, once joined read-only.
+    std::string credential_;
+    std::string agent_id_;
+    uint64_t incarnation_ = 0;  // fixed by the first hello: sequences count within it
+    bool refused_acks_ = false;  // a malformed batch is acked as refused, the stream goes on
+    otlp::Origin origin_;
+    grpc::ByteBuffer in_;
+
+    std::mutex mu_;  // guards everything below
+    std::deque<std::shared_ptr<Entry>> entries_;  // batches read, acked in this order
+    uint64_t window_bytes_ = 0;                   // wire bytes of entries not yet acked
+    std::deque<grpc::ByteBuffer> out_;            // replies and pushes waiting to be written
+    grpc::ByteBuffer writing_;
+    bool write_pending_ = false;
+    bool read_pending_ = false;
+    bool reading_ = true;        // the agent has not closed its side
+    bool broken_ = false;        // cancelled, or a write failed
+    bool store_failed_ = false;
+    std::optional<Status> end_;  // the stream ends with this
+    bool finished_ = false;
+    Status final_;
+  };
+
+  // Stores a prepared batch, counting it in Stats once stored; `done` runs once (inline for the
+  // embedded backend, on a backend thread when pipelined) with whether it was a duplicate, or
+  // the status that ends the stream.
+  using Stored = std::function<void(bool duplicate, const Status& status)>;
+  void store(const std::string& agent_id, const std::string& credential, const otlp::Origin& origin,
+             PreparedBatch& prepared, Stored done) {
+    prepared.packet->set_broker_hlc(hlc_now());
+    if (!backend_->pipelined()) {
+      bool duplicate = false;
+      Status st;
+      try {
+        st = ingest(agent_id, credential, origin, prepared, &duplicate);
+      } catch (const std::exception& e) {
+        spdlog::error("ingest from {}: {}", agent_id, e.what());
+        st = Status(StatusCode::INTERNAL, "broker could not store the batch");
+      }
+      done(duplicate, st);
+      return;
+    }
+    ProbeTotals counts;
+    count_events(*prepared.packet, prepared.block.get(), counts);
+    const uint64_t sequence = prepared.packet->sequence();
+    backend_->store_async(prepared, [this, counts = std::move(counts), exported = prepared, origin, sequence,
+                                     done = std::move(done)](bool duplicate, const std::string& error) {
+      if (error.empty() && !duplicate) export_otlp(exported, origin);
+      if (error.empty()) {
+        std::lock_guard lock(mu_);
+        if (duplicate) {
+          ++duplicates_;
+        } else {
+          ++batches_;
+          add_totals(counts, probe_counts_, options_.max_probe_series, &probe_overflow_);
+        }
+      } else {
+        spdlog::error("publish of batch {}: {}", sequence, error);
+      }
+      done(duplicate, error.empty() ? Status::OK : Status(StatusCode::UNAVAILABLE, "store: " + error));
+    });
+  }
+
+  // An agent's stream joins the ones policies are pushed to; false when the broker is stopping.
+  bool join(std::shared_ptr<PublishStream> stream) {
+    std::lock_guard lock(mu_);
+    if (stopping_) return false;
+    agents_.insert(std::move(stream));
+    return true;
+  }
+
+  void leave(PublishStream* stream) {
+    std::lock_guard lock(mu_);
+    refusals_.erase(stream);
+    for (auto it = agents_.begin(); it != agents_.end(); ++it)
+      if (it->get() == stream) {
+        agents_.erase(it);
+        break;
+      }
   }
 
   // Called by the backend for every stored policy (JetStream: every change in the bucket, from
   // any broker).
   uint32_t push_policy(const mcp::v1::Policy& policy) {
-    std::vector<std::shared_ptr<AgentConn>> agents;
+    std::vector<std::shared_ptr<PublishStream>> agents;
     {
       std::lock_guard lock(mu_);
       agents.assign(agents_.begin(), agents_.end());
@@ -801,7 +896,7 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
     *push.mutable_policies()->add_policies() = policy;
     push.set_broker_hlc(hlc_now());
     uint32_t pushed = 0;
-    for (auto& a : agents) pushed += a->write(push) ? 1 : 0;
+    for (auto& a : agents) pushed += a->send(push) ? 1 : 0;
     return pushed;
   }
 
@@ -812,12 +907,14 @@ class Broker::Impl final : public mcp::v1::Sampling::Service {
 
   mutable std::mutex mu_;  // guards everything below
   bool stopping_ = false;
-  std::set<std::shared_ptr<AgentConn>> agents_;
+  std::set<std::shared_ptr<PublishStream>> agents_;
+  std::set<SubscriptionStream*> subscriptions_;
+  uint64_t subscriber_dropped_ = 0;  // by subscriptions that ended
   struct AgentRefusals {
     std::string agent_id;
     mcp::v1::PolicyStatus status;
   };
-  std::map<const AgentConn*, AgentRefusals> refusals_;  // the latest policy_status per stream
+  std::map<const PublishStream*, AgentRefusals> refusals_;  // the latest policy_status per stream
   ProbeTotals probe_counts_;
   uint64_t probe_overflow_ = 0;  // events counted under kOtherProbes
   uint64_t batches_ = 0;

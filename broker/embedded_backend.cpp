@@ -40,16 +40,13 @@ uint64_t unix_us() {
 struct Subscriber {
   SubscriptionFilter filter;
   bool compact;  // wants SamplePacket.events
-  SubscriberQueue queue;
-  Subscriber(SubscriptionFilter f, bool c, size_t capacity)
-      : filter(std::move(f)), compact(c), queue(capacity) {}
+  std::shared_ptr<SubscriberQueue> queue;
 };
 
 class EmbeddedBackend final : public Backend {
  public:
   EmbeddedBackend(const BrokerOptions& options, PolicyListener push)
-      : subscriber_queue_(options.subscriber_queue),
-        push_(std::move(push)),
+      : push_(std::move(push)),
         journal_(SegmentLogOptions{
             options.state_dir.empty() ? std::filesystem::path() : options.state_dir / "journal",
             4ull << 20,
@@ -109,17 +106,15 @@ class EmbeddedBackend final : public Backend {
     PacketForms forms(batch.packet, batch.block);
     for (const auto& sub : subscribers_) {
       uint64_t n = 0;
-      if (PacketPtr p = forms.for_subscriber(sub->filter, sub->compact, &n)) sub->queue.push(std::move(p), n);
+      if (PacketPtr p = forms.for_subscriber(sub->filter, sub->compact, &n)) sub->queue->push(std::move(p), n);
     }
     return Status::OK;
   }
 
-  Status subscribe(grpc::ServerContext* ctx, const mcp::v1::SubscriptionRequest& req,
-                   grpc::ServerWriter<mcp::v1::SamplePacket>* writer) override {
-    const size_t capacity = req.queue_packets() == 0
-                                ? subscriber_queue_
-                                : std::min<size_t>(req.queue_packets(), subscriber_queue_);
-    auto sub = std::make_shared<Subscriber>(SubscriptionFilter::from(req), req.compact(), capacity);
+  Status subscribe(const mcp::v1::SubscriptionRequest& req, const std::string& peer,
+                   std::shared_ptr<SubscriberQueue> queue, Metadata* metadata,
+                   std::unique_ptr<Subscription>* out) override {
+    auto sub = std::make_shared<Subscriber>(Subscriber{SubscriptionFilter::from(req), req.compact(), std::move(queue)});
     uint64_t live_from = 0;
     {
       std::lock_guard lock(mu_);
@@ -127,76 +122,17 @@ class EmbeddedBackend final : public Backend {
       subscribers_.insert(sub);
       live_from = journal_.stats().next_offset;
     }
-    spdlog::info("subscriber {} (service '{}', rate {}{})", ctx->peer(), req.service_name(),
-                 sub->filter.rate, sub->compact ? ", compact" : "");
-    ctx->AddInitialMetadata(std::string(kJournalHeader), std::to_string(journal_.id()));
-    ctx->AddInitialMetadata(std::string(kJournalNextHeader), std::to_string(live_from));
-    uint64_t last = 0;
-    writer->SendInitialMetadata();
-    bool ok = true;
+    spdlog::info("subscriber {} (service '{}', rate {}{})", peer, req.service_name(), sub->filter.rate,
+                 sub->compact ? ", compact" : "");
+    metadata->emplace_back(kJournalHeader, std::to_string(journal_.id()));
+    metadata->emplace_back(kJournalNextHeader, std::to_string(live_from));
+    uint64_t from = live_from;  // nothing to replay
     if (req.resume_after() > 0 || req.resume_journal() != 0) {
       const bool same_journal = req.resume_journal() == 0 || req.resume_journal() == journal_.id();
-      uint64_t from = same_journal ? req.resume_after() + 1 : 0;
-      while (ok && !ctx->IsCancelled()) {
-        auto records = journal_.read_from(from, 64);
-        bool caught_up = records.empty();
-        for (auto& record : records) {
-          if (record.offset >= live_from) {
-            caught_up = true;
-            break;
-          }
-          from = record.offset + 1;
-          auto packet = std::make_shared<mcp::v1::SamplePacket>();
-          if (record.damaged || !packet->ParseFromString(record.payload)) continue;
-          packet->set_offset(record.offset);
-          PacketForms forms(std::move(packet));
-          const PacketPtr p = forms.for_subscriber(sub->filter, sub->compact);
-          if (!p) continue;
-          if (!(ok = writer->Write(*p))) break;
-          last = record.offset;
-        }
-        if (caught_up) break;
-      }
+      from = same_journal ? req.resume_after() + 1 : 0;
     }
-    mcp::v1::SamplePacket out;
-    while (ok) {
-      PacketPtr packet = sub->queue.pop(std::chrono::milliseconds(200));
-      if (!packet) {
-        if (ctx->IsCancelled() || sub->queue.closed()) break;
-        continue;
-      }
-      if (packet->offset() <= last) continue;
-      last = packet->offset();
-      const DropCount dropped = sub->queue.take_dropped();
-      if (dropped.packets == 0) {
-        ok = writer->Write(*packet);
-      } else {
-        out = *packet;
-        out.set_dropped_packets(dropped.packets);
-        out.set_dropped_samples(dropped.samples);
-        ok = writer->Write(out);
-      }
-    }
-    const DropCount total = sub->queue.total_dropped();
-    {
-      std::lock_guard lock(mu_);
-      subscribers_.erase(sub);
-      subscriber_dropped_ += total.packets;
-    }
-    spdlog::info("subscriber {} left ({} packets dropped)", ctx->peer(), total.packets);
+    *out = std::make_unique<Feed>(this, std::move(sub), from, live_from);
     return Status::OK;
-  }
-
-  uint32_t subscribers() const override {
-    std::lock_guard lock(mu_);
-    return static_cast<uint32_t>(subscribers_.size());
-  }
-
-  uint64_t subscriber_dropped_packets() const override {
-    std::lock_guard lock(mu_);
-    uint64_t dropped = subscriber_dropped_;
-    for (const auto& s : subscribers_) dropped += s->queue.total_dropped().packets;
-    return dropped;
   }
 
   mcp::v1::Policy apply_policy(const mcp::v1::Policy& policy, uint32_t* pushed) override {
@@ -224,18 +160,14 @@ class EmbeddedBackend final : public Backend {
   }
 
   void stop() override {
-    std::vector<std::shared_ptr<Subscriber>> subs;
     {
       std::lock_guard lock(mu_);
       stopping_ = true;
-      subs.assign(subscribers_.begin(), subscribers_.end());
     }
-    for (auto& s : subs) s->queue.close();
     persist_marks();
   }
 
  private:
-  const size_t subscriber_queue_;
   PolicyListener push_;
   mutable std::mutex mu_;  // guards everything below
   bool stopping_ = false;
@@ -244,8 +176,46 @@ class EmbeddedBackend final : public Backend {
   const std::chrono::seconds agent_expiry_;
   PolicyStore policies_;
   std::set<std::shared_ptr<Subscriber>> subscribers_;
-  uint64_t subscriber_dropped_ = 0;
   uint64_t snapshot_segment_ = 0;  // the journal segment the marks file was last written in
+
+  // A subscription: live packets reach its queue from store(); a resumed one first replays
+  // the journal from `from` up to where its live packets start.
+  class Feed final : public Subscription {
+   public:
+    Feed(EmbeddedBackend* backend, std::shared_ptr<Subscriber> sub, uint64_t from, uint64_t live_from)
+        : backend_(backend), sub_(std::move(sub)), from_(from), live_from_(live_from) {}
+    ~Feed() override {
+      std::lock_guard lock(backend_->mu_);
+      backend_->subscribers_.erase(sub_);
+    }
+    std::vector<PacketPtr> backlog() override {
+      std::vector<PacketPtr> out;
+      while (out.empty() && from_ < live_from_) {
+        auto records = backend_->journal_.read_from(from_, 64);
+        if (records.empty()) break;
+        for (auto& record : records) {
+          if (record.offset >= live_from_) {
+            from_ = live_from_;
+            break;
+          }
+          from_ = record.offset + 1;
+          auto packet = std::make_shared<mcp::v1::SamplePacket>();
+          if (record.damaged || !packet->ParseFromString(record.payload)) continue;
+          packet->set_offset(record.offset);
+          PacketForms forms(std::move(packet));
+          if (PacketPtr p = forms.for_subscriber(sub_->filter, sub_->compact)) out.push_back(std::move(p));
+        }
+      }
+      if (out.empty()) from_ = live_from_;
+      return out;
+    }
+
+   private:
+    EmbeddedBackend* const backend_;
+    const std::shared_ptr<Subscriber> sub_;
+    uint64_t from_;
+    const uint64_t live_from_;
+  };
 
   void expire_agents() {
     if (const size_t gone = dedup_.expire(unix_us(), agent_expiry_))

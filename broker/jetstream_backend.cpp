@@ -4,6 +4,7 @@
 // flow control instead of losing its oldest packets, so queue_packets does not apply), and
 // policies live in a key-value bucket watched by every broker. No journal is built or read.
 #include <atomic>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 
@@ -54,8 +55,11 @@ class JetStreamBackend final : public Backend {
                         });
   }
 
-  Status subscribe(grpc::ServerContext* ctx, const mcp::v1::SubscriptionRequest& req,
-                   grpc::ServerWriter<mcp::v1::SamplePacket>* writer) override {
+  // A consumer's messages are read by a thread of the subscription's own (libnats 3.4 has no
+  // pull consumer with a callback), which waits for room in the queue: flow control, not drops.
+  Status subscribe(const mcp::v1::SubscriptionRequest& req, const std::string& peer,
+                   std::shared_ptr<SubscriberQueue> queue, Metadata*,
+                   std::unique_ptr<Subscription>* out) override {
     const SubscriptionFilter filter = SubscriptionFilter::from(req);
     std::unique_ptr<NatsBackend::Feed> feed;
     try {
@@ -64,30 +68,11 @@ class JetStreamBackend final : public Backend {
       return Status(StatusCode::UNAVAILABLE, e.what());
     }
     if (stop_) return Status(StatusCode::UNAVAILABLE, "broker stopping");
-    ++subscribers_;
-    spdlog::info("subscriber {} (service '{}', rate {}{}) on JetStream", ctx->peer(),
-                 req.service_name(), filter.rate, req.compact() ? ", compact" : "");
-    Status status = Status::OK;
-    while (!stop_ && !ctx->IsCancelled()) {
-      std::unique_ptr<mcp::v1::SamplePacket> packet;
-      try {
-        packet = feed->next(std::chrono::milliseconds(200));
-      } catch (const Error& e) {
-        status = Status(StatusCode::UNAVAILABLE, e.what());  // the client resumes elsewhere
-        break;
-      }
-      if (!packet) continue;
-      PacketForms forms(std::move(packet));
-      const PacketPtr p = forms.for_subscriber(filter, req.compact());
-      if (p && !writer->Write(*p)) break;
-    }
-    --subscribers_;
-    spdlog::info("subscriber {} left{}", ctx->peer(), status.ok() ? "" : ": " + status.error_message());
-    return status;
+    spdlog::info("subscriber {} (service '{}', rate {}{}) on JetStream", peer, req.service_name(),
+                 filter.rate, req.compact() ? ", compact" : "");
+    *out = std::make_unique<Reader>(std::move(feed), filter, req.compact(), std::move(queue));
+    return Status::OK;
   }
-
-  uint32_t subscribers() const override { return subscribers_.load(); }
-  uint64_t subscriber_dropped_packets() const override { return 0; }  // flow control, no drops
 
   mcp::v1::Policy apply_policy(const mcp::v1::Policy& policy, uint32_t* pushed) override {
     return nats_.apply_policy(policy, pushed);
@@ -100,9 +85,43 @@ class JetStreamBackend final : public Backend {
   void stop() override { stop_ = true; }
 
  private:
+  class Reader final : public Subscription {
+   public:
+    Reader(std::unique_ptr<NatsBackend::Feed> feed, SubscriptionFilter filter, bool compact,
+           std::shared_ptr<SubscriberQueue> queue)
+        : feed_(std::move(feed)), filter_(std::move(filter)), compact_(compact), queue_(std::move(queue)),
+          thread_([this] { run(); }) {}
+    ~Reader() override {
+      queue_->close();  // ends a push_wait
+      thread_.join();
+    }
+
+   private:
+    void run() {
+      while (!queue_->closed()) {
+        std::unique_ptr<mcp::v1::SamplePacket> packet;
+        try {
+          packet = feed_->next(std::chrono::milliseconds(200));
+        } catch (const Error& e) {
+          queue_->close(Status(StatusCode::UNAVAILABLE, e.what()));  // the client resumes elsewhere
+          return;
+        }
+        if (!packet) continue;
+        PacketForms forms(std::move(packet));
+        uint64_t n = 0;
+        if (PacketPtr p = forms.for_subscriber(filter_, compact_, &n)) queue_->push_wait(std::move(p), n);
+      }
+    }
+
+    std::unique_ptr<NatsBackend::Feed> feed_;
+    const SubscriptionFilter filter_;
+    const bool compact_;
+    const std::shared_ptr<SubscriberQueue> queue_;
+    std::thread thread_;  // last: starts once the rest is built
+  };
+
   const bool async_;
   std::atomic<bool> stop_{false};
-  std::atomic<uint32_t> subscribers_{0};
   NatsBackend nats_;
 };
 

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+
 namespace mcp::broker {
 namespace {
 
@@ -12,6 +15,11 @@ PacketPtr packet(uint64_t offset, int samples) {
   return p;
 }
 
+PacketPtr pop(SubscriberQueue& q) {
+  bool ended = false;
+  return q.pop(&ended);
+}
+
 TEST(SubscriberQueue, OverflowDropsTheOldestAndCountsPacketsAndSamples) {
   SubscriberQueue q(3);
   for (uint64_t i = 1; i <= 5; ++i) q.push(packet(i, 10));
@@ -19,10 +27,10 @@ TEST(SubscriberQueue, OverflowDropsTheOldestAndCountsPacketsAndSamples) {
   EXPECT_EQ(dropped.packets, 2u);
   EXPECT_EQ(dropped.samples, 20u);
   // The newest three remain, in order.
-  EXPECT_EQ(q.pop(std::chrono::milliseconds(0))->offset(), 3u);
-  EXPECT_EQ(q.pop(std::chrono::milliseconds(0))->offset(), 4u);
-  EXPECT_EQ(q.pop(std::chrono::milliseconds(0))->offset(), 5u);
-  EXPECT_EQ(q.pop(std::chrono::milliseconds(0)), nullptr);
+  EXPECT_EQ(pop(q)->offset(), 3u);
+  EXPECT_EQ(pop(q)->offset(), 4u);
+  EXPECT_EQ(pop(q)->offset(), 5u);
+  EXPECT_EQ(pop(q), nullptr);
 }
 
 TEST(SubscriberQueue, TakeDroppedReportsEachDropOnceButTotalKeepsThem) {
@@ -34,13 +42,70 @@ TEST(SubscriberQueue, TakeDroppedReportsEachDropOnceButTotalKeepsThem) {
   EXPECT_EQ(q.total_dropped().packets, 1u);
 }
 
-TEST(SubscriberQueue, CloseWakesAWaitingReaderAfterDraining) {
+TEST(SubscriberQueue, CloseLetsTheWriterDrainThenSaysEndedWithTheStatus) {
   SubscriberQueue q(4);
   q.push(packet(1, 1));
+  q.close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "gone"));
+  q.push(packet(2, 1));  // after close: not taken
+  bool ended = true;
+  EXPECT_EQ(q.pop(&ended)->offset(), 1u);
+  EXPECT_FALSE(ended);
+  EXPECT_EQ(q.pop(&ended), nullptr);
+  EXPECT_TRUE(ended);
+  EXPECT_EQ(q.end_status().error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
+// The writer is woken once per idle period: only after it found the queue empty, once.
+TEST(SubscriberQueue, WakesAnIdleWriterOnceAndABusyOneNever) {
+  int wakes = 0;
+  SubscriberQueue q(8, [&] { ++wakes; });
+  q.push(packet(1, 1));
+  EXPECT_EQ(wakes, 0);  // the writer has not looked yet: it will find this one
+  ASSERT_NE(pop(q), nullptr);
+  q.push(packet(2, 1));
+  EXPECT_EQ(wakes, 0);  // busy with packet 1 (it has not found the queue empty)
+  ASSERT_NE(pop(q), nullptr);
+  EXPECT_EQ(pop(q), nullptr);  // idle now
+  q.push(packet(3, 1));
+  q.push(packet(4, 1));
+  EXPECT_EQ(wakes, 1);
   q.close();
-  EXPECT_NE(q.pop(std::chrono::milliseconds(0)), nullptr);
-  EXPECT_EQ(q.pop(std::chrono::seconds(5)), nullptr);
-  EXPECT_TRUE(q.closed());
+  EXPECT_EQ(wakes, 1);  // woken already, not yet idle again
+  EXPECT_NE(pop(q), nullptr);
+  EXPECT_NE(pop(q), nullptr);
+  bool ended = false;
+  EXPECT_EQ(q.pop(&ended), nullptr);
+  EXPECT_TRUE(ended);
+}
+
+TEST(SubscriberQueue, CloseWakesAnIdleWriterAndDetachStopsWakes) {
+  int wakes = 0;
+  SubscriberQueue q(8, [&] { ++wakes; });
+  EXPECT_EQ(pop(q), nullptr);
+  q.close();
+  EXPECT_EQ(wakes, 1);
+  SubscriberQueue r(8, [&] { ++wakes; });
+  EXPECT_EQ(pop(r), nullptr);
+  r.detach();
+  r.push(packet(1, 1));
+  EXPECT_EQ(wakes, 1);
+}
+
+// Flow control (JetStream): a full queue holds the feeder until the writer takes a packet.
+TEST(SubscriberQueue, PushWaitWaitsForRoomAndGivesUpOnClose) {
+  SubscriberQueue q(1);
+  ASSERT_TRUE(q.push_wait(packet(1, 1), 1));
+  std::atomic<bool> second_in{false};
+  std::thread feeder([&] { second_in = q.push_wait(packet(2, 1), 1); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(second_in.load());
+  EXPECT_EQ(pop(q)->offset(), 1u);
+  feeder.join();
+  EXPECT_TRUE(second_in.load());
+  EXPECT_EQ(q.total_dropped().packets, 0u);
+  std::thread blocked([&] { EXPECT_FALSE(q.push_wait(packet(3, 1), 1)); });
+  q.close();
+  blocked.join();
 }
 
 }  // namespace
