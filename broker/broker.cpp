@@ -264,7 +264,7 @@ class Broker::Impl final : public SamplingService {
       }
       subscriptions_.insert(stream);
     }
-    stream->start(*req, *backend_);
+    stream->start(*req, *backend_, wake_timer_, options_.subscriber_linger_max);
     return stream;
   }
 
@@ -921,6 +921,7 @@ class Broker::Impl final : public SamplingService {
   uint64_t duplicates_ = 0;
   std::atomic<uint64_t> refused_{0};
   std::unique_ptr<otlp::Exporter> otlp_;  // null: OTLP export off
+  WakeTimer wake_timer_;  // lingering subscriptions' wake-ups
   // Last: destroyed first, so its threads (JetStream's policy watcher) never call push_policy
   // on a dismantled broker.
   std::unique_ptr<Backend> backend_;

@@ -74,6 +74,9 @@ struct BrokerOptions {
   std::filesystem::path state_dir;        // empty: nothing survives a restart
   size_t subscriber_queue = 1024;         // packets per subscriber before its oldest are dropped
                                           // (a subscriber may ask for fewer)
+  // The longest a batched subscription may ask its packets to wait for a shared write
+  // (SubscriptionRequest.linger_ms).
+  std::chrono::milliseconds subscriber_linger_max{100};
   uint64_t journal_max_bytes = 256ull << 20;
   // An agent id unseen this long is forgotten (its dedup marks and credential binding); 0: never.
   std::chrono::seconds agent_expiry{30 * 24 * 3600};

@@ -93,6 +93,10 @@ int main(int argc, char** argv) {
                  "packets queued per subscriber before its oldest are dropped")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  std::string linger_max = "100ms";
+  app.add_option("--subscriber-linger-max", linger_max,
+                 "the longest a batched subscriber may have its packets wait to share a write")
+      ->capture_default_str();
   app.add_option("--journal-max-bytes", options.journal_max_bytes, "journal size bound")
       ->capture_default_str();
   std::string agent_expiry = "30d";
@@ -193,6 +197,8 @@ int main(int argc, char** argv) {
         options.tokens.push_back(std::move(g));
     }
     options.agent_expiry = std::chrono::duration_cast<std::chrono::seconds>(mcp::parse_duration(agent_expiry));
+    options.subscriber_linger_max =
+        std::chrono::duration_cast<std::chrono::milliseconds>(mcp::parse_duration(linger_max));
     mcp::otlp::finish_otlp_flags(otlp);
     options.otlp = otlp.options;
     if (!backend.empty()) {

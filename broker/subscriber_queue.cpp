@@ -14,38 +14,80 @@ void SubscriberQueue::drop_oldest_locked() {
   total_.samples += samples;
 }
 
+void SubscriberQueue::set_linger(std::chrono::milliseconds linger, Schedule schedule) {
+  std::lock_guard lock(mu_);
+  linger_ = linger;
+  schedule_ = std::move(schedule);
+}
+
+bool SubscriberQueue::wake_after_push_locked(std::chrono::steady_clock::time_point* schedule_at) {
+  if (!armed_) return false;
+  if (linger_.count() == 0 || !schedule_ || packets_.size() >= kWakeAt) {
+    armed_ = false;
+    return true;
+  }
+  if (!scheduled_) {
+    scheduled_ = true;
+    *schedule_at = std::chrono::steady_clock::now() + linger_;
+  }
+  return false;
+}
+
+// Outside mu_: the writer takes it; the scheduler may take its own lock.
+void SubscriberQueue::wake(std::chrono::steady_clock::time_point schedule_at, bool now) {
+  if (schedule_at != std::chrono::steady_clock::time_point{}) schedule_(schedule_at);
+  if (now) {
+    std::lock_guard ready(ready_mu_);
+    if (on_ready_) on_ready_();
+  }
+}
+
 void SubscriberQueue::push(PacketPtr packet, uint64_t events) {
-  bool wake = false;
+  bool now = false;
+  std::chrono::steady_clock::time_point at{};
   {
     std::lock_guard lock(mu_);
     if (closed_) return;
     if (packets_.size() >= capacity_) drop_oldest_locked();
     packets_.emplace_back(std::move(packet), events);
-    wake = std::exchange(armed_, false);
+    now = wake_after_push_locked(&at);
   }
-  if (wake) {
-    std::lock_guard ready(ready_mu_);
-    if (on_ready_) on_ready_();
-  }
+  wake(at, now);
 }
 
 bool SubscriberQueue::push_wait(PacketPtr packet, uint64_t events) {
-  bool wake = false;
+  bool now = false;
+  std::chrono::steady_clock::time_point at{};
   {
     std::unique_lock lock(mu_);
     room_.wait(lock, [&] { return closed_ || packets_.size() < capacity_; });
     if (closed_) return false;
     packets_.emplace_back(std::move(packet), events);
-    wake = std::exchange(armed_, false);
+    now = wake_after_push_locked(&at);
   }
-  if (wake) {
-    std::lock_guard ready(ready_mu_);
-    if (on_ready_) on_ready_();
-  }
+  wake(at, now);
   return true;
 }
 
+void SubscriberQueue::flush() {
+  bool now = false;
+  {
+    std::lock_guard lock(mu_);
+    scheduled_ = false;
+    if (armed_ && !packets_.empty()) {
+      armed_ = false;
+      now = true;
+    }
+  }
+  wake({}, now);
+}
+
 PacketPtr SubscriberQueue::pop(bool* ended) {
+  std::vector<std::pair<PacketPtr, uint64_t>> one;
+  return pop_some(&one, 1, ended) ? std::move(one.front().first) : nullptr;
+}
+
+size_t SubscriberQueue::pop_some(std::vector<std::pair<PacketPtr, uint64_t>>* out, size_t max, bool* ended) {
   std::lock_guard lock(mu_);
   *ended = false;
   if (packets_.empty()) {
@@ -53,28 +95,28 @@ PacketPtr SubscriberQueue::pop(bool* ended) {
       *ended = true;
     else
       armed_ = true;
-    return nullptr;
+    return 0;
   }
-  PacketPtr p = std::move(packets_.front().first);
-  packets_.pop_front();
-  room_.notify_one();
-  return p;
+  size_t n = 0;
+  for (; n < max && !packets_.empty(); ++n) {
+    out->push_back(std::move(packets_.front()));
+    packets_.pop_front();
+  }
+  room_.notify_all();
+  return n;
 }
 
 void SubscriberQueue::close(grpc::Status status) {
-  bool wake = false;
+  bool now = false;
   {
     std::lock_guard lock(mu_);
     if (closed_) return;
     closed_ = true;
     end_ = std::move(status);
-    wake = std::exchange(armed_, false);
+    now = std::exchange(armed_, false);
   }
   room_.notify_all();
-  if (wake) {
-    std::lock_guard ready(ready_mu_);
-    if (on_ready_) on_ready_();
-  }
+  wake({}, now);
 }
 
 void SubscriberQueue::detach() {

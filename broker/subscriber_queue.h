@@ -8,14 +8,20 @@
 // - pop() never blocks: with nothing queued it returns nullptr and arms the ready callback, which
 //   the next push() or close() then runs once, outside the lock, on the pushing thread. So a
 //   writer is woken once per idle period, not per packet, and never two at a time.
+// - With a linger (set_linger), the first push after an idle period does not wake the writer
+//   but asks `schedule` to call flush() `linger` later, so the packets pushed meanwhile share
+//   one write; kWakeAt queued packets wake it at once.
 // Thread-safe.
 #pragma once
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <utility>
+#include <vector>
 
 #include <grpcpp/support/status.h>
 
@@ -37,11 +43,20 @@ class SubscriberQueue {
   // `events`: what the packet holds (samples or compact events), counted when it is dropped.
   void push(PacketPtr packet, uint64_t events);
   void push(PacketPtr packet) { const auto n = static_cast<uint64_t>(packet->samples_size()); push(std::move(packet), n); }
+  static constexpr size_t kWakeAt = 64;
+  using Schedule = std::function<void(std::chrono::steady_clock::time_point)>;
+  // Before the first push.
+  void set_linger(std::chrono::milliseconds linger, Schedule schedule);
+  // The scheduled wake-up: wakes an idle writer when anything is queued.
+  void flush();
+
   // Waits while the queue is full; false (packet not queued) once closed.
   bool push_wait(PacketPtr packet, uint64_t events);
   // The next packet; nullptr when none is queued: *ended then says the queue is closed and
   // drained (the writer finishes), else the ready callback is armed.
   PacketPtr pop(bool* ended);
+  // Up to `max` packets appended to *out (with their event counts); the same otherwise.
+  size_t pop_some(std::vector<std::pair<PacketPtr, uint64_t>>* out, size_t max, bool* ended);
   // No more packets are taken; the writer, woken, drains what is queued and ends with `status`.
   void close(grpc::Status status = grpc::Status::OK);
   bool closed() const;
@@ -56,6 +71,9 @@ class SubscriberQueue {
 
  private:
   void drop_oldest_locked();
+  // After a push: whether to wake the writer now (a linger schedules it instead).
+  bool wake_after_push_locked(std::chrono::steady_clock::time_point* schedule_at);
+  void wake(std::chrono::steady_clock::time_point schedule_at, bool now);
 
   const size_t capacity_;
   mutable std::mutex mu_;
@@ -64,6 +82,9 @@ class SubscriberQueue {
   std::function<void()> on_ready_;
   std::mutex ready_mu_;  // held while on_ready_ runs, so detach() can wait it out
   bool armed_ = false;   // the writer found nothing and waits for on_ready_
+  std::chrono::milliseconds linger_{0};
+  Schedule schedule_;
+  bool scheduled_ = false;  // a flush() is due
   DropCount pending_;
   DropCount total_;
   bool closed_ = false;

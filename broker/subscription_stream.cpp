@@ -15,7 +15,14 @@ SubscriptionStream* SubscriptionStream::create(grpc::CallbackServerContext* ctx,
   return new SubscriptionStream(ctx, queue_packets, std::move(on_done));
 }
 
-void SubscriptionStream::start(const mcp::v1::SubscriptionRequest& req, Backend& backend) {
+void SubscriptionStream::start(const mcp::v1::SubscriptionRequest& req, Backend& backend, WakeTimer& timer,
+                               std::chrono::milliseconds max_linger) {
+  batched_ = req.batched();
+  const auto linger = std::min(std::chrono::milliseconds(req.linger_ms()), max_linger);
+  if (batched_ && linger.count() > 0)
+    queue_->set_linger(linger, [&timer, queue = std::weak_ptr<SubscriberQueue>(queue_)](auto when) {
+      timer.at(when, queue);
+    });
   Backend::Metadata metadata;
   const grpc::Status status = backend.subscribe(req, ctx_->peer(), queue_, &metadata, &feed_);
   if (!status.ok()) {
@@ -41,30 +48,56 @@ void SubscriptionStream::pump() {
     backlog_next_ = 0;
     replaying_ = !backlog_.empty();
   }
-  for (;;) {
-    bool ended = false;
-    PacketPtr packet = queue_->pop(&ended);
-    if (!packet) {
-      if (ended) {
-        finished_ = true;
-        Finish(queue_->end_status());
+  // A batched write takes at most this many packets or bytes (clients accept 4 MiB messages);
+  // what it leaves stays in taken_ for the next.
+  constexpr size_t kMaxBatch = 256;
+  constexpr size_t kMaxBatchBytes = 2u << 20;
+  std::vector<PacketPtr> batch;
+  while (batch.empty()) {
+    if (taken_next_ == taken_.size()) {
+      taken_.clear();
+      taken_next_ = 0;
+      bool ended = false;
+      if (queue_->pop_some(&taken_, batched_ ? kMaxBatch : 1, &ended) == 0) {
+        if (ended) {
+          finished_ = true;
+          Finish(queue_->end_status());
+        }
+        return;  // woken by the next push
       }
-      return;  // woken by the next push
     }
-    if (packet->offset() <= last_) continue;
-    last_ = packet->offset();
-    if (const DropCount dropped = queue_->take_dropped(); dropped.packets != 0) {
-      with_drops_ = *packet;
-      with_drops_.set_dropped_packets(dropped.packets);
-      with_drops_.set_dropped_samples(dropped.samples);
-      writing_ = nullptr;
-      StartWrite(&with_drops_);
-    } else {
-      writing_ = std::move(packet);
-      StartWrite(writing_.get());
+    size_t bytes = 0;
+    for (; taken_next_ < taken_.size(); ++taken_next_) {
+      PacketPtr& p = taken_[taken_next_].first;
+      if (p->offset() <= last_) continue;  // the replay wrote it already
+      const size_t size = batched_ ? p->ByteSizeLong() : 0;
+      if (!batch.empty() && bytes + size > kMaxBatchBytes) break;
+      bytes += size;
+      last_ = p->offset();
+      batch.push_back(std::move(p));
     }
+  }
+  // The first packet after drops carries their count.
+  const DropCount dropped = queue_->take_dropped();
+  mcp::v1::SamplePacket* out = nullptr;
+  if (batch.size() == 1 && dropped.packets == 0) {
+    writing_ = std::move(batch.front());
+    StartWrite(writing_.get());
     return;
   }
+  if (batch.size() == 1) {
+    out = &(with_drops_ = *batch.front());
+  } else {
+    envelope_.Clear();
+    for (const auto& p : batch) *envelope_.add_more() = *p;
+    out = envelope_.mutable_more(0);
+  }
+  if (dropped.packets != 0) {
+    out->set_dropped_packets(dropped.packets);
+    out->set_dropped_samples(dropped.samples);
+  }
+  writing_ = nullptr;
+  StartWrite(batch.size() == 1 ? &with_drops_ : &envelope_);
 }
 
 void SubscriptionStream::OnWriteDone(bool ok) {

@@ -6,9 +6,13 @@
 // drops carries their count (dropped_packets, dropped_samples). The stream ends when the client
 // leaves, or when the queue is closed (broker stopping, a JetStream consumer lost) and drained,
 // with the status close() was given. Made by create(); deletes itself when gRPC is done.
+// A `batched` subscription (SubscriptionRequest.batched) gets every packet queued at a wake-up
+// in one message (SamplePacket.more), and with linger_ms its queue waits that long (at most
+// the broker's max_linger) after an idle period before waking the writer (wake_timer.h).
 #pragma once
 #include <grpcpp/grpcpp.h>
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -16,6 +20,7 @@
 
 #include "broker/backend.h"
 #include "broker/subscriber_queue.h"
+#include "broker/wake_timer.h"
 
 namespace mcp::broker {
 
@@ -28,7 +33,8 @@ class SubscriptionStream final : public grpc::ServerWriteReactor<mcp::v1::Sample
   static SubscriptionStream* create(grpc::CallbackServerContext* ctx, size_t queue_packets, Done on_done);
   // Subscribes through `backend` (the request already checked) and starts writing; a refusal
   // finishes the RPC with it.
-  void start(const mcp::v1::SubscriptionRequest& req, Backend& backend);
+  void start(const mcp::v1::SubscriptionRequest& req, Backend& backend, WakeTimer& timer,
+             std::chrono::milliseconds max_linger);
 
   SubscriberQueue& queue() { return *queue_; }
   const std::string& peer() const { return peer_; }
@@ -55,6 +61,10 @@ class SubscriptionStream final : public grpc::ServerWriteReactor<mcp::v1::Sample
   uint64_t last_ = 0;               // offset of the last packet written
   PacketPtr writing_;               // kept alive until OnWriteDone
   mcp::v1::SamplePacket with_drops_;
+  bool batched_ = false;
+  mcp::v1::SamplePacket envelope_;  // a batched write's packets (SamplePacket.more)
+  std::vector<std::pair<PacketPtr, uint64_t>> taken_;  // popped, not yet written from taken_next_
+  size_t taken_next_ = 0;
   bool finished_ = false;
 };
 

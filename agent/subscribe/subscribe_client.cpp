@@ -51,6 +51,8 @@ void SubscribeClient::run(const std::function<bool(const mcp::v1::SamplePacket&)
     req.set_sampling_rate(options_.sampling_rate);
     req.set_queue_packets(options_.queue_packets);
     req.set_compact(options_.compact);
+    req.set_batched(true);
+    req.set_linger_ms(static_cast<uint32_t>(options_.linger.count()));
     for (const auto& [k, v] : options_.tags) (*req.mutable_tags())[k] = v;
     {
       std::lock_guard lock(mu_);
@@ -75,26 +77,34 @@ void SubscribeClient::run(const std::function<bool(const mcp::v1::SamplePacket&)
         if (stats_.last_offset == 0 && start > 0) stats_.last_offset = start - 1;
       }
     }
+    // One packet as the broker wrote it alone; false when the consumer wants no more.
+    const auto take = [&](const mcp::v1::SamplePacket& p) {
+      {
+        std::lock_guard lock(mu_);
+        stats_.dropped_packets += p.dropped_packets();
+        stats_.dropped_samples += p.dropped_samples();
+        if (p.journal() != 0 && p.journal() != stats_.journal) {
+          // Another journal (the broker lost its state): its offsets start over.
+          if (stats_.journal != 0) stats_.last_offset = 0;
+          stats_.journal = p.journal();
+        }
+        if (p.offset() <= stats_.last_offset) return true;  // already delivered
+        stats_.last_offset = p.offset();
+        ++stats_.packets;
+        stats_.samples += static_cast<uint64_t>(p.samples_size());
+      }
+      return on_packet(p);
+    };
     mcp::v1::SamplePacket packet;
     bool keep_going = true;
     bool got_any = false;
     while (keep_going && reader->Read(&packet)) {
       got_any = true;
-      {
-        std::lock_guard lock(mu_);
-        stats_.dropped_packets += packet.dropped_packets();
-        stats_.dropped_samples += packet.dropped_samples();
-        if (packet.journal() != 0 && packet.journal() != stats_.journal) {
-          // Another journal (the broker lost its state): its offsets start over.
-          if (stats_.journal != 0) stats_.last_offset = 0;
-          stats_.journal = packet.journal();
-        }
-        if (packet.offset() <= stats_.last_offset) continue;  // already delivered
-        stats_.last_offset = packet.offset();
-        ++stats_.packets;
-        stats_.samples += static_cast<uint64_t>(packet.samples_size());
+      if (packet.more_size() == 0) {
+        keep_going = take(packet);
+        continue;
       }
-      keep_going = on_packet(packet);
+      for (int i = 0; keep_going && i < packet.more_size(); ++i) keep_going = take(packet.more(i));
     }
     if (!keep_going) context.TryCancel();
     const grpc::Status status = reader->Finish();

@@ -42,6 +42,10 @@ struct SubscribeOptions {
   // Ask for SamplePacket.events (compact "events-v2", forward/event_block.h); a broker that
   // predates it sends samples, so consumers handle both (subscribe/packet_printer.h does).
   bool compact = false;
+  // How long the broker may hold a packet so later ones share its write (fewer, larger writes:
+  // less broker CPU per subscriber, this much more latency at most). The subscription always
+  // takes several packets per message (SubscriptionRequest.batched); on_packet still sees one.
+  std::chrono::milliseconds linger{0};
 };
 
 struct SubscribeStats {

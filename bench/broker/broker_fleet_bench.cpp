@@ -175,6 +175,8 @@ size_t end_all(std::vector<std::unique_ptr<R>>& reactors, Clock::duration grace)
 
 // ---- fan-out ---------------------------------------------------------------------------------
 
+uint32_t g_linger_ms = 0;  // --linger: every subscriber asks for it
+
 // A compact subscriber that counts the events of each packet from its sequence (the publisher's
 // table), without parsing the block.
 class CountingSubscriber final : public grpc::ClientReadReactor<mcp::v1::SamplePacket> {
@@ -185,21 +187,27 @@ class CountingSubscriber final : public grpc::ClientReadReactor<mcp::v1::SampleP
         agent_(agent),
         events_by_sequence_(events_by_sequence) {
     request_.set_compact(true);
+    request_.set_batched(true);
+    request_.set_linger_ms(g_linger_ms);
     stub_->async()->Subscribe(&context, &request_, this);
     StartRead(&packet_);
     StartCall();
   }
   void OnReadDone(bool ok) override {
     if (!ok) return;
-    const uint64_t seq = packet_.sequence();
-    if (packet_.agent_id() == agent_ && seq < events_by_sequence_.size())
+    if (packet_.more_size() == 0) count(packet_);
+    for (const auto& p : packet_.more()) count(p);
+    StartRead(&packet_);
+  }
+  void count(const mcp::v1::SamplePacket& p) {
+    const uint64_t seq = p.sequence();
+    if (p.agent_id() == agent_ && seq < events_by_sequence_.size())
       events.fetch_add(events_by_sequence_[seq], std::memory_order_relaxed);
-    if (seq != last_sequence_ + 1 && packet_.dropped_packets() == 0) unexplained_gaps.fetch_add(1);
+    if (seq != last_sequence_ + 1 && p.dropped_packets() == 0) unexplained_gaps.fetch_add(1);
     last_sequence_ = seq;  // reads are serial
     packets.fetch_add(1, std::memory_order_relaxed);
-    dropped_packets.fetch_add(packet_.dropped_packets(), std::memory_order_relaxed);
-    dropped_events.fetch_add(packet_.dropped_samples(), std::memory_order_relaxed);
-    StartRead(&packet_);
+    dropped_packets.fetch_add(p.dropped_packets(), std::memory_order_relaxed);
+    dropped_events.fetch_add(p.dropped_samples(), std::memory_order_relaxed);
   }
   void OnDone(const grpc::Status& status) override { latch.done(status); }
 
@@ -417,20 +425,26 @@ class LatencySubscriber {
     thread_ = std::thread([this] {
       mcp::v1::SubscriptionRequest req;
       req.set_compact(true);
+      req.set_batched(true);
+      req.set_linger_ms(g_linger_ms);
       auto reader = stub_->Subscribe(&ctx_, req);
-      mcp::v1::SamplePacket p;
+      mcp::v1::SamplePacket message;
       mcp::v1::EventBlock block;
       std::unordered_map<std::string, uint64_t> last_sequence;
-      while (reader->Read(&p)) {
-        const uint64_t now = mcp::test::unix_ns();
+      const auto take = [&](const mcp::v1::SamplePacket& p, uint64_t now) {
         dropped_events += p.dropped_samples();
         uint64_t& last = last_sequence[p.agent_id()];
         if (p.sequence() != last + 1) ++gaps;
         last = p.sequence();
-        if (p.events().empty() || !block.ParseFromString(p.events())) continue;
+        if (p.events().empty() || !block.ParseFromString(p.events())) return;
         for (const auto& e : block.events())
           latency_us_.push_back(static_cast<uint32_t>(now > e.ts_ns() ? (now - e.ts_ns()) / 1000 : 0));
         events += static_cast<uint64_t>(block.events_size());
+      };
+      while (reader->Read(&message)) {
+        const uint64_t now = mcp::test::unix_ns();
+        if (message.more_size() == 0) take(message, now);
+        for (const auto& p : message.more()) take(p, now);
       }
       reader->Finish();
     });
@@ -668,6 +682,9 @@ int main(int argc, char** argv) {
   int batch = 40;
   int agents = 1000, agent_batch = 20, channels = 50;
   double agent_rate = 200, fanin_seconds = 30;
+  app.add_option("--linger", g_linger_ms,
+                 "subscribers ask for batched packets held up to this many ms (SubscriptionRequest.linger_ms; "
+                 "a broker that predates it ignores it)");
   app.add_option("--mode", mode, "fanout | fanin | both")->check(CLI::IsMember({"fanout", "fanin", "both"}));
   app.add_option("--old", old_binary, "also run this mcp-broker binary, for a ratio new/old")->check(CLI::ExistingFile);
   app.add_option("--subscribers", subscriber_counts, "fan-out: subscriber counts, one run each")->delimiter(',');
@@ -690,6 +707,8 @@ int main(int argc, char** argv) {
   for (const auto& t : targets) std::printf("%s: %s\n", t.name.c_str(), t.binary.c_str());
   std::printf("%u CPUs; journal in memory; CPU = utime + stime of the broker process\n",
               std::thread::hardware_concurrency());
+  std::printf("subscribers ask for batched packets, linger %u ms (a broker that predates it sends one packet per message)\n",
+              g_linger_ms);
 
   if (mode != "fanin") {
     std::printf("\nfan-out: 1 agent at %.0f ev/s in batches of %d for %.1f s (%llu events) to N compact subscribers\n",

@@ -10,6 +10,7 @@
 #include <iostream>
 #include <mutex>
 #include <set>
+#include <optional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -378,6 +379,69 @@ TEST_F(BrokerE2E, EveryNewAgentStreamGetsTheFullPolicySetFirst) {
   for (const auto& p : sets[1]) services.insert(p.service);
   EXPECT_EQ(services, (std::set<std::string>{"cart", "checkout"}));
   EXPECT_EQ(singles.size(), 1u) << "the set came as single pushes";
+}
+
+// Issue 30: a batched subscriber with a linger gets what was stored meanwhile in one message
+// (SamplePacket.more: each packet whole, in order), its linger bounded by the broker's
+// --subscriber-linger-max; an unbatched one still gets one packet per message; SubscribeClient
+// hands its consumer one packet at a time either way.
+TEST_F(BrokerE2E, ABatchedSubscriberGetsThePacketsOfItsLingerInOneMessage) {
+  BrokerProcess broker({"--subscriber-linger-max", "500ms"}, dir_ / "broker.log");
+  auto stub = test::stub_for(broker.address());
+  const auto deadline = std::chrono::system_clock::now() + 20s;
+  grpc::ClientContext batched_ctx, plain_ctx;
+  batched_ctx.set_deadline(deadline);
+  plain_ctx.set_deadline(deadline);
+  mcp::v1::SubscriptionRequest batched_req;
+  batched_req.set_batched(true);
+  batched_req.set_linger_ms(60000);  // more than the broker allows: 500 ms
+  auto batched = stub->Subscribe(&batched_ctx, batched_req);
+  auto plain = stub->Subscribe(&plain_ctx, mcp::v1::SubscriptionRequest());
+  auto client_options = subscriber(broker.address());
+  client_options.linger = 100ms;
+  Collector client(client_options);
+  ASSERT_TRUE(wait_until([&] { return broker_stats(broker.address()).subscribers() == 3; }, 5s));
+
+  constexpr int kBatches = 20;
+  std::vector<mcp::v1::AgentMessage> messages{test::hello_message("batched-agent")};
+  for (int i = 1; i <= kBatches; ++i) messages.push_back(test::batch_message(i, 5, static_cast<uint64_t>(i) * 100));
+  const auto published = std::chrono::steady_clock::now();
+  ASSERT_EQ(test::publish_messages(broker.address(), messages).acks.size(), static_cast<size_t>(kBatches));
+
+  mcp::v1::SamplePacket message;
+  int packets = 0, largest = 0;
+  uint64_t last_offset = 0;
+  std::optional<std::chrono::steady_clock::duration> first_after;
+  while (packets < kBatches && batched->Read(&message)) {
+    if (!first_after) first_after = std::chrono::steady_clock::now() - published;
+    largest = std::max(largest, message.more_size());
+    if (message.more_size() == 0) *message.add_more() = message;  // a lone packet is sent as is
+    else EXPECT_EQ(message.samples_size(), 0);  // an envelope carries nothing of its own
+    for (const auto& p : message.more()) {
+      EXPECT_GT(p.offset(), last_offset);
+      last_offset = p.offset();
+      EXPECT_EQ(p.samples_size(), 5);
+      ++packets;
+    }
+  }
+  EXPECT_EQ(packets, kBatches);
+  EXPECT_GT(largest, 1) << "the batches stored within the linger shared a message";
+  ASSERT_TRUE(first_after.has_value());
+  EXPECT_GE(*first_after, 450ms) << "held for the broker's maximum linger";
+
+  int plain_packets = 0;
+  while (plain_packets < kBatches && plain->Read(&message)) {
+    EXPECT_EQ(message.more_size(), 0);
+    EXPECT_EQ(message.samples_size(), 5);
+    ++plain_packets;
+  }
+  EXPECT_EQ(plain_packets, kBatches);
+
+  ASSERT_TRUE(wait_until([&] { return client.count() >= kBatches * 5; }, 10s)) << client.count();
+  EXPECT_EQ(client.distinct(), static_cast<size_t>(kBatches * 5));
+  EXPECT_EQ(client.stats().packets, static_cast<uint64_t>(kBatches));
+  batched_ctx.TryCancel();
+  plain_ctx.TryCancel();
 }
 
 TEST_F(BrokerE2E, SubscribeCommandPrintsJsonLinesWithTheAgentsFieldNames) {

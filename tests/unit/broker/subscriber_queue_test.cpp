@@ -1,8 +1,10 @@
 #include "broker/subscriber_queue.h"
+#include "broker/wake_timer.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <future>
 #include <thread>
 
 namespace mcp::broker {
@@ -106,6 +108,55 @@ TEST(SubscriberQueue, PushWaitWaitsForRoomAndGivesUpOnClose) {
   std::thread blocked([&] { EXPECT_FALSE(q.push_wait(packet(3, 1), 1)); });
   q.close();
   blocked.join();
+}
+
+// A lingering queue: the first push after an idle period schedules the wake-up instead of
+// waking; packets pushed meanwhile wait for it; kWakeAt of them wake the writer at once.
+TEST(SubscriberQueue, WithALingerTheFirstPushSchedulesAndFlushWakesOnce) {
+  int wakes = 0;
+  std::vector<std::chrono::steady_clock::time_point> scheduled;
+  SubscriberQueue q(1024, [&] { ++wakes; });
+  q.set_linger(std::chrono::milliseconds(20), [&](auto when) { scheduled.push_back(when); });
+  EXPECT_EQ(pop(q), nullptr);  // idle
+  const auto before = std::chrono::steady_clock::now();
+  q.push(packet(1, 1));
+  q.push(packet(2, 1));
+  EXPECT_EQ(wakes, 0);
+  ASSERT_EQ(scheduled.size(), 1u);  // one wake-up per idle period
+  EXPECT_GE(scheduled[0], before + std::chrono::milliseconds(20));
+  q.flush();
+  EXPECT_EQ(wakes, 1);
+  std::vector<std::pair<PacketPtr, uint64_t>> taken;
+  bool ended = false;
+  EXPECT_EQ(q.pop_some(&taken, 10, &ended), 2u);  // both in one write
+  EXPECT_EQ(q.pop_some(&taken, 10, &ended), 0u);  // idle again
+  for (uint64_t i = 0; i < SubscriberQueue::kWakeAt; ++i) q.push(packet(10 + i, 1));
+  EXPECT_EQ(wakes, 2);  // a full batch does not wait for the linger
+  EXPECT_EQ(scheduled.size(), 2u);
+  q.flush();  // the scheduled one finds the writer busy: nothing
+  EXPECT_EQ(wakes, 2);
+}
+
+TEST(WakeTimer, FlushesEachQueueAtItsTimeAndSkipsAQueueThatIsGone) {
+  WakeTimer timer;
+  std::promise<std::chrono::steady_clock::time_point> woken;
+  auto q = std::make_shared<SubscriberQueue>(8, [&] { woken.set_value(std::chrono::steady_clock::now()); });
+  q->set_linger(std::chrono::milliseconds(30), [&timer, weak = std::weak_ptr<SubscriberQueue>(q)](auto when) {
+    timer.at(when, weak);
+  });
+  auto gone = std::make_shared<SubscriberQueue>(8, [] { FAIL() << "a destroyed queue was flushed"; });
+  gone->set_linger(std::chrono::milliseconds(1), [&timer, weak = std::weak_ptr<SubscriberQueue>(gone)](auto when) {
+    timer.at(when, weak);
+  });
+  EXPECT_EQ(pop(*q), nullptr);
+  EXPECT_EQ(pop(*gone), nullptr);
+  gone->push(packet(1, 1));
+  gone.reset();
+  const auto pushed = std::chrono::steady_clock::now();
+  q->push(packet(1, 1));
+  auto f = woken.get_future();
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  EXPECT_GE(f.get() - pushed, std::chrono::milliseconds(30));
 }
 
 }  // namespace
