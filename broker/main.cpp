@@ -134,6 +134,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--policy-bucket", nats.policy_bucket, "JetStream key-value bucket for policies")
       ->capture_default_str();
+  std::vector<std::string> nats_sources;
+  app.add_option("--nats-source", nats_sources,
+                 "DOMAIN[=SERVICE]: also serve the events that brokers of the cluster with this "
+                 "JetStream domain stored (of SERVICE only), copied over a leaf node by a stream "
+                 "source (repeatable, one per domain; needs --backend)");
   app.add_option("--publish-timeout", publish_timeout,
                  "give up on a batch JetStream has not acked by then (the agent replays it)")
       ->capture_default_str();
@@ -210,6 +215,15 @@ int main(int argc, char** argv) {
       nats.async_publish = publish_mode == "async";
       nats.publish_timeout =
           std::chrono::duration_cast<std::chrono::milliseconds>(mcp::parse_duration(publish_timeout));
+      for (const auto& text : nats_sources) {
+        auto source = mcp::broker::parse_nats_source(text);
+        for (const auto& other : nats.sources)
+          if (other.domain == source.domain)
+            throw mcp::usage_error("--nats-source: domain '" + source.domain + "' given twice (one source per domain)");
+        nats.sources.push_back(std::move(source));
+      }
+    } else if (!nats_sources.empty()) {
+      throw mcp::usage_error("--nats-source needs --backend (a JetStream cluster to copy into)");
     }
     std::optional<mcp::broker::PolicyControllerOptions> controller_options;
     if (k8s_policies) {

@@ -436,6 +436,27 @@ class NatsBackend::Impl {
     cfg.MaxBytes = options_.max_bytes;
     cfg.Replicas = options_.replicas;
     cfg.Duplicates = options_.duplicate_window.count();
+    // Sources: the other domains' streams, through their JetStream API over the leaf node.
+    std::vector<std::string> api_prefixes, filters;
+    for (const auto& src : options_.sources) {
+      api_prefixes.push_back("$JS." + src.domain + ".API");
+      filters.push_back(subject_filter(src.service));
+    }
+    std::vector<jsExternalStream> externals(options_.sources.size());
+    std::vector<jsStreamSource> sources(options_.sources.size());
+    std::vector<jsStreamSource*> source_list;
+    for (size_t i = 0; i < options_.sources.size(); ++i) {
+      jsExternalStream_Init(&externals[i]);
+      jsStreamSource_Init(&sources[i]);
+      externals[i].APIPrefix = api_prefixes[i].c_str();
+      externals[i].DeliverPrefix = "";  // libnats 3.4 writes it unconditionally: never null
+      sources[i].Name = options_.stream.c_str();
+      sources[i].FilterSubject = filters[i].c_str();
+      sources[i].External = &externals[i];
+      source_list.push_back(&sources[i]);
+    }
+    cfg.Sources = source_list.empty() ? nullptr : source_list.data();
+    cfg.SourcesLen = static_cast<int>(source_list.size());
     retry_until(deadline, "creating stream " + options_.stream, [&]() -> std::string {
       jsErrCode code = static_cast<jsErrCode>(0);
       natsStatus s = js_AddStream(nullptr, js_, &cfg, nullptr, &code);

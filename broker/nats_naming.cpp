@@ -1,5 +1,7 @@
 #include "broker/nats_naming.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 
 #include "common/error.h"
@@ -123,6 +125,24 @@ std::vector<std::string> parse_nats_urls(std::string_view text) {
   }
   if (out.empty()) throw usage_error("--backend needs nats://HOST:PORT[,HOST:PORT...]");
   return out;
+}
+
+NatsSource parse_nats_source(std::string_view text) {
+  const size_t eq = text.find('=');
+  NatsSource source;
+  source.domain = std::string(text.substr(0, eq));
+  if (eq != std::string_view::npos) {
+    source.service = std::string(text.substr(eq + 1));
+    if (source.service.empty())
+      throw usage_error("--nats-source '" + std::string(text) + "': no service after '=' (leave out '=' for every service)");
+  }
+  const bool token = !source.domain.empty() && std::all_of(source.domain.begin(), source.domain.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+  });
+  if (!token)
+    throw usage_error("--nats-source '" + std::string(text) +
+                      "': want DOMAIN[=SERVICE], DOMAIN a JetStream domain of letters, digits, '_' and '-'");
+  return source;
 }
 
 }  // namespace mcp::broker

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "broker/nats_options.h"
 #include "broker/policy_key.h"
 
 namespace mcp::broker {
@@ -38,5 +39,9 @@ std::optional<PolicyKey> parse_policy_key(std::string_view key);
 // "nats://a:1,b:2,nats://c:3" -> {"nats://a:1", "nats://b:2", "nats://c:3"}; throws mcp::Error
 // (usage) when empty or when an entry has no port or another scheme.
 std::vector<std::string> parse_nats_urls(std::string_view text);
+
+// --nats-source "DOMAIN[=SERVICE]": a JetStream domain (letters, digits, '_', '-') and the one
+// service to copy from it (none: every service); throws mcp::Error (usage) otherwise.
+NatsSource parse_nats_source(std::string_view text);
 
 }  // namespace mcp::broker

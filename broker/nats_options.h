@@ -9,6 +9,14 @@
 
 namespace mcp::broker {
 
+// Events another cluster's brokers stored, copied into this cluster's stream by JetStream (a
+// stream source over a leaf node, from the JetStream domain `domain`, the same stream name):
+// this cluster's subscribers then get them too, each once, also after the link was down.
+struct NatsSource {
+  std::string domain;
+  std::string service;  // empty: every service
+};
+
 struct NatsBackendOptions {
   std::vector<std::string> servers;            // nats://HOST:PORT, first preferred
   std::string stream = "MCP_SAMPLES";
@@ -26,6 +34,7 @@ struct NatsBackendOptions {
   // instead of one synchronous js_PublishMsg round trip per batch.
   bool async_publish = true;
   std::chrono::milliseconds setup_timeout{20000};    // connect + stream/bucket creation
+  std::vector<NatsSource> sources;  // --nats-source: at most one per domain
 };
 
 }  // namespace mcp::broker

@@ -4,7 +4,8 @@
 // chosen free at runtime, store dirs under dir), starts them as children with stderr in
 // dir/nN.log, and waits until every node accepts clients and one has become the JetStream
 // metadata leader. kill(i) / restart(i) stop and start a node (same ports and store), and
-// servers() is the --backend value "nats://127.0.0.1:P1,...". nats_server_binary() is empty when
+// servers() is the --backend value "nats://127.0.0.1:P1,...". NatsClusterOptions names the nodes,
+// sets a JetStream domain and adds configuration (leaf nodes). nats_server_binary() is empty when
 // nats-server is not installed; tests skip visibly then. Header-only: used by tests and benches.
 #pragma once
 #include <arpa/inet.h>
@@ -81,16 +82,26 @@ inline std::string read_text(const std::filesystem::path& file) {
   return s.str();
 }
 
+// Per cluster: node names are prefix1..prefixN (unique across clusters joined by leaf nodes),
+// `domain` its JetStream domain (empty: none), `extra` configuration appended to every node's
+// file (a leafnodes block).
+struct NatsClusterOptions {
+  std::string prefix = "n";
+  std::string domain;
+  std::string extra;
+};
+
 class NatsCluster {
  public:
-  NatsCluster(size_t nodes, std::filesystem::path dir) : dir_(std::move(dir)) {
+  NatsCluster(size_t nodes, std::filesystem::path dir, NatsClusterOptions options = {})
+      : dir_(std::move(dir)), options_(std::move(options)) {
     binary_ = nats_server_binary();
     if (binary_.empty()) throw std::runtime_error("nats-server is not installed");
     std::filesystem::create_directories(dir_);
     const std::vector<int> ports = free_ports(nodes * 2);
     for (size_t i = 0; i < nodes; ++i) {
       Node n;
-      n.name = "n" + std::to_string(i + 1);
+      n.name = options_.prefix + std::to_string(i + 1);
       n.client_port = ports[2 * i];
       n.route_port = ports[2 * i + 1];
       nodes_.push_back(n);
@@ -157,9 +168,11 @@ class NatsCluster {
     out << "server_name: " << n.name << "\n"
         << "listen: 127.0.0.1:" << n.client_port << "\n"
         << "jetstream {\n  store_dir: \"" << (dir_ / n.name).string() << "\"\n"
-        << "  max_memory_store: 256MB\n  max_file_store: 2GB\n}\n";
+        << (options_.domain.empty() ? "" : "  domain: " + options_.domain + "\n")
+        << "  max_memory_store: 256MB\n  max_file_store: 2GB\n}\n"
+        << options_.extra << "\n";
     if (nodes_.size() > 1) {
-      out << "cluster {\n  name: mcp-test\n  listen: 127.0.0.1:" << n.route_port << "\n  routes: [\n";
+      out << "cluster {\n  name: mcp-test-" << options_.prefix << "\n  listen: 127.0.0.1:" << n.route_port << "\n  routes: [\n";
       for (size_t j = 0; j < nodes_.size(); ++j)
         if (j != i) out << "    nats-route://127.0.0.1:" << nodes_[j].route_port << "\n";
       out << "  ]\n}\n";
@@ -207,6 +220,7 @@ class NatsCluster {
   }
 
   std::filesystem::path dir_;
+  NatsClusterOptions options_;
   std::string binary_;
   std::vector<Node> nodes_;
 };

@@ -63,5 +63,17 @@ TEST(ParseNatsUrls, AcceptsListsWithOrWithoutSchemeAndRejectsOthers) {
   EXPECT_THROW(parse_nats_urls("a:port"), Error);
 }
 
+TEST(ParseNatsSource, ADomainAndAtMostOneServiceElseAUsageError) {
+  const NatsSource all = parse_nats_source("cluster-a");
+  EXPECT_EQ(all.domain, "cluster-a");
+  EXPECT_EQ(all.service, "");
+  const NatsSource one = parse_nats_source("a_1=check.out");
+  EXPECT_EQ(one.domain, "a_1");
+  EXPECT_EQ(one.service, "check.out");
+  // Domains go into the API subject "$JS.<domain>.API": no dots, wildcards or spaces.
+  for (const char* bad : {"", "=checkout", "a=", "a.b", "a*", "a>", "a b", "$JS"})
+    EXPECT_THROW(parse_nats_source(bad), Error) << bad;
+}
+
 }  // namespace
 }  // namespace mcp::broker
