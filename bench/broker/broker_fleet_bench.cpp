@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <condition_variable>
@@ -42,6 +43,7 @@
 #include "broker_client.h"
 #include "broker_process.h"
 #include "compact_block.h"
+#include "nats_cluster.h"
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
@@ -476,6 +478,9 @@ struct FaninResult {
   uint64_t broker_dropped = 0;     // Stats.subscriber_dropped_packets
   uint64_t gaps = 0;               // batches the subscriber saw an agent's sequence skip
   double p50_ms = 0, p95_ms = 0, p99_ms = 0, max_ms = 0;
+  // The leaf mode's subscriber on the other cluster's broker: its events and latencies.
+  uint64_t remote_events = 0;
+  double remote_p50_ms = 0, remote_p95_ms = 0, remote_p99_ms = 0, remote_max_ms = 0;
   double cpu_s = 0, wall_s = 0;
   double pace_s = 0;               // the pacer's time for --fanin-seconds of batches (late when above)
   double bench_cpu_s = 0;          // this process's CPU while pacing: it shares the machine's cores
@@ -485,15 +490,29 @@ struct FaninResult {
   std::string error;
 };
 
-FaninResult fanin(const std::string& binary, int agents, double agent_rate, double seconds, int agent_batch,
-                  int channels) {
+// P50/P95/P99/max in ms of latencies in µs (reordered).
+std::array<double, 4> percentiles(std::vector<uint32_t>& lat) {
+  if (lat.empty()) return {0, 0, 0, 0};
+  const auto at = [&](double q) {
+    auto nth = lat.begin() + static_cast<std::ptrdiff_t>(q * static_cast<double>(lat.size() - 1));
+    std::nth_element(lat.begin(), nth, lat.end());
+    return *nth / 1000.0;
+  };
+  return {at(0.50), at(0.95), at(0.99), *std::max_element(lat.begin(), lat.end()) / 1000.0};
+}
+
+// The fan-in load against `proc`; with `remote` (the leaf mode) a second subscriber there, whose
+// events and latencies go in remote_*.
+FaninResult drive_fanin(const mcp::test::BrokerProcess& proc, int agents, double agent_rate, double seconds,
+                        int agent_batch, int channels, const std::string& remote = "") {
   FaninResult r;
-  Broker broker(binary, "mcp-bench-fleet-fanin");
-  const auto& proc = *broker.process;
   const auto stats = [&] { return mcp::test::broker_stats(proc.address()); };
 
   LatencySubscriber subscriber(proc.address(), channels);
-  if (!mcp::test::wait_until([&] { return stats().subscribers() == 1; }, 15s)) {
+  std::optional<LatencySubscriber> far;
+  if (!remote.empty()) far.emplace(remote, channels + 1);
+  if (!mcp::test::wait_until([&] { return stats().subscribers() == 1; }, 15s) ||
+      (far && !mcp::test::wait_until([&] { return mcp::test::broker_stats(remote).subscribers() == 1; }, 15s))) {
     r.error = "the subscriber did not register";
     return r;
   }
@@ -539,7 +558,10 @@ FaninResult fanin(const std::string& binary, int agents, double agent_rate, doub
   const auto all_acked = [&] {
     return std::all_of(fleet.begin(), fleet.end(), [](const auto& a) { return a->failed() || a->acked >= a->sent; });
   };
-  const auto all_delivered = [&] { return subscriber.events + subscriber.dropped_events >= r.events_sent; };
+  const auto all_delivered = [&] {
+    return subscriber.events + subscriber.dropped_events >= r.events_sent &&
+           (!far || far->events + far->dropped_events >= r.events_sent);
+  };
   mcp::test::wait_until([&] { return all_acked() && all_delivered(); }, 60s);
   r.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
   r.cpu_s = cpu_seconds(proc.pid()) - cpu0;
@@ -569,16 +591,44 @@ FaninResult fanin(const std::string& binary, int agents, double agent_rate, doub
   if (const size_t stuck = end_all(fleet, 20s); stuck > 0)
     r.error += (r.error.empty() ? "" : "; ") + std::to_string(stuck) + " agent calls never ended";
   subscriber.stop();
-  auto& lat = subscriber.latencies();
-  if (!lat.empty()) {
-    const auto at = [&](double q) {
-      auto nth = lat.begin() + static_cast<std::ptrdiff_t>(q * static_cast<double>(lat.size() - 1));
-      std::nth_element(lat.begin(), nth, lat.end());
-      return *nth / 1000.0;
-    };
-    r.p50_ms = at(0.50), r.p95_ms = at(0.95), r.p99_ms = at(0.99);
-    r.max_ms = *std::max_element(lat.begin(), lat.end()) / 1000.0;
+  const auto local = percentiles(subscriber.latencies());
+  r.p50_ms = local[0], r.p95_ms = local[1], r.p99_ms = local[2], r.max_ms = local[3];
+  if (far) {
+    far->stop();
+    r.remote_events = far->events;
+    const auto p = percentiles(far->latencies());
+    r.remote_p50_ms = p[0], r.remote_p95_ms = p[1], r.remote_p99_ms = p[2], r.remote_max_ms = p[3];
   }
+  return r;
+}
+
+FaninResult fanin(const std::string& binary, int agents, double agent_rate, double seconds, int agent_batch,
+                  int channels) {
+  Broker broker(binary, "mcp-bench-fleet-fanin");
+  return drive_fanin(*broker.process, agents, agent_rate, seconds, agent_batch, channels);
+}
+
+// Two single-node JetStream clusters joined by a leaf node (domains a and b), a broker on each;
+// B's copies A's stream (--nats-source a). The agents publish to A; one subscriber on each.
+FaninResult leaf_hop(const std::string& binary, int agents, double agent_rate, double seconds, int agent_batch,
+                     int channels) {
+  const auto dir = mcp::test::make_temp_dir("mcp-bench-fleet-leaf");
+  const int leaf_port = mcp::test::free_ports(1).front();
+  mcp::test::NatsCluster a(1, dir / "a",
+                           {"a", "a", "leafnodes {\n  listen: 127.0.0.1:" + std::to_string(leaf_port) + "\n}\n"});
+  mcp::test::NatsCluster b(1, dir / "b",
+                           {"b", "b",
+                            "leafnodes {\n  remotes: [ { url: \"nats-leaf://127.0.0.1:" + std::to_string(leaf_port) +
+                                "\"\n    deny_imports: [\"mcp.>\", \"$KV.>\"]\n    deny_exports: [\"mcp.>\", \"$KV.>\"] } ]\n}\n"});
+  setenv("MCP_BROKER_BIN", binary.c_str(), 1);
+  FaninResult r;
+  {
+    mcp::test::BrokerProcess broker_a({"--backend", a.servers(), "--stream-replicas", "1"}, dir / "broker-a.log");
+    mcp::test::BrokerProcess broker_b({"--backend", b.servers(), "--stream-replicas", "1", "--nats-source", "a"},
+                                      dir / "broker-b.log");
+    r = drive_fanin(broker_a, agents, agent_rate, seconds, agent_batch, channels, broker_b.address());
+  }
+  std::filesystem::remove_all(dir);
   return r;
 }
 
@@ -685,7 +735,10 @@ int main(int argc, char** argv) {
   app.add_option("--linger", g_linger_ms,
                  "subscribers ask for batched packets held up to this many ms (SubscriptionRequest.linger_ms; "
                  "a broker that predates it ignores it)");
-  app.add_option("--mode", mode, "fanout | fanin | both")->check(CLI::IsMember({"fanout", "fanin", "both"}));
+  app.add_option("--mode", mode,
+                 "fanout | fanin | both | leaf (the fan-in load on a broker over JetStream, a second "
+                 "subscriber on another cluster's broker behind a leaf node; --agents etc. apply)")
+      ->check(CLI::IsMember({"fanout", "fanin", "both", "leaf"}));
   app.add_option("--old", old_binary, "also run this mcp-broker binary, for a ratio new/old")->check(CLI::ExistingFile);
   app.add_option("--subscribers", subscriber_counts, "fan-out: subscriber counts, one run each")->delimiter(',');
   app.add_option("--rate", rate, "fan-out: events/s offered")->check(CLI::PositiveNumber);
@@ -709,6 +762,28 @@ int main(int argc, char** argv) {
               std::thread::hardware_concurrency());
   std::printf("subscribers ask for batched packets, linger %u ms (a broker that predates it sends one packet per message)\n",
               g_linger_ms);
+
+  if (mode == "leaf") {
+    if (mcp::test::nats_server_binary().empty()) {
+      std::printf("leaf: nats-server is not installed\n");
+      return 1;
+    }
+    std::printf("\nleaf hop: %d agents over %d connections, %.0f ev/s each in batches of %d, for %.1f s, to a "
+                "broker on cluster A; subscribers on A's broker and on cluster B's (stream source over a leaf node)\n",
+                agents, channels, agent_rate, agent_batch, fanin_seconds);
+    const FaninResult r = leaf_hop(targets.back().binary, agents, agent_rate, fanin_seconds, agent_batch, channels);
+    std::printf("%-22s %12s %8s %8s %8s %8s\n", "", "events", "p50 ms", "p95 ms", "p99 ms", "max ms");
+    std::printf("%-22s %12llu %8.1f %8.1f %8.1f %8.1f\n", "subscriber on A", static_cast<unsigned long long>(r.events_delivered),
+                r.p50_ms, r.p95_ms, r.p99_ms, r.max_ms);
+    std::printf("%-22s %12llu %8.1f %8.1f %8.1f %8.1f\n", "subscriber on B", static_cast<unsigned long long>(r.remote_events),
+                r.remote_p50_ms, r.remote_p95_ms, r.remote_p99_ms, r.remote_max_ms);
+    std::printf("%-22s %12s %8.1f %8.1f %8.1f\n", "added by the leaf hop", "", r.remote_p50_ms - r.p50_ms,
+                r.remote_p95_ms - r.p95_ms, r.remote_p99_ms - r.p99_ms);
+    std::printf("events sent %llu, batches acked %llu/%llu, broker A CPU %.2f s%s%s\n",
+                static_cast<unsigned long long>(r.events_sent), static_cast<unsigned long long>(r.batches_acked),
+                static_cast<unsigned long long>(r.batches_sent), r.cpu_s, r.error.empty() ? "" : "; ", r.error.c_str());
+    return 0;
+  }
 
   if (mode != "fanin") {
     std::printf("\nfan-out: 1 agent at %.0f ev/s in batches of %d for %.1f s (%llu events) to N compact subscribers\n",
