@@ -51,6 +51,14 @@ class Backend {
     return grpc::Status::OK;
   }
 
+  // Before a batch of `agent_id` is stored (and before store_async): refuses a sequence that
+  // starts or jumps too far (dedup_table.h's window), INVALID_ARGUMENT. The embedded backend
+  // decides in store() instead.
+  virtual grpc::Status check_sequence(const std::string& /*agent_id*/, uint64_t /*incarnation*/,
+                                      uint64_t /*sequence*/) {
+    return grpc::Status::OK;
+  }
+
   // Stores one batch, returning once it is durable. OK with *duplicate for a replay (acked, not
   // stored again); otherwise the refusal for the client (nothing stored). `on_stored` runs once
   // for a new batch, after it is stored and before this broker's subscribers can see it (the

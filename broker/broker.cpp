@@ -439,6 +439,8 @@ class Broker::Impl final : public SamplingService {
   Status take_message(const PublishStream* conn, const std::string& agent_id, uint64_t incarnation,
                       mcp::v1::AgentMessage& msg, PreparedBatch* prepared) {
     Status status = check_message(agent_id, incarnation, msg);
+    if (status.ok() && msg.has_batch())
+      status = backend_->check_sequence(agent_id, incarnation, msg.batch().sequence());
     if (status.ok() && msg.has_batch()) status = prepare(agent_id, incarnation, msg.mutable_batch(), prepared);
     if (status.ok() && msg.has_policy_status()) {
       std::lock_guard lock(mu_);

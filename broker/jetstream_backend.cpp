@@ -4,12 +4,14 @@
 // flow control instead of losing its oldest packets, so queue_packets does not apply), and
 // policies live in a key-value bucket watched by every broker. No journal is built or read.
 #include <atomic>
+#include <mutex>
 #include <thread>
 
 #include <spdlog/spdlog.h>
 
 #include "broker/backend.h"
 #include "broker/broker.h"
+#include "broker/dedup_table.h"
 #include "broker/nats_backend.h"
 #include "broker/packet_forms.h"
 #include "common/error.h"
@@ -23,7 +25,7 @@ using grpc::StatusCode;
 class JetStreamBackend final : public Backend {
  public:
   JetStreamBackend(const BrokerOptions& options, PolicyListener push)
-      : async_(options.nats.async_publish), nats_(options.nats, std::move(push)) {}
+      : async_(options.nats.async_publish), agent_expiry_(options.agent_expiry), nats_(options.nats, std::move(push)) {}
 
   // An agent id is bound to the credential that first published it, in a bucket every broker
   // shares (dedup is by message id, so no sequence mark can be poisoned; the binding keeps
@@ -43,6 +45,47 @@ class JetStreamBackend final : public Backend {
                const std::function<void()>& on_stored) override {
     *duplicate = nats_.publish(*batch.packet, batch.block.get()).duplicate;  // throws when not acked in time
     if (!*duplicate) on_stored();
+    return Status::OK;
+  }
+
+  // The embedded window, shared: marks live in this broker's DedupTable (memory), seeded from
+  // the agent bucket when an (agent, incarnation) is first seen here and written back when it
+  // is new and every kMarkStride batches after. A mark read from the bucket lags the true one by
+  // less than kMarkStride, far inside the window, so an agent that fails over to another broker
+  // is never refused, and a forged start or jump is refused by every broker. Duplicates are left
+  // to JetStream's message ids.
+  Status check_sequence(const std::string& agent_id, uint64_t incarnation, uint64_t sequence) override {
+    static constexpr uint64_t kMarkStride = uint64_t{1} << 16;
+    const uint64_t now_us = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+    try {
+      std::unique_lock lock(marks_mu_);
+      if (++checks_ % kMarkStride == 0) marks_.expire(now_us, agent_expiry_);
+      if (marks_.high_water(agent_id, incarnation) == 0) {  // not seen here (or forgotten)
+        lock.unlock();
+        const uint64_t stored = nats_.load_mark(agent_id, incarnation);
+        lock.lock();
+        if (stored != 0) marks_.advance(agent_id, incarnation, stored, now_us);
+      }
+      const uint64_t before = marks_.high_water(agent_id, incarnation);
+      switch (marks_.check(agent_id, incarnation, "", sequence, now_us)) {
+        case Admission::kBeyondWindow:
+          return Status(StatusCode::INVALID_ARGUMENT,
+                        "sequence " + std::to_string(sequence) + " is too far past the last stored " +
+                            std::to_string(before) + " of this agent's incarnation (see 'Broker limits')");
+        case Admission::kDuplicate:
+          return Status::OK;
+        default:
+          break;
+      }
+      marks_.record(agent_id, incarnation, "", sequence, now_us);
+      if (before == 0 || before / kMarkStride != sequence / kMarkStride) {
+        lock.unlock();
+        nats_.store_mark(agent_id, incarnation, sequence);
+      }
+    } catch (const Error& e) {
+      return Status(StatusCode::UNAVAILABLE, e.what());
+    }
     return Status::OK;
   }
 
@@ -121,6 +164,10 @@ class JetStreamBackend final : public Backend {
   };
 
   const bool async_;
+  const std::chrono::seconds agent_expiry_;
+  std::mutex marks_mu_;  // guards marks_ and checks_
+  DedupTable marks_;     // in memory: sequence marks only (bindings are bind_agent's)
+  uint64_t checks_ = 0;
   std::atomic<bool> stop_{false};
   NatsBackend nats_;
 };

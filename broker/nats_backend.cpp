@@ -543,6 +543,31 @@ class NatsBackend::Impl {
     return std::nullopt;
   }
 
+  // "m.<hex agent>.<incarnation %x>" in the agent bucket: a decimal mark.
+  static std::string mark_key(const std::string& agent_id, uint64_t incarnation) {
+    std::string key = "m.";
+    for (unsigned char ch : agent_id) key += fmt::format("{:02x}", ch);
+    return key + fmt::format(".{:x}", incarnation);
+  }
+
+  uint64_t load_mark(const std::string& agent_id, uint64_t incarnation) {
+    kvEntry* entry = nullptr;
+    const natsStatus s = kvStore_Get(&entry, agents_kv_, mark_key(agent_id, incarnation).c_str());
+    if (s == NATS_NOT_FOUND) return 0;
+    if (s != NATS_OK) throw runtime_error("nats backend: reading the mark of agent " + agent_id + ": " + describe(s));
+    const std::string text(static_cast<const char*>(kvEntry_Value(entry)), static_cast<size_t>(kvEntry_ValueLen(entry)));
+    kvEntry_Destroy(entry);
+    return std::strtoull(text.c_str(), nullptr, 10);
+  }
+
+  void store_mark(const std::string& agent_id, uint64_t incarnation, uint64_t mark) {
+    const std::string text = std::to_string(mark);
+    uint64_t revision = 0;
+    const natsStatus s = kvStore_Put(&revision, agents_kv_, mark_key(agent_id, incarnation).c_str(), text.data(),
+                                     static_cast<int>(text.size()));
+    if (s != NATS_OK) throw runtime_error("nats backend: writing the mark of agent " + agent_id + ": " + describe(s));
+  }
+
  private:
 
   void start_watcher(std::chrono::steady_clock::time_point deadline) {
@@ -716,6 +741,12 @@ mcp::v1::Policy NatsBackend::apply_policy(const mcp::v1::Policy& policy, uint32_
 std::vector<mcp::v1::Policy> NatsBackend::policies() const { return impl_->policies(); }
 std::optional<std::string> NatsBackend::bind_agent(const std::string& agent_id, const std::string& credential) {
   return impl_->bind_agent(agent_id, credential);
+}
+uint64_t NatsBackend::load_mark(const std::string& agent_id, uint64_t incarnation) {
+  return impl_->load_mark(agent_id, incarnation);
+}
+void NatsBackend::store_mark(const std::string& agent_id, uint64_t incarnation, uint64_t mark) {
+  impl_->store_mark(agent_id, incarnation, mark);
 }
 bool NatsBackend::remove_policy(const PolicyKey& key) {
   return impl_->remove_policy(key);

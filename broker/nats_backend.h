@@ -78,6 +78,12 @@ class NatsBackend {
   // Throws mcp::Error (runtime) when the bucket cannot be read or written.
   std::optional<std::string> bind_agent(const std::string& agent_id, const std::string& credential);
 
+  // The sequence mark of (agent, incarnation) that some broker of the cluster last wrote to the
+  // agent bucket, 0 when none; store_mark() writes one. Throw mcp::Error (runtime) when the
+  // bucket cannot be read or written.
+  uint64_t load_mark(const std::string& agent_id, uint64_t incarnation);
+  void store_mark(const std::string& agent_id, uint64_t incarnation, uint64_t mark);
+
   // Validates and stamps (mcp::Error usage on a bad policy), stores it in the bucket, and waits
   // (up to 5 s) until this broker's watcher has seen it; *pushed = agents of this broker told.
   mcp::v1::Policy apply_policy(const mcp::v1::Policy& policy, uint32_t* pushed);

@@ -289,6 +289,30 @@ TEST_F(NatsE2E, AnAgentIdIsBoundToItsFirstCredentialAcrossBrokersUntilItExpires)
   }, 15s)) << "the binding never expired";
 }
 
+// Issue 30: the embedded broker's sequence window (dedup_table.h), shared through the agent
+// bucket: a mark A stored lets B take what follows it, and refuses at B the jump A refuses.
+// Without the shared mark B would refuse 2^32 + 5 as a first sequence.
+TEST_F(NatsE2E, TheSequenceWindowIsSharedByEveryBrokerOfTheCluster) {
+  constexpr uint64_t kIncarnation = 7;
+  constexpr uint64_t kMark = uint64_t{1} << 31;
+  auto first = publish_messages(a_->address(), {hello_message("node-w", kIncarnation), batch_message(kMark, 1)});
+  ASSERT_EQ(first.acks.size(), 1u) << first.status.error_message();
+  for (const auto* broker : {a_.get(), b_.get()}) {
+    auto jump = publish_messages(broker->address(),
+                                 {hello_message("node-w", kIncarnation), batch_message(kMark + (uint64_t{1} << 32) + 1, 1)});
+    EXPECT_EQ(jump.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << jump.status.error_message();
+    EXPECT_NE(jump.status.error_message().find("sequence"), std::string::npos) << jump.status.error_message();
+    EXPECT_TRUE(jump.acks.empty());
+    auto forged = publish_messages(broker->address(), {hello_message("node-f", kIncarnation), batch_message(UINT64_MAX, 1)});
+    EXPECT_EQ(forged.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << forged.status.error_message();
+    EXPECT_TRUE(forged.acks.empty()) << "a forged first sequence was acked";
+  }
+  auto next = publish_messages(b_->address(),
+                               {hello_message("node-w", kIncarnation), batch_message((uint64_t{1} << 32) + 5, 1)});
+  ASSERT_EQ(next.acks.size(), 1u) << next.status.error_message();
+  EXPECT_FALSE(next.acks[0].duplicate());
+}
+
 TEST_F(NatsE2E, CompactBatchThroughAReachesCompactAndV1SubscribersOnBOnce) {
   mcp::v1::SubscriptionRequest compact_req;
   compact_req.set_compact(true);
