@@ -19,23 +19,13 @@
 #include "broker_client.h"
 #include "broker_process.h"
 #include "compact_block.h"
+#include "proc_usage.h"
 
 using namespace std::chrono_literals;
 
 namespace {
 
-double cpu_seconds(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::istringstream fields(text.substr(text.rfind(')') + 2));
-  std::string f;
-  unsigned long long utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && fields >> f; ++i) {
-    if (i == 14) utime = std::stoull(f);
-    if (i == 15) stime = std::stoull(f);
-  }
-  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
+using mcp::test::cpu_seconds;
 
 // Batches as an agent would send them: service/tags/probe repeat, args differ per event.
 std::vector<std::string> make_batches(bool compact, uint64_t events, int batch) {

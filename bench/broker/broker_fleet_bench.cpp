@@ -44,6 +44,7 @@
 #include "broker_process.h"
 #include "compact_block.h"
 #include "nats_cluster.h"
+#include "proc_usage.h"
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
@@ -52,34 +53,9 @@ namespace {
 
 const grpc::internal::RpcMethod kPublish("/mcp.v1.Sampling/Publish", grpc::internal::RpcMethod::BIDI_STREAMING);
 
-double cpu_seconds(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (text.empty()) return 0;
-  std::istringstream fields(text.substr(text.rfind(')') + 2));
-  std::string f;
-  unsigned long long utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && fields >> f; ++i) {
-    if (i == 14) utime = std::stoull(f);
-    if (i == 15) stime = std::stoull(f);
-  }
-  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
-struct Memory {
-  double hwm_mib = 0;  // VmHWM: peak resident set
-  double rss_mib = 0;  // VmRSS: now
-};
-
-Memory memory(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  Memory m;
-  for (std::string line; std::getline(in, line);) {
-    double* field = line.starts_with("VmHWM:") ? &m.hwm_mib : line.starts_with("VmRSS:") ? &m.rss_mib : nullptr;
-    if (field) *field = std::strtod(line.c_str() + 6, nullptr) / 1024.0;  // "VmRSS:   1234 kB"
-  }
-  return m;
-}
+using mcp::test::cpu_seconds;
+using mcp::test::Memory;
+using mcp::test::memory;
 
 void raise_open_files_limit() {
   rlimit r{};

@@ -62,6 +62,27 @@ inline Event make_call_event(uint64_t i, const std::string& service = "checkout"
   return e;
 }
 
+// A subscriber and an agent's forwarder as the e2e suites use them: reconnects within 200 ms.
+inline SubscribeOptions subscribe_options(const std::string& address, const std::string& service = "") {
+  SubscribeOptions o;
+  o.brokers = {address};
+  o.service = service;
+  o.backoff_initial = std::chrono::milliseconds(50);
+  o.backoff_max = std::chrono::milliseconds(200);
+  return o;
+}
+inline ForwarderOptions forwarder_options(std::vector<std::string> brokers, const std::string& agent_id,
+                                          std::chrono::seconds flush_timeout) {
+  ForwarderOptions o;
+  o.brokers = std::move(brokers);
+  o.agent_id = agent_id;
+  o.batch_count = 100;
+  o.backoff_initial = std::chrono::milliseconds(50);
+  o.backoff_max = std::chrono::milliseconds(200);
+  o.flush_timeout = flush_timeout;
+  return o;
+}
+
 inline std::unique_ptr<mcp::v1::Sampling::Stub> stub_for(const std::string& address, const TlsFiles& tls = {}) {
   return mcp::v1::Sampling::NewStub(make_channel(address, tls, false));
 }

@@ -115,6 +115,8 @@ class LoopbackSocket {
   LoopbackSocket& operator=(const LoopbackSocket&) = delete;
   ~LoopbackSocket() { close(fd_); }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  int port() const { return port_; }
+  int fd() const { return fd_; }
 
  private:
   int fd_ = -1;

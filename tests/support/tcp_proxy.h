@@ -12,37 +12,27 @@
 
 #include <atomic>
 #include <mutex>
-#include <stdexcept>
 #include <thread>
 #include <utility>
+#include <tuple>
 #include <vector>
+
+#include "process.h"
 
 namespace mcp::test {
 
 class TcpProxy {
  public:
-  explicit TcpProxy(int target_port) : target_(target_port) {
-    listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    if (listen_fd_ < 0 || bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-        listen(listen_fd_, 16) != 0 || getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
-      throw std::runtime_error("tcp proxy: cannot listen");
-    port_ = ntohs(addr.sin_port);
-    thread_ = std::thread([this] { run(); });
-  }
+  explicit TcpProxy(int target_port) : target_(target_port), thread_([this] { run(); }) {}
   ~TcpProxy() {
     stop_ = true;
     thread_.join();
     for (auto& [a, b] : pairs_) close(a), close(b);
-    close(listen_fd_);
   }
   TcpProxy(const TcpProxy&) = delete;
   TcpProxy& operator=(const TcpProxy&) = delete;
 
-  int port() const { return port_; }
+  int port() const { return listener_.port(); }
   void cut() { cut_ = true; }
   void restore() { cut_ = false; }
   size_t connections() const { return live_.load(); }
@@ -67,11 +57,11 @@ class TcpProxy {
         pairs_.clear();
       }
       live_ = pairs_.size();
-      std::vector<pollfd> fds{{listen_fd_, POLLIN, 0}};
+      std::vector<pollfd> fds{{listener_.fd(), POLLIN, 0}};
       for (auto& [a, b] : pairs_) fds.push_back({a, POLLIN, 0}), fds.push_back({b, POLLIN, 0});
       if (poll(fds.data(), fds.size(), 50) <= 0) continue;
       if (fds[0].revents & POLLIN) {
-        const int client = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+        const int client = accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC);
         const int server = client >= 0 && !cut_ ? connect_target() : -1;
         if (server >= 0)
           pairs_.emplace_back(client, server);
@@ -105,8 +95,7 @@ class TcpProxy {
   }
 
   const int target_;
-  int listen_fd_ = -1;
-  int port_ = 0;
+  LoopbackSocket listener_{true};
   std::atomic<bool> stop_{false};
   std::atomic<bool> cut_{false};
   std::atomic<size_t> live_{0};

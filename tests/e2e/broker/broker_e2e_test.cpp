@@ -45,22 +45,9 @@ class BrokerE2E : public ::testing::Test {
   void SetUp() override { dir_ = test::make_temp_dir("mcp-broker-e2e"); }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  SubscribeOptions subscriber(const std::string& address) {
-    SubscribeOptions o;
-    o.brokers = {address};
-    o.backoff_initial = 50ms;
-    o.backoff_max = 200ms;
-    return o;
-  }
+  SubscribeOptions subscriber(const std::string& address) { return test::subscribe_options(address); }
   ForwarderOptions forwarder(const std::string& address) {
-    ForwarderOptions o;
-    o.brokers = {address};
-    o.agent_id = "e2e-agent";
-    o.batch_count = 100;
-    o.backoff_initial = 50ms;
-    o.backoff_max = 200ms;
-    o.flush_timeout = 20s;
-    return o;
+    return test::forwarder_options({address}, "e2e-agent", 20s);
   }
   std::filesystem::path dir_;
 };

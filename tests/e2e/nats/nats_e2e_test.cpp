@@ -85,22 +85,9 @@ class NatsE2E : public ::testing::Test {
         dir_ / ("broker-" + name + ".log"));
   }
 
-  SubscribeOptions subscriber(const std::string& address) {
-    SubscribeOptions o;
-    o.brokers = {address};
-    o.backoff_initial = 50ms;
-    o.backoff_max = 200ms;
-    return o;
-  }
+  SubscribeOptions subscriber(const std::string& address) { return test::subscribe_options(address); }
   ForwarderOptions forwarder(std::vector<std::string> brokers) {
-    ForwarderOptions o;
-    o.brokers = std::move(brokers);
-    o.agent_id = "nats-e2e-agent";
-    o.batch_count = 100;
-    o.backoff_initial = 50ms;
-    o.backoff_max = 200ms;
-    o.flush_timeout = 30s;
-    return o;
+    return test::forwarder_options(std::move(brokers), "nats-e2e-agent", 30s);
   }
   // Waits until `collector` has `n` samples, then a little longer so extras would show.
   void expect_exactly(const Collector& collector, size_t n) {

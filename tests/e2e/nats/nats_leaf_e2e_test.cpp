@@ -58,26 +58,14 @@ class CrossClusterE2E : public ::testing::Test {
     b_.reset();
     link_.reset();
     a_.reset();
-    if (!dir_.empty() && !getenv("KEEPTMP")) std::filesystem::remove_all(dir_);
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
   }
 
   SubscribeOptions subscriber(const std::string& address, const std::string& service) {
-    SubscribeOptions o;
-    o.brokers = {address};
-    o.service = service;
-    o.backoff_initial = 50ms;
-    o.backoff_max = 200ms;
-    return o;
+    return test::subscribe_options(address, service);
   }
   ForwarderOptions forwarder(const std::string& address) {
-    ForwarderOptions o;
-    o.brokers = {address};
-    o.agent_id = "leaf-e2e-agent";
-    o.batch_count = 100;
-    o.backoff_initial = 50ms;
-    o.backoff_max = 200ms;
-    o.flush_timeout = 30s;
-    return o;
+    return test::forwarder_options({address}, "leaf-e2e-agent", 30s);
   }
 
   std::filesystem::path dir_;
