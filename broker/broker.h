@@ -5,6 +5,8 @@
 // deduplicated by (agent id, sequence), stored by the backend (backend.h), fanned out and
 // acknowledged. Subscribers that set `compact` get blocks, others Samples (packet_forms.h); an
 // unfiltered compact subscriber gets the same encoded packet as every other.
+// Publish and Subscribe run on gRPC's callback API (no thread per stream): publish streams in
+// broker.cpp, subscriptions in subscription_stream.h (batched and lingering ones included).
 // Subscribe: filter by service and tags, downsample by rate (see downsample.h); a subscriber
 // resuming with resume_after = its last packet offset gets what it missed, then live packets,
 // so a consumer that reconnects across a broker restart sees no gap or repeat.
@@ -27,8 +29,8 @@
 // (state_dir/agents.json) and policies (state_dir/policies.json) in this process. With NATS
 // servers set, the broker is a stateless front end over a JetStream cluster (nats_backend.h):
 // batches are acked once JetStream stored them (dedup by the JetStream message id), subscribers
-// get what every broker published (offsets are stream sequences; flow control instead of a
-// bounded queue, so queue_packets does not apply), and policies live in a key-value bucket
+// get what every broker published (offsets are stream sequences; a full subscriber queue holds
+// the JetStream consumer back instead of dropping), and policies live in a key-value bucket
 // watched by every broker. state_dir and journal_max_bytes do not apply there.
 // OTLP (options.otlp.endpoint set, otlp/exporter.h): every newly stored batch (not a duplicate)
 // is also offered to an OTLP exporter as spans, log records and estimated call/error metrics,

@@ -1,7 +1,7 @@
 // The JetStream backend (backend.h) over NatsBackend (nats_backend.h): batches are acked once
 // JetStream stored them (dedup by the JetStream message id instead of local marks), subscribers
 // get what every broker published (offsets are stream sequences; a slow subscriber is slowed by
-// flow control instead of losing its oldest packets, so queue_packets does not apply), and
+// flow control instead of losing its oldest packets: a full queue holds the consumer back), and
 // policies live in a key-value bucket watched by every broker. No journal is built or read.
 #include <atomic>
 #include <mutex>
