@@ -1,7 +1,5 @@
 #include "broker/subscription_stream.h"
 
-#include <spdlog/spdlog.h>
-
 namespace mcp::broker {
 
 SubscriptionStream::SubscriptionStream(grpc::CallbackServerContext* ctx, size_t queue_packets, Done on_done)
