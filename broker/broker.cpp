@@ -251,10 +251,11 @@ class Broker::Impl final : public SamplingService {
                                 ? options_.subscriber_queue
                                 : std::min<size_t>(req->queue_packets(), options_.subscriber_queue);
     auto* stream = SubscriptionStream::create(ctx, capacity, [this](SubscriptionStream* done) {
+      const uint64_t dropped = done->queue().total_dropped().packets;
       std::lock_guard lock(mu_);
       subscriptions_.erase(done);
-      subscriber_dropped_ += done->queue().total_dropped().packets;
-      spdlog::info("subscriber {} left ({} packets dropped)", done->peer(), done->queue().total_dropped().packets);
+      subscriber_dropped_ += dropped;
+      spdlog::info("subscriber {} left ({} packets dropped)", done->peer(), dropped);
     });
     {
       std::lock_guard lock(mu_);
@@ -517,8 +518,6 @@ class Broker::Impl final : public SamplingService {
     return Status::OK;
   }
 
-  // *duplicate for a replay (acked, not stored again); a refused batch is neither stored nor
-  // counted.
   // A malformed batch from an agent that takes refused acks: counted, logged, acked as refused.
   void refuse_batch(const std::string& agent_id, uint64_t sequence, const Status& why, mcp::v1::Ack* ack) {
     refused_.fetch_add(1, std::memory_order_relaxed);
@@ -526,25 +525,6 @@ class Broker::Impl final : public SamplingService {
     ack->set_sequence(sequence);
     ack->set_refused(true);
     ack->set_reason(why.error_message());
-  }
-
-  Status ingest(const std::string& agent_id, const std::string& credential, const otlp::Origin& origin,
-                PreparedBatch& prepared, bool* duplicate) {
-    prepared.packet->set_broker_hlc(hlc_now());
-    const PreparedBatch exported = prepared;  // the shared packet and block, for OTLP
-    const Status st = backend_->store(agent_id, credential, prepared, duplicate, [&] {
-      ProbeTotals counts;
-      count_events(*prepared.packet, prepared.block.get(), counts);
-      std::lock_guard lock(mu_);
-      ++batches_;
-      add_totals(counts, probe_counts_, options_.max_probe_series, &probe_overflow_);  // counted once stored
-    });
-    if (st.ok() && *duplicate) {
-      std::lock_guard lock(mu_);
-      ++duplicates_;
-    }
-    if (st.ok() && !*duplicate) export_otlp(exported, origin);
-    return st;
   }
 
   // Hands a newly stored batch to the OTLP exporter (never blocks: it queues or drops). A v1
@@ -828,44 +808,55 @@ class Broker::Impl final : public SamplingService {
     Status final_;
   };
 
-  // Stores a prepared batch, counting it in Stats once stored; `done` runs once (inline for the
-  // embedded backend, on a backend thread when pipelined) with whether it was a duplicate, or
-  // the status that ends the stream.
+  // Stores a prepared batch, counting it in Stats once stored (the embedded backend: before its
+  // subscribers can see it, so Stats never lags them) and handing a new one to OTLP; `done` runs
+  // once (inline for the embedded backend, on a backend thread when pipelined) with whether it
+  // was a duplicate, or the status that ends the stream.
   using Stored = std::function<void(bool duplicate, const Status& status)>;
   void store(const std::string& agent_id, const std::string& credential, const otlp::Origin& origin,
              PreparedBatch& prepared, Stored done) {
     prepared.packet->set_broker_hlc(hlc_now());
+    ProbeTotals counts;
+    count_events(*prepared.packet, prepared.block.get(), counts);
+    const auto settle = [this, exported = prepared, origin](bool duplicate) {  // the shared packet and block
+      if (duplicate) {
+        std::lock_guard lock(mu_);
+        ++duplicates_;
+      } else {
+        export_otlp(exported, origin);
+      }
+    };
     if (!backend_->pipelined()) {
       bool duplicate = false;
       Status st;
       try {
-        st = ingest(agent_id, credential, origin, prepared, &duplicate);
+        st = backend_->store(agent_id, credential, prepared, &duplicate, [&] { count_stored(counts); });
       } catch (const std::exception& e) {
         spdlog::error("ingest from {}: {}", agent_id, e.what());
         st = Status(StatusCode::INTERNAL, "broker could not store the batch");
       }
+      if (st.ok()) settle(duplicate);
       done(duplicate, st);
       return;
     }
-    ProbeTotals counts;
-    count_events(*prepared.packet, prepared.block.get(), counts);
     const uint64_t sequence = prepared.packet->sequence();
-    backend_->store_async(prepared, [this, counts = std::move(counts), exported = prepared, origin, sequence,
+    backend_->store_async(prepared, [this, counts = std::move(counts), settle, sequence,
                                      done = std::move(done)](bool duplicate, const std::string& error) {
-      if (error.empty() && !duplicate) export_otlp(exported, origin);
-      if (error.empty()) {
-        std::lock_guard lock(mu_);
-        if (duplicate) {
-          ++duplicates_;
-        } else {
-          ++batches_;
-          add_totals(counts, probe_counts_, options_.max_probe_series, &probe_overflow_);
-        }
-      } else {
+      if (!error.empty()) {
         spdlog::error("publish of batch {}: {}", sequence, error);
+        done(duplicate, Status(StatusCode::UNAVAILABLE, "store: " + error));
+        return;
       }
-      done(duplicate, error.empty() ? Status::OK : Status(StatusCode::UNAVAILABLE, "store: " + error));
+      if (!duplicate) count_stored(counts);
+      settle(duplicate);
+      done(duplicate, Status::OK);
     });
+  }
+
+  void count_stored(const ProbeTotals& counts) {
+    std::lock_guard lock(mu_);
+    ++batches_;
+    add_totals(counts, probe_counts_, options_.max_probe_series, &probe_overflow_);
   }
 
   // An agent's stream joins the ones policies are pushed to; false when the broker is stopping.

@@ -35,6 +35,12 @@ inline constexpr uint64_t kSequenceWindow = uint64_t{1} << 32;
 inline constexpr uint64_t kClockAllowanceUs = uint64_t{3600} * 1000000;  // agent clock ahead by 1 h
 inline constexpr size_t kMaxIncarnations = 16;
 
+// The clock `now_us` counts in: wall-clock microseconds since the epoch.
+inline uint64_t unix_us() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+}
+
 enum class Admission {
   kNew,                // store it, then record()
   kDuplicate,          // at or below the mark: ack as duplicate, do not store

@@ -31,12 +31,6 @@ namespace {
 using grpc::Status;
 using grpc::StatusCode;
 
-uint64_t unix_us() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
-}
-
 struct Subscriber {
   SubscriptionFilter filter;
   bool compact;  // wants SamplePacket.events

@@ -56,8 +56,7 @@ class JetStreamBackend final : public Backend {
   // to JetStream's message ids.
   Status check_sequence(const std::string& agent_id, uint64_t incarnation, uint64_t sequence) override {
     static constexpr uint64_t kMarkStride = uint64_t{1} << 16;
-    const uint64_t now_us = static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+    const uint64_t now_us = unix_us();
     try {
       std::unique_lock lock(marks_mu_);
       if (++checks_ % kMarkStride == 0) marks_.expire(now_us, agent_expiry_);

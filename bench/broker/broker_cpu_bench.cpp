@@ -97,21 +97,13 @@ Result run(bool compact, double rate, uint64_t events, int batch, bool state_dir
 
   auto channel = mcp::make_channel(broker.address(), {}, false);
   grpc::ClientContext ctx;
-  const grpc::internal::RpcMethod method("/mcp.v1.Sampling/Publish",
-                                         grpc::internal::RpcMethod::BIDI_STREAMING);
-  std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, mcp::v1::BrokerMessage>> stream(
-      grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, mcp::v1::BrokerMessage>::Create(
-          channel.get(), method, &ctx));
+  const auto stream = mcp::test::raw_publish_stream(channel.get(), &ctx);
   std::thread acks([&] {
     mcp::v1::BrokerMessage reply;
     while (stream->Read(&reply)) {
     }
   });
-  const auto write = [&](const std::string& bytes) {
-    grpc::Slice slice(bytes);
-    grpc::ByteBuffer buffer(&slice, 1);
-    return stream->Write(buffer);
-  };
+  const auto write = [&](const std::string& bytes) { return stream->Write(mcp::test::byte_buffer(bytes)); };
   write(hello.SerializeAsString());
   const double cpu0 = cpu_seconds(broker.pid());
   const auto start = std::chrono::steady_clock::now();

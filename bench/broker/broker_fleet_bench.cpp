@@ -12,14 +12,17 @@
 //          --agent-rate events/s in compact batches of --agent-batch, started staggered over one
 //          batch interval, for --fanin-seconds; every event's ts_ns is the wall clock when its
 //          batch was sent, so one compact subscriber measures agent-to-subscriber latency.
-//   bench_broker_fleet [--mode fanout|fanin|both] [--old PATH] [--subscribers 5,20,50]
+//  leaf:   the fan-in load on a broker over JetStream cluster A, one subscriber there and one on
+//          cluster B's broker, which copies A's stream over a leaf node (--nats-source): the
+//          latency the hop adds.
+//   bench_broker_fleet [--mode fanout|fanin|both|leaf] [--old PATH] [--subscribers 5,20,50]
 //                      [--rate 20000] [--seconds 5] [--batch 40] [--agents 1000]
 //                      [--agent-rate 200] [--fanin-seconds 30] [--agent-batch 20] [--channels 50]
+//                      [--linger MS] (every subscriber asks for batched packets held that long)
 // "new" is this build's bin/mcp-broker, or $MCP_BROKER_BIN when set. Every wait has a deadline;
 // events neither delivered nor reported dropped (SamplePacket.dropped_samples) show as "lost" /
 // "unaccounted", sequences skipped as "gaps". On a small machine this process competes with the
 // broker for the cores (fan-in prints its CPU): latency and subscriber drops reflect that.
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -41,6 +44,7 @@
 #include <grpcpp/support/client_callback.h>
 
 #include "broker_client.h"
+#include "common/fd_limit.h"
 #include "broker_process.h"
 #include "compact_block.h"
 #include "nats_cluster.h"
@@ -51,19 +55,9 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-const grpc::internal::RpcMethod kPublish("/mcp.v1.Sampling/Publish", grpc::internal::RpcMethod::BIDI_STREAMING);
-
 using mcp::test::cpu_seconds;
 using mcp::test::Memory;
 using mcp::test::memory;
-
-void raise_open_files_limit() {
-  rlimit r{};
-  if (getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
-    r.rlim_cur = r.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &r);
-  }
-}
 
 // A channel of its own (its own TCP connection): gRPC shares a subchannel between channels
 // with equal arguments, so each gets a distinct one and a local subchannel pool. Otherwise as
@@ -76,10 +70,7 @@ std::shared_ptr<grpc::Channel> own_channel(const std::string& address, int index
   return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
 }
 
-grpc::ByteBuffer byte_buffer(const std::string& bytes) {
-  grpc::Slice slice(bytes);
-  return grpc::ByteBuffer(&slice, 1);
-}
+using mcp::test::byte_buffer;
 
 std::string hello_bytes(const std::string& agent) {
   auto m = mcp::test::hello_message(agent);
@@ -249,9 +240,7 @@ FanoutResult fanout(const std::string& binary, int subscribers, double rate, dou
   // One agent stream as bench_broker_cpu's: raw bytes out, acks read on a thread.
   auto channel = own_channel(proc.address(), subscribers);
   grpc::ClientContext ctx;
-  std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, mcp::v1::BrokerMessage>> stream(
-      grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, mcp::v1::BrokerMessage>::Create(
-          channel.get(), kPublish, &ctx));
+  const auto stream = mcp::test::raw_publish_stream(channel.get(), &ctx);
   std::thread acks([&] {
     mcp::v1::BrokerMessage reply;
     while (stream->Read(&reply)) {
@@ -302,7 +291,7 @@ class Agent final : public grpc::ClientBidiReactor<grpc::ByteBuffer, mcp::v1::Br
  public:
   Agent(grpc::ChannelInterface* channel, const std::string& id) {
     grpc::internal::ClientCallbackReaderWriterFactory<grpc::ByteBuffer, mcp::v1::BrokerMessage>::Create(
-        channel, kPublish, &context, this);
+        channel, mcp::test::publish_method(), &context, this);
     AddHold();
     StartRead(&reply_);
     StartCall();
@@ -728,7 +717,7 @@ int main(int argc, char** argv) {
   app.add_option("--channels", channels, "fan-in: connections the agents are spread over")->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
   channels = std::min(channels, agents);
-  raise_open_files_limit();
+  mcp::raise_fd_limit();
 
   std::vector<Target> targets;
   if (!old_binary.empty()) targets.push_back({"old", std::filesystem::absolute(old_binary).string()});

@@ -117,6 +117,23 @@ inline mcp::v1::AgentMessage batch_message(uint64_t sequence, int samples, uint6
   return m;
 }
 
+// Publish with raw bytes out (what no protobuf serialiser would send, or batches encoded once
+// before a benchmark's clock starts) and BrokerMessages back: the generated stub's own method.
+inline const grpc::internal::RpcMethod& publish_method() {
+  static const grpc::internal::RpcMethod method("/mcp.v1.Sampling/Publish", grpc::internal::RpcMethod::BIDI_STREAMING);
+  return method;
+}
+using RawPublishStream = grpc::ClientReaderWriter<grpc::ByteBuffer, mcp::v1::BrokerMessage>;
+inline std::unique_ptr<RawPublishStream> raw_publish_stream(grpc::ChannelInterface* channel, grpc::ClientContext* ctx) {
+  return std::unique_ptr<RawPublishStream>(
+      grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, mcp::v1::BrokerMessage>::Create(
+          channel, publish_method(), ctx));
+}
+inline grpc::ByteBuffer byte_buffer(const std::string& bytes) {
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
 struct PublishResult {
   std::vector<mcp::v1::Ack> acks;
   grpc::Status status;  // how the broker ended the stream
@@ -131,17 +148,9 @@ inline PublishResult publish_wire(const std::string& address, const std::vector<
   grpc::ClientContext ctx;
   add_token(ctx, token);
   ctx.set_deadline(std::chrono::system_clock::now() + limit);
-  // The generated stub's own call with a ByteBuffer request type.
-  const grpc::internal::RpcMethod method("/mcp.v1.Sampling/Publish",
-                                         grpc::internal::RpcMethod::BIDI_STREAMING);
-  std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, mcp::v1::BrokerMessage>> stream(
-      grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, mcp::v1::BrokerMessage>::Create(
-          channel.get(), method, &ctx));
-  for (const auto& m : messages) {
-    grpc::Slice slice(m);
-    grpc::ByteBuffer buffer(&slice, 1);
-    if (!stream->Write(buffer)) break;  // the broker ended the stream: Finish() says why
-  }
+  const auto stream = raw_publish_stream(channel.get(), &ctx);
+  for (const auto& m : messages)
+    if (!stream->Write(byte_buffer(m))) break;  // the broker ended the stream: Finish() says why
   stream->WritesDone();
   PublishResult result;
   mcp::v1::BrokerMessage reply;
