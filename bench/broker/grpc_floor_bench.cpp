@@ -7,7 +7,8 @@
 // Publish" streams, reads every message without parsing it and writes one small ack per message,
 // as the broker does:
 //   callback  the broker's design: Publish as a raw callback reactor, the other Sampling RPCs
-//             synchronous (gRPC 1.51: two fixed callback threads plus the synchronous pollers)
+//             synchronous (gRPC 1.51: half the cores, at least two, as callback threads, plus the
+//             synchronous pollers)
 //   async     the completion-queue API: one generic service, one thread calling Next(), no other
 //             poller
 // The parent opens one Publish stream, writes --rate batches/s of --bytes for --seconds, reads
@@ -160,7 +161,10 @@ class AsyncServer {
           break;
         case kWrite:
           writing = false;
-          if (!ok) reading = false, acks_due = 0;
+          if (!ok) {  // the client is gone: no more acks, finish
+            reading = false;
+            acks_due = 0;
+          }
           break;
         case kFinish:
           return delete this;
@@ -251,7 +255,14 @@ Result drive(const std::string& kind, double rate, double seconds, size_t bytes)
   });
   const grpc::ByteBuffer batch = mcp::test::byte_buffer(std::string(bytes, 'x'));
   stream->Write(batch);  // warm the stream up before counting
-  while (acked.load(std::memory_order_acquire) < 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const auto warm_by = Clock::now() + std::chrono::seconds(10);
+  while (acked.load(std::memory_order_acquire) < 1) {
+    if (Clock::now() > warm_by) {
+      std::fprintf(stderr, "%s server never acked the first message: %s\n", kind.c_str(), server.err().c_str());
+      std::exit(1);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 
   const auto n = static_cast<uint64_t>(rate * seconds);
   const double cpu0 = mcp::test::cpu_seconds(server.pid());
