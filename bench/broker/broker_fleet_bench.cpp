@@ -44,10 +44,10 @@
 #include <grpcpp/support/client_callback.h>
 
 #include "broker_client.h"
-#include "common/fd_limit.h"
 #include "broker_process.h"
 #include "compact_block.h"
 #include "nats_cluster.h"
+#include "common/fd_limit.h"
 #include "proc_usage.h"
 
 using namespace std::chrono_literals;

@@ -16,14 +16,12 @@
 // from the first batch to the last ack. Also the CPU of one thread wake-up here (two threads
 // ping-ponging over eventfds), the unit a server's hand-offs cost.
 #include <sys/eventfd.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <mutex>
 #include <regex>
@@ -35,6 +33,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "broker_client.h"
+#include "forward/channel.h"
 #include "mcp/v1/sampling.grpc.pb.h"
 #include "process.h"
 #include "proc_usage.h"
@@ -216,18 +215,6 @@ int serve(const std::string& kind) {
 
 // ---- the parent ------------------------------------------------------------------------------
 
-// Voluntary plus involuntary context switches of every thread of `pid`.
-uint64_t switches(pid_t pid) {
-  uint64_t total = 0;
-  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
-    std::ifstream in(task.path() / "status");
-    for (std::string line; std::getline(in, line);)
-      if (line.starts_with("voluntary_ctxt_switches:") || line.starts_with("nonvoluntary_ctxt_switches:"))
-        total += std::stoull(line.substr(line.find(':') + 1));
-  }
-  return total;
-}
-
 struct Result {
   double cpu_us_per_batch = 0, switches_per_batch = 0;
   uint64_t acked = 0, sent = 0;
@@ -242,10 +229,7 @@ Result drive(const std::string& kind, double rate, double seconds, size_t bytes)
     std::fprintf(stderr, "%s server did not start: %s\n", kind.c_str(), server.err().c_str());
     std::exit(1);
   }
-  grpc::ChannelArguments args;
-  args.SetInt("mcp.bench.channel", 1);  // a channel of its own
-  const auto channel =
-      grpc::CreateCustomChannel("127.0.0.1:" + m[1].str(), grpc::InsecureChannelCredentials(), args);
+  const auto channel = mcp::make_channel("127.0.0.1:" + m[1].str(), {}, false);
   grpc::ClientContext ctx;
   const auto stream = mcp::test::raw_publish_stream(channel.get(), &ctx);
   std::atomic<uint64_t> acked{0};
@@ -255,45 +239,33 @@ Result drive(const std::string& kind, double rate, double seconds, size_t bytes)
   });
   const grpc::ByteBuffer batch = mcp::test::byte_buffer(std::string(bytes, 'x'));
   stream->Write(batch);  // warm the stream up before counting
-  const auto warm_by = Clock::now() + std::chrono::seconds(10);
-  while (acked.load(std::memory_order_acquire) < 1) {
-    if (Clock::now() > warm_by) {
-      std::fprintf(stderr, "%s server never acked the first message: %s\n", kind.c_str(), server.err().c_str());
-      std::exit(1);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const auto acked_through = [&](uint64_t n) { return [&acked, n] { return acked.load(std::memory_order_acquire) >= n; }; };
+  if (!mcp::test::wait_until(acked_through(1), std::chrono::seconds(10))) {
+    std::fprintf(stderr, "%s server never acked the first message: %s\n", kind.c_str(), server.err().c_str());
+    std::exit(1);
   }
 
   const auto n = static_cast<uint64_t>(rate * seconds);
   const double cpu0 = mcp::test::cpu_seconds(server.pid());
-  const uint64_t sw0 = switches(server.pid());
+  const uint64_t sw0 = mcp::test::context_switches(server.pid());
   const auto start = Clock::now();
   uint64_t sent = 0;
   for (; sent < n; ++sent) {
     std::this_thread::sleep_until(start + std::chrono::nanoseconds(static_cast<int64_t>(static_cast<double>(sent) * 1e9 / rate)));
     if (!stream->Write(batch)) break;
   }
-  const auto deadline = Clock::now() + std::chrono::seconds(10);
-  while (acked.load(std::memory_order_acquire) < sent + 1 && Clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  mcp::test::wait_until(acked_through(sent + 1), std::chrono::seconds(10));  // acked/sent shows a shortfall
   Result r;
   r.sent = sent;
   r.acked = acked.load() - 1;
   r.cpu_us_per_batch = (mcp::test::cpu_seconds(server.pid()) - cpu0) * 1e6 / static_cast<double>(sent);
-  r.switches_per_batch = static_cast<double>(switches(server.pid()) - sw0) / static_cast<double>(sent);
+  r.switches_per_batch = static_cast<double>(mcp::test::context_switches(server.pid()) - sw0) / static_cast<double>(sent);
   stream->WritesDone();
   acks.join();
   stream->Finish();
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
   return r;
-}
-
-double cpu_now() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
 }
 
 // CPU of one thread wake-up: two threads handing a token back and forth over eventfds.
@@ -306,14 +278,14 @@ double wakeup_cpu_us(int round_trips) {
       if (write(back, &v, sizeof v) != sizeof v) break;
     }
   });
-  const double cpu0 = cpu_now();
+  const double cpu0 = mcp::test::cpu_seconds(getpid());
   uint64_t v = 1;
   for (int i = 0; i < round_trips; ++i) {
     if (write(there, &v, sizeof v) != sizeof v) break;
     if (read(back, &v, sizeof v) != sizeof v) break;
   }
   peer.join();
-  const double us = (cpu_now() - cpu0) * 1e6 / (2.0 * round_trips);
+  const double us = (mcp::test::cpu_seconds(getpid()) - cpu0) * 1e6 / (2.0 * round_trips);
   close(there);
   close(back);
   return us;

@@ -1,10 +1,13 @@
-// What a process has used, from /proc: CPU time (utime + stime) and resident memory (VmHWM,
-// VmRSS). For benchmarks that measure another process (a broker) from outside. Header-only.
+// What a process has used, from /proc: CPU time (utime + stime), resident memory (VmHWM,
+// VmRSS) and context switches. For benchmarks that measure another process (a broker) from
+// outside. Header-only.
 #pragma once
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -40,6 +43,19 @@ inline Memory memory(pid_t pid) {
     if (field) *field = std::strtod(line.c_str() + 6, nullptr) / 1024.0;  // "VmRSS:   1234 kB"
   }
   return m;
+}
+
+// Voluntary plus involuntary context switches of every thread of `pid`.
+inline uint64_t context_switches(pid_t pid) {
+  uint64_t total = 0;
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+    std::ifstream in(task.path() / "status");
+    for (std::string line; std::getline(in, line);)
+      if (line.starts_with("voluntary_ctxt_switches:") || line.starts_with("nonvoluntary_ctxt_switches:"))
+        total += std::strtoull(line.c_str() + line.find(':') + 1, nullptr, 10);
+  }
+  return total;
 }
 
 }  // namespace mcp::test
