@@ -40,6 +40,16 @@ struct {
 	__type(value, struct mcp_counters);
 } counters SEC(".maps") __weak;
 
+/* Breakpoint traps taken by the uprobe-family programs on this CPU (key 0): the agent
+ * weighs them against the trap's cost to tell whether tracing slowed the workload
+ * (agent/loader/estimate_modes.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} trap_counts SEC(".maps") __weak;
+
 /* Processes being traced when targ_tgid is set: tgid -> 1. The agent seeds the
  * root (and, following children, its live descendants); fork adds children,
  * exit removes a process, so an empty map means the traced tree is gone. */

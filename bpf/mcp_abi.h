@@ -74,6 +74,8 @@ MCP_STATIC_ASSERT(sizeof(struct mcp_call_key) == 16, "mcp_call_key layout");
 #define MCP_EV_CONSISTENT (1u << 2) /* decided on the trace id, not a random draw */
 #define MCP_EV_SLOW_MODE (1u << 3)  /* CUDA: taken while the process was in slow-launch mode */
 #define MCP_EV_HAS_STACK (1u << 4)  /* call and USDT records: a struct mcp_stack follows the record */
+#define MCP_EV_WINDOWED (1u << 5)   /* kept inside a sampling window: its threshold is the in-window
+                                     * rate p / f, and the agent scales it by the coverage f */
 
 /* mcp_probe_config.stack: which stacks a kept event of the probe carries. */
 #define MCP_STACK_USER (1u << 0)
@@ -193,8 +195,12 @@ struct mcp_probe_config {
 	                        * MCP_MAX_STR_ARGS bits set) */
 	__u8 stack;            /* uprobe, syscall and USDT probes: MCP_STACK_* */
 	__u8 pad[6];
+	__u64 window_end_ns;   /* a probe sampled in time windows, while one is open: keep nothing
+	                        * after this CLOCK_MONOTONIC ns, however late the detach comes, and
+	                        * mark what is kept MCP_EV_WINDOWED; 0: not in a window (calls are
+	                        * sampled at `threshold` alone) */
 };
-MCP_STATIC_ASSERT(sizeof(struct mcp_probe_config) == 32, "mcp_probe_config layout");
+MCP_STATIC_ASSERT(sizeof(struct mcp_probe_config) == 40, "mcp_probe_config layout");
 
 /* mcp_probe_config.cgroup_id of a probe scoped to cgroups; no cgroup has this id. */
 #define MCP_CGROUP_SCOPE_SET (~0ULL)

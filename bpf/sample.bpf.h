@@ -72,6 +72,16 @@ static __always_inline struct mcp_counters *mcp_counters_of(__u32 probe_id)
 		mcp_bump(__c, field);                                          \
 	} while (0)
 
+/* One breakpoint trap taken on this CPU (trap_counts). */
+static __always_inline void mcp_count_trap(void)
+{
+	__u32 zero = 0;
+	__u64 *n = bpf_map_lookup_elem(&trap_counts, &zero);
+
+	if (n)
+		__sync_fetch_and_add(n, 1);
+}
+
 #define mcp_count_tenant(bucket, field)                                        \
 	do {                                                                   \
 		__u32 __b = (bucket);                                          \
@@ -551,6 +561,9 @@ static __always_inline enum mcp_decision mcp_sample(__u32 probe_id, const __u64 
 	}
 	if (!cfg)
 		return MCP_NOT_OURS;
+	/* every family but tracepoints passes arguments, and took a breakpoint trap to get here */
+	if (args)
+		mcp_count_trap();
 	/* a probe scoped to cgroups (a cgroup path, a container id, pods, a container probe's
 	 * containers) sees only the tasks in or below them */
 	if (cfg->cgroup_id && !mcp_scope_of(probe_id))
@@ -574,6 +587,13 @@ static __always_inline enum mcp_decision mcp_sample(__u32 probe_id, const __u64 
 		}
 		if (!keep)
 			return MCP_SAMPLED_OUT;
+		if (cfg->window_end_ns) {
+			/* a sampling window counts exactly its scheduled length: a close that
+			 * comes late (a busy machine) must not lengthen it */
+			if (bpf_ktime_get_ns() > cfg->window_end_ns)
+				return MCP_SAMPLED_OUT;
+			*flags |= MCP_EV_WINDOWED;
+		}
 	}
 	d = mcp_admit(c, cgroup_id, now);
 	if (d == MCP_KEEP)

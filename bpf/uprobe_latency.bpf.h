@@ -73,9 +73,11 @@ static __always_inline int latency_return(struct pt_regs *ctx)
 	__u64 id = mcp_pid_tgid(task);
 	struct mcp_call_key key = { .tid = (__u32)id, .probe_id = mcp_cookie(ctx),
 				    .sp = PT_REGS_SP(ctx) - MCP_RET_SP_ADJUST };
-	struct mcp_call_entry *entry = bpf_map_lookup_elem(&call_entries, &key);
+	struct mcp_call_entry *entry;
 	__u64 now;
 
+	mcp_count_trap(); /* a uretprobe traps on every call; a session's return only on kept ones */
+	entry = bpf_map_lookup_elem(&call_entries, &key);
 	if (!entry)
 		return 0; /* sampled out, out of scope, or entered before we attached */
 	now = bpf_ktime_get_ns();

@@ -270,6 +270,10 @@ int run_trace(TraceOptions& o) {
   rt.start();
   session.track_process_tree();
   if (child) child->start();  // an exec failure is reported before readiness
+  // Its mappings as exec left them (the executable, its static CUDA runtime), before it can
+  // exit: where the kernel cannot place launches (no bpf_find_vma), they are named from these.
+  // Before run(): the symbolizer is the consumer thread's once events flow.
+  if (child && o.cuda) rt.symbolizer().remember_maps(child->pid());
   runtime::RunHooks hooks;
   // The traced tree is gone: the command and every descendant (like strace -f), or --pid's.
   hooks.finished = [&] { return child ? child->poll_exit() && !session.tree_alive() : o.pid > 0 && !session.tree_alive(); };

@@ -14,6 +14,12 @@ void KernelSymbolizer::add_file(const std::string& path) {
   if (stat(path.c_str(), &st) == 0) files_by_inode_[st.st_ino] = path;
 }
 
+void KernelSymbolizer::remember_maps(pid_t pid) {
+  auto maps = loader::read_proc_maps(pid);
+  for (const auto& m : maps) add_file(m.path);
+  if (!maps.empty()) remembered_[pid] = std::move(maps);
+}
+
 const loader::ElfSymbols* KernelSymbolizer::symbols_for_inode(uint64_t inode, pid_t pid) {
   auto it = files_by_inode_.find(inode);
   if (it == files_by_inode_.end()) {
@@ -51,7 +57,10 @@ std::optional<std::pair<uint64_t, uint64_t>> KernelSymbolizer::place(pid_t pid, 
   if (it == placed_.end()) {
     if (placed_.size() >= kMaxPlaced) placed_.clear();  // many processes: start over, never grow without end
     std::pair<uint64_t, uint64_t> where{0, 0};           // inode 0: not in a file (or the process is gone)
-    for (const auto& m : loader::read_proc_maps(pid))
+    auto maps = loader::read_proc_maps(pid);
+    if (maps.empty())
+      if (auto r = remembered_.find(pid); r != remembered_.end()) maps = r->second;  // gone: as it was
+    for (const auto& m : maps)
       if (addr >= m.start && addr < m.end && m.inode) where = {m.inode, addr - m.start + m.offset};
     it = placed_.emplace(key, where).first;  // a miss too: a flood of launches reads the maps once
   }

@@ -18,9 +18,11 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "common/event.h"
 #include "loader/elf_symbols.h"
+#include "loader/proc_maps.h"
 
 namespace mcp::cuda {
 
@@ -28,6 +30,11 @@ class KernelSymbolizer {
  public:
   // A file that may hold kernels' host functions (the traced executable, libraries).
   void add_file(const std::string& path);
+  // Reads process `pid`'s mappings now and keeps them for when it is gone: a kernel without
+  // bpf_find_vma (before 5.17) leaves launches to be placed from /proc/PID/maps, which a
+  // short-lived process (`trace -- CMD`, its kernels in a static runtime) no longer has by
+  // the time its events are read.
+  void remember_maps(pid_t pid);
   // Fills event.cuda.kernel for launches, graph and graph_kernel_nodes for
   // graph launches, and cudaFree's bytes from the cudaMalloc that returned the
   // pointer (when that call was kept). Expects event.cuda.api set. Returns
@@ -57,6 +64,7 @@ class KernelSymbolizer {
   std::map<Handle, GraphShape> executables_;                 // cudaGraphExec_t -> its graph then
   std::map<std::pair<uint64_t, uint64_t>, std::string> names_;                   // cache
   std::map<std::pair<pid_t, uint64_t>, uint64_t> allocations_;                   // device pointer -> bytes
+  std::map<pid_t, std::vector<loader::Mapping>> remembered_;                      // remember_maps()
 };
 
 }  // namespace mcp::cuda

@@ -27,11 +27,19 @@
 #include "common/error.h"
 #include "loader/kernel_features.h"
 #include "loader/perf_attach.h"
+#include "loader/proc_maps.h"
 #include "loader/usdt_notes.h"
 #include "clock/clock_source.h"
 #include "common/event.h"
 #include "mcp_abi.h"
 #include "mcp_bpf.skel.h"
+
+// A function of the agent itself with a breakpoint placed on it for a moment: what one trap
+// costs on this machine (BpfSession::measure_trap_cost). extern "C" and used: it must exist.
+extern "C" __attribute__((noinline, used)) long mcp_trap_calibration_target(long x) {
+  __asm__ volatile("" ::: "memory");
+  return x + 1;
+}
 
 namespace mcp::loader {
 namespace {
@@ -1081,33 +1089,120 @@ std::vector<ProbeInfo> BpfSession::probes() const {
 int BpfSession::ringbuf_fd() const { return bpf_map__fd(skel_->maps.events); }
 
 void BpfSession::apply_window_plan(uint32_t id, Windows& w) {
-  w.plan = w.allowed ? plan_windows(w.rate) : WindowPlan{1, w.rate};
+  const auto now = std::chrono::steady_clock::now();
+  const int64_t now_ns = std::chrono::nanoseconds(now.time_since_epoch()).count();
+  const WindowPlan wanted = plan_windows(w.rate);
+  // A rate that could use windows samples calls first (loader/estimate_modes.h).
+  if (wanted.fraction < 1) {
+    const auto period = static_cast<int64_t>(static_cast<double>(std::chrono::nanoseconds(kWindowLength).count()) /
+                                             wanted.fraction);
+    if (!w.estimate) {
+      w.estimate.emplace(estimate_policy_, now_ns, period);
+      const auto c = read_counters(bpf_map__fd(skel_->maps.counters), id);
+      w.tick_kept = c.kept;
+      w.tick_seen = c.seen;
+    } else {
+      w.estimate->set_period(period);
+    }
+  }
+  const bool calls = w.estimate && w.estimate->mode() == EstimateMode::kCalls;
+  w.plan = w.allowed && !calls ? wanted : WindowPlan{1, w.rate};
   if (w.plan.fraction >= 1) {
     w.schedule.reset();
   } else if (!w.schedule || w.schedule->fraction() != w.plan.fraction) {
-    const auto now = std::chrono::steady_clock::now();
-    const int64_t now_ns = std::chrono::nanoseconds(now.time_since_epoch()).count();
     w.schedule.emplace(w.plan.fraction, kWindowLength, window_seed_++, now_ns);
     // Attached already (the first plan, or a rate change): the window owed now, if any, is this one.
-    if (!w.detached && w.schedule->at(now_ns, false).open) w.schedule->opened(now_ns);
+    if (!w.detached && w.schedule->at(now_ns, false).open) {
+      w.schedule->opened(now_ns);
+      mark_window_open(id, w, now);
+    }
     if (w.started == std::chrono::steady_clock::time_point{}) w.started = now;
   }
   gate_window(id, w);
   w.stats.fraction = w.plan.fraction;
   window_changes_++;
   window_fraction_[id % MCP_MAX_PROBES].store(w.plan.fraction, std::memory_order_relaxed);
-  if (w.schedule && !window_thread_.joinable() && !windows_stopped_) {
+  if ((w.schedule || w.estimate) && !window_thread_.joinable() && !windows_stopped_) {
     window_thread_ = std::jthread([this](std::stop_token stop) { window_loop(stop); });
     for (size_t i = 0; i < kReapers; i++) reapers_.emplace_back([this](std::stop_token stop) { reap_loop(stop); });
   }
 }
 
 void BpfSession::gate_window(uint32_t id, const Windows& w) {
-  write_threshold(id, w.detached && w.schedule ? 0 : probability_to_threshold(w.plan.inner));
+  const bool in_window = w.schedule && !w.detached && w.schedule->close_at();
+  mcp_probe_config value{};
+  const int fd = bpf_map__fd(skel_->maps.probe_configs);
+  // Only this agent writes the map, and the read-modify-write keeps the rest of the probe's
+  // settings: a failed read would zero them, so it stops here.
+  if (bpf_map_lookup_elem(fd, &id, &value))
+    throw runtime_error("cannot read probe_configs[" + std::to_string(id) + "]: " + errno_text(errno));
+  value.threshold = w.detached && w.schedule ? 0 : probability_to_threshold(w.plan.inner);
+  value.window_end_ns = in_window ? static_cast<uint64_t>(w.schedule->close_at()) : 0;
+  if (bpf_map_update_elem(fd, &id, &value, BPF_ANY))
+    throw runtime_error("cannot update probe_configs: " + errno_text(errno));
+}
+
+std::vector<uint64_t> BpfSession::read_traps() const {
+  std::vector<uint64_t> out(static_cast<size_t>(ncpus_));
+  const uint32_t zero = 0;
+  if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.trap_counts), &zero, out.data()))
+    spdlog::debug("cannot read trap_counts: {}", errno_text(errno));
+  return out;
+}
+
+double BpfSession::trap_share(const std::vector<uint64_t>& before, const std::vector<uint64_t>& after, int64_t ns) const {
+  uint64_t most = 0;
+  for (size_t i = 0; i < after.size(); i++) most = std::max(most, after[i] - (i < before.size() ? before[i] : 0));
+  return ns > 0 ? static_cast<double>(most) * trap_cost_ns() / static_cast<double>(ns) : 0.0;
+}
+
+void BpfSession::measure_trap_cost() {
+  // The file offset of the function, from where this process has it mapped.
+  const auto fn = reinterpret_cast<uint64_t>(&mcp_trap_calibration_target);
+  UprobeTarget target;
+  target.symbol = "mcp_trap_calibration_target";
+  for (const auto& m : read_proc_maps(getpid()))
+    if (m.executable && fn >= m.start && fn < m.end) {
+      target.binary = m.path;
+      target.offset = fn - m.start + m.offset;
+    }
+  constexpr int kCalls = 200;
+  volatile long sink = 0;
+  const auto per_call = [&] {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kCalls; i++) sink = sink + mcp_trap_calibration_target(i);
+    return static_cast<double>(std::chrono::nanoseconds(std::chrono::steady_clock::now() - t0).count()) / kCalls;
+  };
+  // Unknown, the cost is taken high: windows are then trusted less, never more.
+  double cost = 20000;
+  try {
+    if (target.binary.empty()) throw runtime_error("the agent's own code is not in /proc/self/maps");
+    const Programs progs = uprobe_multi_ ? Programs{nullptr, nullptr, skel_->progs.mcp_uprobe_multi, true}
+                                         : uprobe_programs(false);
+    const double bare = per_call();
+    auto links = attach_uprobes(0, target, getpid(), progs);  // probe 0: keeps nothing
+    std::vector<double> runs;
+    for (int i = 0; i < 5; i++) runs.push_back(per_call());
+    for (auto& l : links) l.destroy();
+    std::sort(runs.begin(), runs.end());
+    // The kept path (a ring record, arguments) and a noisy machine: a margin on the median.
+    cost = std::max(500.0, 1.25 * (runs[runs.size() / 2] - bare) + 300);
+  } catch (const Error& e) {
+    spdlog::warn("cannot measure a uprobe trap's cost ({}): taking {:.0f} us", e.what(), cost / 1000);
+  }
+  spdlog::debug("one uprobe trap costs about {:.1f} us here", cost / 1000);
+  trap_cost_ns_.store(cost, std::memory_order_relaxed);
+}
+
+void BpfSession::mark_window_open(uint32_t id, Windows& w, std::chrono::steady_clock::time_point now) {
+  w.on_since = now;
+  w.kept_at_open = read_counters(bpf_map__fd(skel_->maps.counters), id).kept;
+  w.traps_at_open = read_traps();
 }
 
 void BpfSession::enable_windows(uint32_t id, uint64_t threshold) {
   if (!windows_enabled_) return;
+  if (trap_cost_ns() == 0 && plan_windows(threshold_to_probability(threshold)).fraction < 1) measure_trap_cost();
   {
     std::unique_lock lock(mu_);
     auto it = probes_.find(id);
@@ -1125,22 +1220,39 @@ void BpfSession::set_windows_allowed(uint32_t id, bool allowed) {
     std::unique_lock lock(mu_);
     auto it = probes_.find(id);
     if (it == probes_.end() || !it->second->windows || it->second->windows->allowed == allowed) return;
-    it->second->windows->allowed = allowed;
-    apply_window_plan(id, *it->second->windows);
+    auto& w = *it->second->windows;
+    w.allowed = allowed;
+    if (!allowed && w.estimate)
+      w.estimate->sample_calls(std::chrono::nanoseconds(std::chrono::steady_clock::now().time_since_epoch()).count(),
+                               "steered by the rate controller: every call is sampled");
+    apply_window_plan(id, w);
   }
   window_cv_.notify_all();
+}
+
+std::optional<EstimateTracker> BpfSession::estimate_tracker(uint32_t id) const {
+  std::shared_lock lock(mu_);
+  auto it = probes_.find(id);
+  if (it == probes_.end() || !it->second->windows) return std::nullopt;
+  return it->second->windows->estimate;
 }
 
 std::optional<WindowStats> BpfSession::window_stats(uint32_t id) const {
   std::shared_lock lock(mu_);
   auto it = probes_.find(id);
-  if (it == probes_.end() || !it->second->windows || it->second->windows->started == std::chrono::steady_clock::time_point{})
+  if (it == probes_.end() || !it->second->windows ||
+      (it->second->windows->started == std::chrono::steady_clock::time_point{} && !it->second->windows->estimate))
     return std::nullopt;
   const auto& w = *it->second->windows;
   const auto now = std::chrono::steady_clock::now();
   WindowStats s = w.stats;
-  s.elapsed_ns = static_cast<uint64_t>(std::chrono::nanoseconds(now - w.started).count());
-  if (!w.detached && w.schedule) s.covered_ns += static_cast<uint64_t>(std::chrono::nanoseconds(now - w.on_since).count());
+  // Since windows first started (a probe still sampling calls has none yet).
+  if (w.started != std::chrono::steady_clock::time_point{})
+    s.elapsed_ns = static_cast<uint64_t>(std::chrono::nanoseconds(now - w.started).count());
+  if (!w.detached && w.schedule && w.schedule->close_at()) {
+    const auto end = std::min(now, std::chrono::steady_clock::time_point(std::chrono::nanoseconds(w.schedule->close_at())));
+    if (end > w.on_since) s.covered_ns += static_cast<uint64_t>(std::chrono::nanoseconds(end - w.on_since).count());
+  }
   return s;
 }
 
@@ -1152,15 +1264,22 @@ void BpfSession::window_loop(std::stop_token stop) {
       const auto now = std::chrono::steady_clock::now();
       const int64_t now_ns = std::chrono::nanoseconds(now.time_since_epoch()).count();
       auto wake = now + std::chrono::seconds(1);
+      if (now_ns - last_tick_ns_ >= kEstimateTick.count()) tick_estimates(now_ns);
       for (auto& [id, p] : probes_) {
         if (!p->windows) continue;
         auto& w = *p->windows;
         bool want_on = true;
         if (w.schedule) {
+          const int64_t end = w.schedule->close_at();
           const auto d = w.schedule->at(now_ns, !w.detached);
           want_on = d.open;
           wake = std::min(wake, std::chrono::steady_clock::time_point(std::chrono::nanoseconds(d.wake_ns)));
+          // The open window grew (the next one was owed before it ended): so does the kernel's gate.
+          if (!w.detached && end && w.schedule->close_at() != end) gate_window(id, w);
         }
+        if (w.estimate && !w.schedule)  // sampling calls: judged every tick
+          wake = std::min(wake, std::chrono::steady_clock::time_point(std::chrono::nanoseconds(last_tick_ns_)) +
+                                    kEstimateTick);
         if (want_on == w.detached) todo.emplace_back(id, want_on);
       }
       // Closes first: a window's count ends when its close starts, an open can wait.
@@ -1173,6 +1292,31 @@ void BpfSession::window_loop(std::stop_token stop) {
       }
     }
     for (const auto& [id, open] : todo) open ? open_window(id) : close_window(id);
+  }
+}
+
+void BpfSession::tick_estimates(int64_t now_ns) {
+  auto traps = read_traps();
+  const double share = last_tick_ns_ ? trap_share(tick_traps_, traps, now_ns - last_tick_ns_) : 0.0;
+  const bool first = last_tick_ns_ == 0;
+  last_tick_ns_ = now_ns;
+  tick_traps_ = std::move(traps);
+  if (first) return;  // a baseline: the share needs two readings
+  const int fd = bpf_map__fd(skel_->maps.counters);
+  for (auto& [id, p] : probes_) {
+    // Every probe sampling calls (probation, windows not allowed): attached, counted call by call.
+    if (!p->windows || !p->windows->estimate || p->windows->schedule || p->windows->detached) continue;
+    auto& w = *p->windows;
+    const auto c = read_counters(fd, id);
+    const bool changed = w.estimate->on_calls_tick(now_ns, c.kept - std::min(c.kept, w.tick_kept), w.rate,
+                                                   c.seen - std::min(c.seen, w.tick_seen), share, trap_cost_ns(),
+                                                   w.allowed);
+    w.tick_kept = c.kept;
+    w.tick_seen = c.seen;
+    if (changed) {
+      spdlog::info("probe {}: {} ({})", p->info.name, estimate_mode_name(w.estimate->mode()), w.estimate->reason());
+      apply_window_plan(id, w);
+    }
   }
 }
 
@@ -1213,10 +1357,17 @@ void BpfSession::open_window(uint32_t id) {
   if (it == probes_.end() || !it->second->windows) return;
   auto& w = *it->second->windows;
   w.detached = false;
-  gate_window(id, w);  // counted from here: the kernel kept nothing while the attach ran
-  w.on_since = std::chrono::steady_clock::now();
-  if (w.schedule) w.schedule->opened(std::chrono::nanoseconds(w.on_since.time_since_epoch()).count());
-  w.stats.windows++;
+  // Counted from here, for the window's full length: the kernel kept nothing while the attach ran.
+  const auto opened = std::chrono::steady_clock::now();
+  if (w.schedule) w.schedule->opened(std::chrono::nanoseconds(opened.time_since_epoch()).count());
+  mark_window_open(id, w, opened);
+  gate_window(id, w);
+  if (w.schedule) w.stats.windows++;
+  else if (w.estimate) {  // sampling calls again: the ticks count from here
+    const auto c = read_counters(bpf_map__fd(skel_->maps.counters), id);
+    w.tick_kept = c.kept;
+    w.tick_seen = c.seen;
+  }
   w.stats.attach_ns += static_cast<uint64_t>(std::chrono::nanoseconds(t1 - t0).count());
 }
 
@@ -1237,8 +1388,25 @@ void BpfSession::close_window(uint32_t id) {
     w.detached = true;
     gate_window(id, w);  // nothing kept from here, though the breakpoints stay until the close
     const auto closed = std::chrono::steady_clock::now();
-    w.stats.covered_ns += static_cast<uint64_t>(std::chrono::nanoseconds(closed - w.on_since).count());
-    if (w.schedule) w.schedule->closed(std::chrono::nanoseconds(closed.time_since_epoch()).count());
+    if (w.schedule && w.schedule->close_at()) {
+      // The kernel counted from the open to the window's end (or now, if the close is early).
+      const auto end = std::min(closed, std::chrono::steady_clock::time_point(std::chrono::nanoseconds(w.schedule->close_at())));
+      if (end > w.on_since) w.stats.covered_ns += static_cast<uint64_t>(std::chrono::nanoseconds(end - w.on_since).count());
+      if (w.estimate) {
+        // The traps of every probe while this one's breakpoints were in place: what they took
+        // of the busiest CPU bounds what the window missed.
+        const uint64_t kept = read_counters(bpf_map__fd(skel_->maps.counters), id).kept;
+        const double share = trap_share(w.traps_at_open, read_traps(), std::chrono::nanoseconds(closed - w.on_since).count());
+        const int64_t now_ns = std::chrono::nanoseconds(closed.time_since_epoch()).count();
+        if (w.estimate->on_window(now_ns, kept - std::min(kept, w.kept_at_open), w.rate, share)) {
+          spdlog::info("probe {}: {} ({})", it->second->info.name, estimate_mode_name(w.estimate->mode()),
+                       w.estimate->reason());
+          w.schedule->closed();
+          apply_window_plan(id, w);
+        }
+      }
+    }
+    if (w.schedule) w.schedule->closed();
     latency = it->second->info.latency;
   }
   // Closing a uprobe removes its breakpoints at once, then waits for a grace period (tens

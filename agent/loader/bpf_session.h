@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "loader/estimate_modes.h"
 #include "loader/kernel_maps.h"
 #include "loader/sampling_windows.h"
 #include "loader/target_resolver.h"
@@ -169,6 +170,12 @@ class BpfSession : public KernelMaps {
   }
   // What probe `id`'s windows did so far (nullopt: never windowed).
   std::optional<WindowStats> window_stats(uint32_t id) const;
+  // How probe `id` is counted below kWindowMaxRate (loader/estimate_modes.h): its mode, why,
+  // and what its range needs. nullopt: sampled by calls alone (rate >= 0.5, windows off).
+  std::optional<EstimateTracker> estimate_tracker(uint32_t id) const;
+  // What one breakpoint trap costs here (ns), measured when the first probe that may use
+  // windows arrives; 0 before.
+  double trap_cost_ns() const { return trap_cost_ns_.load(std::memory_order_relaxed); }
   ProbeCounters counters(uint32_t id) const;
   // Every probe id's counters with one batch lookup (index = probe id).
   std::vector<ProbeCounters> all_counters() const override;
@@ -277,6 +284,12 @@ class BpfSession : public KernelMaps {
     std::chrono::steady_clock::time_point on_since, started;
     bool detached = false;    // the links are down (between windows)
     WindowStats stats;
+    std::optional<EstimateTracker> estimate;  // set once the rate could use windows
+    // The open window's baselines: kept events and every CPU's traps at its start.
+    uint64_t kept_at_open = 0;
+    std::vector<uint64_t> traps_at_open;
+    // Sampling calls: kept and seen at the last tick.
+    uint64_t tick_kept = 0, tick_seen = 0;
   };
   struct Probe {
     ProbeInfo info;
@@ -307,6 +320,16 @@ class BpfSession : public KernelMaps {
   // while an attach is still placing breakpoints, nor once a close has started.
   void gate_window(uint32_t id, const Windows& w);
   void enable_windows(uint32_t id, uint64_t threshold);
+  // The open window's baselines, taken under mu_ once its breakpoints are in place.
+  void mark_window_open(uint32_t id, Windows& w, std::chrono::steady_clock::time_point now);
+  // Each CPU's trap count (trap_counts), and the busiest CPU's share of `ns` spent in traps
+  // since `before`.
+  std::vector<uint64_t> read_traps() const;
+  double trap_share(const std::vector<uint64_t>& before, const std::vector<uint64_t>& after, int64_t ns) const;
+  // Probes sampling calls to tell whether windows can count them: one tick (under mu_).
+  void tick_estimates(int64_t now_ns);
+  // One trap's cost: time calls of a function of this process with and without a breakpoint.
+  void measure_trap_cost();
   void window_loop(std::stop_token stop);
   // Opens (attaches every target) or closes (detaches, sweeps its pending entries) probe
   // `id`'s window; holds toggle_mu_.
@@ -320,6 +343,7 @@ class BpfSession : public KernelMaps {
     uint64_t before_ktime = 0;
   };
   void reap_loop(std::stop_token stop);
+  static constexpr std::chrono::milliseconds kEstimateTick{100};  // probes sampling calls: how often judged
   static constexpr size_t kReapers = 4;      // started with the window thread
   static constexpr size_t kMaxReapers = 256;  // more start while every one is busy
 
@@ -364,6 +388,10 @@ class BpfSession : public KernelMaps {
   uint64_t window_changes_ = 0;   // under mu_: plans changed (wakes the window thread)
   uint64_t window_seed_ = 0;
   std::array<std::atomic<double>, MCP_MAX_PROBES> window_fraction_{};
+  std::atomic<double> trap_cost_ns_{0};
+  EstimatePolicy estimate_policy_;
+  std::vector<uint64_t> tick_traps_;  // window thread: every CPU's traps at the last tick
+  int64_t last_tick_ns_ = 0;
   std::mutex reap_mu_;
   std::condition_variable_any reap_cv_;
   std::deque<Reap> reap_queue_;

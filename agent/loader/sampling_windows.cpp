@@ -61,16 +61,10 @@ WindowSchedule::Decision WindowSchedule::at(int64_t now_ns, bool is_open) {
 }
 
 void WindowSchedule::opened(int64_t opened_ns) {
-  // Repaid from this window, which keeps at least a quarter of its length: the rest waits.
-  const int64_t length = std::max(pending_.length_ns - overrun_ns_, pending_.length_ns / 4);
-  overrun_ns_ -= pending_.length_ns - length;
-  close_at_ = opened_ns + length;
+  close_at_ = opened_ns + pending_.length_ns;
   pending_ = next_piece();
 }
 
-void WindowSchedule::closed(int64_t closed_ns) {
-  if (close_at_) overrun_ns_ += closed_ns - close_at_;
-  close_at_ = 0;
-}
+void WindowSchedule::closed() { close_at_ = 0; }
 
 }  // namespace mcp::loader

@@ -10,7 +10,9 @@
 // The toggler (BpfSession) acts late: an attach takes time, and one thread serves every
 // probe. A late window is shifted, never shortened or skipped: it counts for its full length
 // from when its breakpoints are in place (the shift does not depend on the workload, so the
-// offset stays uniform), and the kernel counts only between then and the close's start.
+// offset stays uniform). A late close does not lengthen it: the kernel keeps nothing past the
+// window's scheduled end (mcp_probe_config.window_end_ns), however long the breakpoints stay.
+// Whether windows can estimate a probe at all is loader/estimate_modes.h's question.
 // This header is the arithmetic and the schedule; BpfSession attaches and detaches.
 #pragma once
 #include <chrono>
@@ -49,13 +51,13 @@ class WindowSchedule {
     int64_t wake_ns;
   };
   Decision at(int64_t now_ns, bool is_open);
-  // The window asked for is open (its breakpoints in place) since `opened_ns`: it stays open
-  // for its full length from then, less what earlier windows overran.
+  // The window asked for is open (its breakpoints in place) since `opened_ns`: it counts for
+  // its full length from then.
   void opened(int64_t opened_ns);
-  // The open window stopped counting at `closed_ns` (its close started). A toggler that wakes
-  // late keeps windows open past their end: the overrun is taken off the next windows, so the
-  // time counted stays the windows' sum.
-  void closed(int64_t closed_ns);
+  // The open window's close started (the kernel stopped counting at close_at() already).
+  void closed();
+  // While open: when the window that is open stops counting (0: none open).
+  int64_t close_at() const { return close_at_; }
 
  private:
   struct Piece {
@@ -74,14 +76,13 @@ class WindowSchedule {
   int handed_ = 0;
   Piece pending_{};        // the window owed next
   int64_t close_at_ = 0;   // while open: when the window that is open ends
-  int64_t overrun_ns_ = 0; // counted beyond the windows' sum so far (negative: short of it)
 };
 
 // What a probe's windows did, for summaries and metrics.
 struct WindowStats {
   double fraction = 1;       // the nominal coverage now (1: always attached)
   uint64_t windows = 0;      // windows opened
-  uint64_t covered_ns = 0;   // time counted (from each attach's completion to its close's start)
+  uint64_t covered_ns = 0;   // time counted (from each attach's completion to the window's end)
   uint64_t elapsed_ns = 0;   // time since windowing started
   uint64_t attach_ns = 0;    // time spent attaching and detaching, summed
   // The measured share of time attached (compare with `fraction`).

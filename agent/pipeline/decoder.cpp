@@ -193,6 +193,7 @@ bool decode_record(const void* data, size_t size, const ProbeNameLookup& names, 
   out.cgroup_id = h.cgroup_id;
   out.threshold = h.threshold;
   out.consistent = h.flags & MCP_EV_CONSISTENT;
+  out.windowed = h.flags & MCP_EV_WINDOWED;
   out.pid = h.pid;
   out.tid = h.tid;
   out.probe_id = h.probe_id;

@@ -103,27 +103,56 @@ void print_kernels(std::map<std::string, Runtime::KernelLaunches> kernels) {
   }
 }
 
-// Probes sampled in time windows: how much of the run they covered, and what an estimate
-// from so few windows can and cannot say (a burst between windows is not seen).
+// Probes whose rate could use time windows: how each was counted (calls, windows, or no
+// estimate at all, and why), how much of the run windows covered, and the 95% range of
+// EST_COUNT (loader/estimate_modes.h). A probe that cannot be estimated prints no number.
 void print_windows(const loader::BpfSession& session, const IntervalCounts& counts) {
   bool header = false;
+  std::vector<std::string> notes;
   for (const auto& p : session.probes()) {
     const auto w = session.window_stats(p.id);
+    const auto tracker = session.estimate_tracker(p.id);
     if (!w || p.internal) continue;
     if (!header) {
-      fprintf(stderr, "%-48s %8s %10s %10s %10s %14s\n", "SAMPLING WINDOWS", "WINDOWS", "NOMINAL%", "COVERED%",
-              "ATTACH_us", "EST_COUNT");
+      fprintf(stderr, "%-48s %8s %10s %10s %10s %8s %12s %s\n", "SAMPLING WINDOWS", "WINDOWS", "NOMINAL%", "COVERED%",
+              "ATTACH_us", "MODE", "EST_COUNT", "RANGE_95%");
       header = true;
     }
     const double est = counts.estimates().estimate(p.id);
-    const uint64_t kept = counts.delivered(p.id);
-    // Poisson on the kept count: a 95% interval of about +-2 sqrt(k); none kept: under ~3 / p.
-    std::string range = kept ? fmt::format("{:.0f} +-{:.0f}%", est, 200.0 / std::sqrt(static_cast<double>(kept)))
-                             : fmt::format("0 (<{:.0f})", 3.0 / std::max(1e-9, threshold_to_probability(session.threshold(p.id))));
-    fprintf(stderr, "%-48s %8llu %10.2f %10.2f %10.1f %14s\n", p.name.c_str(), (unsigned long long)w->windows,
-            100 * w->fraction, 100 * w->covered(), w->windows ? static_cast<double>(w->attach_ns) / 1e3 / static_cast<double>(w->windows) : 0.0,
-            range.c_str());
+    std::string mode = "calls", shown = fmt::format("{:.0f}", est), range;
+    if (tracker) {
+      mode = loader::estimate_mode_name(tracker->mode());
+      const auto r = tracker->range(est);
+      if (!r.bounded) {
+        shown = "-";
+        range = "none";
+        notes.push_back(fmt::format("mcp-agent: warning: {}: no estimate: {}; --no-windows counts every call exactly "
+                                    "(each call then traps, about {:.1f} us here)",
+                                    p.name, tracker->reason(), session.trap_cost_ns() / 1000));
+      } else {
+        range = fmt::format("{:.0f}..{:.0f}", r.lo, r.hi);
+        notes.push_back(fmt::format("mcp-agent: {}: {}: {}", p.name, mode, tracker->reason()));
+      }
+    } else {
+      // Windows without a tracker: calls sampled all along (a rate at or above 0.5).
+      const uint64_t kept = counts.delivered(p.id);
+      const double p_rate = std::max(1e-9, threshold_to_probability(session.threshold(p.id)));
+      range = kept ? fmt::format("{:.0f}..{:.0f}", std::max(0.0, est * (1 - 2 / std::sqrt(static_cast<double>(kept)))),
+                                 est * (1 + 2 / std::sqrt(static_cast<double>(kept))))
+                   : fmt::format("0..{:.0f}", 3.0 / p_rate);
+    }
+    fprintf(stderr, "%-48s %8llu %10.2f %10.2f %10.1f %8s %12s %s\n", p.name.c_str(), (unsigned long long)w->windows,
+            100 * w->fraction, 100 * w->covered(),
+            w->windows ? static_cast<double>(w->attach_ns) / 1e3 / static_cast<double>(w->windows) : 0.0, mode.c_str(),
+            shown.c_str(), range.c_str());
   }
+  for (const auto& n : notes) fprintf(stderr, "%s\n", n.c_str());
+}
+
+// A probe whose estimate cannot be given (loader/estimate_modes.h): its EST_COUNT is withheld.
+bool estimable(const loader::BpfSession& session, uint32_t id) {
+  const auto t = session.estimate_tracker(id);
+  return !t || t->range(1).bounded;
 }
 
 size_t attached_probes(const loader::BpfSession& session) {
@@ -293,8 +322,9 @@ void Runtime::report_refusals() {
 
 void Runtime::on_event(Event& e) {
   // A windowed probe's kernel kept p / f of the calls inside windows covering f of the time:
-  // the event's threshold (and so its weight) is that of p.
-  if (const double f = session_->window_fraction(e.probe_id); f < 1)
+  // the event's threshold (and so its weight) is that of p. Between windows (a probe sampling
+  // calls) the kernel's threshold is p already: the kernel marks which.
+  if (const double f = session_->window_fraction(e.probe_id); e.windowed && f < 1)
     e.threshold = std::max<uint64_t>(1, probability_to_threshold(threshold_to_probability(e.threshold) * f));
   if (!chain_.enrich(e)) return;
   if (spec_.summary && e.kind == EventKind::kCuda && e.cuda.launch && !e.cuda.kernel.empty()) {
@@ -338,10 +368,12 @@ void Runtime::print_summary(double seconds) const {
   for (const auto& p : session_->probes()) {
     if (p.internal) continue;
     const auto c = session_->counters(p.id);
-    fprintf(stderr, "%-48s %12llu %12llu %10llu %12llu %10llu %12llu %14.0f\n", p.name.c_str(),
+    const std::string est =
+        estimable(*session_, p.id) ? fmt::format("{:.0f}", counts_->estimates().estimate(p.id)) : std::string("-");
+    fprintf(stderr, "%-48s %12llu %12llu %10llu %12llu %10llu %12llu %14s\n", p.name.c_str(),
             (unsigned long long)c.seen, (unsigned long long)c.kept, (unsigned long long)c.lost,
             (unsigned long long)c.quota_dropped, (unsigned long long)c.orphaned,
-            (unsigned long long)counts_->delivered(p.id), counts_->estimates().estimate(p.id));
+            (unsigned long long)counts_->delivered(p.id), est.c_str());
     if (c.lost)
       fprintf(stderr, "mcp-agent: warning: %s lost %llu events (ring buffer full; raise %s)\n", p.name.c_str(),
               (unsigned long long)c.lost, setting_name(Setting::kRingbufSize).c_str());
@@ -502,6 +534,16 @@ void Runtime::register_metrics(metrics::Registry& reg) {
   };
   reg.add_collector(metrics::kSamplingWindows, [window_samples] { return window_samples(false); });
   reg.add_collector(metrics::kWindowCoverage, [window_samples] { return window_samples(true); });
+  reg.add_collector(metrics::kEstimateMode, [&session] {
+    std::vector<metrics::Sample> out;
+    for (const auto& p : session.probes()) {
+      const auto t = p.internal ? std::nullopt : session.estimate_tracker(p.id);
+      if (!t) continue;
+      for (auto m : {loader::EstimateMode::kCalls, loader::EstimateMode::kWindows, loader::EstimateMode::kUnestimable})
+        out.push_back({{p.name, loader::estimate_mode_name(m)}, t->mode() == m ? 1.0 : 0.0});
+    }
+    return out;
+  });
   reg.add_collector(metrics::kProbeRate, [&session, &control] {
     std::vector<metrics::Sample> out;
     for (const auto& s : control.rate_stats()) out.push_back({{std::string(session.probe_name(s.probe_id))}, s.kept_qps});

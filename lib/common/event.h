@@ -107,6 +107,9 @@ struct Event {
   uint64_t duration_ns = 0;
   uint64_t threshold = UINT64_MAX;
   bool consistent = false;  // decided on the trace id (OTel consistent sampling): has a `th`
+  // Kept inside a sampling window (MCP_EV_WINDOWED): the kernel's threshold is the in-window
+  // rate, which the runtime scales by the window coverage. Not carried on the wire.
+  bool windowed = false;
   // The W3C trace id that decision used, as big-endian halves (hi = bytes 0..7, lo = bytes
   // 8..15; OTel's randomness R is lo's low 56 bits). Zero when not known (a random draw, an
   // older agent); an `N:u64` id is {0, the argument}.

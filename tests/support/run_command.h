@@ -64,21 +64,21 @@ inline std::vector<nlohmann::json> parse_json_lines(const std::string& text) {
 
 struct SummaryRow {
   uint64_t seen = 0, kept = 0, lost = 0, quota_dropped = 0, orphaned = 0, delivered = 0;
-  double estimated = 0;
+  double estimated = 0;  // -1: the agent printed no estimate ("-")
 };
 
 // Rows of the summary table the agent prints on stderr, keyed by probe name.
 inline std::map<std::string, SummaryRow> parse_summary(const std::string& err) {
   std::map<std::string, SummaryRow> rows;
   // PROBE SEEN KEPT LOST QUOTA_DROP ORPHANED DELIVERED EST_COUNT
-  static const std::regex row(R"(^(\S+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+([0-9.]+)\s*$)");
+  static const std::regex row(R"(^(\S+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+([0-9.]+|-)\s*$)");
   std::istringstream in(err);
   std::string line;
   std::smatch m;
   while (std::getline(in, line))
     if (std::regex_match(line, m, row))
       rows[m[1]] = {std::stoull(m[2]), std::stoull(m[3]), std::stoull(m[4]), std::stoull(m[5]), std::stoull(m[6]),
-                    std::stoull(m[7]), std::stod(m[8])};
+                    std::stoull(m[7]), m[8] == "-" ? -1.0 : std::stod(m[8])};
   return rows;
 }
 

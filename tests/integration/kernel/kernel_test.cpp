@@ -287,6 +287,43 @@ TEST_P(KernelTier, CudaLaunchesNamedWithGeometry) {
   EXPECT_EQ(launches, 5) << r.out << r.err;
 }
 
+// Issue 50: a short-lived process whose kernels live in its static CUDA runtime (nvcc's
+// default) is gone before its events are read; without bpf_find_vma (5.10) its launches were
+// all unnamed. `trace` starts it, so it reads its mappings when exec returns.
+TEST_P(KernelTier, ShortLivedStaticRuntimeLaunchesAreNamed) {
+  MCP_REQUIRE_BPF();
+  const std::string exe = std::string(MCP_TEST_DIR) + "/cuda_launch_static";
+  struct stat st;
+  if (stat(exe.c_str(), &st) != 0) GTEST_SKIP() << "CUDA toolkit (nvcc) not installed";
+  const auto r = agent({"trace", "--cuda", "--", exe, "5", "chevrons"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  int named = 0;
+  std::istringstream lines(r.out);
+  for (std::string l; std::getline(lines, l);) {
+    if (l.empty() || l[0] != '{') continue;
+    const auto e = nlohmann::json::parse(l);
+    if (e.contains("cuda") && e["cuda"].value("kernel", "") == "vecAdd(float*, int)") named++;
+  }
+  EXPECT_EQ(named, 5) << r.out << r.err;
+}
+
+// Issue 50: the estimate a sampled uprobe prints holds the truth on every kernel: a short
+// program is sampled call by call (its range holds the count), a call-bound loop too long for
+// call sampling gets no estimate instead of a wrong one.
+TEST_P(KernelTier, LowRateEstimatesHoldOrAreWithheld) {
+  MCP_REQUIRE_BPF();
+  const int n = 5000;  // under qemu a trap costs hundreds of microseconds: within call sampling's budget
+  const auto r = agent({"trace", "--uprobe", kWorkload + ":mcp_work", "-r", "0.01", "-o", "/dev/null", "--", kWorkload,
+                        "calls", std::to_string(n)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto row = parse_summary(r.err)[probe("mcp_work")];
+  EXPECT_EQ(row.seen, static_cast<uint64_t>(n)) << "every call of a short program sampled: " << r.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.err, m, std::regex(R"(\s(calls|windows)\s+\d+\s+(\d+)\.\.(\d+))"))) << r.err;
+  EXPECT_LE(std::stod(m[2]), n) << r.err;
+  EXPECT_GE(std::stod(m[3]), n) << r.err;
+}
+
 // Without attach cookies a USDT probe is attached through libbpf's address table, per
 // process: system-wide it is refused in one line (never a verifier log); with cookies it runs.
 TEST_P(KernelTier, UsdtSystemWideRunsWhereTheKernelHasAttachCookies) {
