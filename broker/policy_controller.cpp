@@ -91,6 +91,11 @@ std::optional<PolicySpec> parse_sampling_policy(const json& object, std::string&
       return std::nullopt;
     }
     std::string prefix = spec["traceIdPrefix"].get<std::string>();
+    // Stored empty, it would be a policy on the whole probe instead of a prefix rule.
+    if (prefix.empty()) {
+      error = "spec.traceIdPrefix is empty: give 1 to 32 hex digits, or leave it out for the whole probe";
+      return std::nullopt;
+    }
     for (char& c : prefix) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     p.set_trace_id_prefix(prefix);
   }

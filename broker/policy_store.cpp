@@ -49,6 +49,18 @@ PolicyKey key_of(const mcp::v1::Policy& policy) {
   return {policy.service(), policy.probe(), policy.trace_id_prefix()};
 }
 
+void check_prefix_room(const std::map<PolicyKey, mcp::v1::Policy>& stored, const mcp::v1::Policy& policy) {
+  // A replacement takes no more room. The agent's table is shared by every probe, so this is
+  // the most that could ever fit, not a promise that this many will.
+  if (policy.trace_id_prefix().empty() || stored.count(key_of(policy)) > 0) return;
+  size_t rules = 0;
+  for (const auto& [key, p] : stored)
+    rules += !key.trace_id_prefix.empty() && key.service == policy.service() && key.probe == policy.probe();
+  if (rules >= kMaxTraceIdPrefixRules)
+    throw usage_error("service '" + policy.service() + "' probe '" + policy.probe() + "' has " + std::to_string(rules) +
+                      " trace_id_prefix rules already, the most an agent holds: remove one first");
+}
+
 PolicyStore::PolicyStore(std::filesystem::path file) : file_(std::move(file)) {
   if (file_.empty() || !std::filesystem::exists(file_)) return;
   const std::filesystem::path quarantine = file_.string() + ".quarantine";
@@ -97,6 +109,7 @@ PolicyStore::PolicyStore(std::filesystem::path file) : file_(std::move(file)) {
 
 mcp::v1::Policy PolicyStore::apply(const mcp::v1::Policy& policy) {
   validate_policy(policy);
+  check_prefix_room(policies_, policy);
   mcp::v1::Policy stored = policy;
   stored.set_updated_unix_ns(static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(

@@ -28,13 +28,18 @@ void validate_policy(const mcp::v1::Policy& policy);
 // agent tells it from a policy; an agent from before removals changes nothing on it.
 mcp::v1::Policy removal_of(const PolicyKey& key);
 PolicyKey key_of(const mcp::v1::Policy& policy);
+// Throws mcp::Error (usage) when `policy` would be a prefix rule past kMaxTraceIdPrefixRules
+// for its (service, probe) in `stored` (common/trace_id_prefix.h): an agent drops what does
+// not fit with a log line, so the store would list rules no agent applies. Both backends
+// call it on their stored policies.
+void check_prefix_room(const std::map<PolicyKey, mcp::v1::Policy>& stored, const mcp::v1::Policy& policy);
 
 class PolicyStore {
  public:
   // Loads the file when it exists, quarantining what does not validate (see above).
   explicit PolicyStore(std::filesystem::path file = {});
 
-  // validate_policy(), then stamps and stores.
+  // validate_policy() and check_prefix_room(), then stamps and stores.
   mcp::v1::Policy apply(const mcp::v1::Policy& policy);
   std::vector<mcp::v1::Policy> list() const;
   // Removes the policy of `key`; false when there was none.

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +14,10 @@
 #include "common/fd_limit.h"
 
 namespace mcp::cli {
+namespace {
+// The byte that releases the child: exec, or stop at exec for start()'s at_exec.
+constexpr char kGo = 1, kGoTraced = 2;
+}  // namespace
 
 ChildProcess::ChildProcess(const std::vector<std::string>& argv) : name_(argv.at(0)) {
   int go[2], err[2];
@@ -31,6 +36,11 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv) : name_(argv.at
     restore_fd_limit();
     char c;
     if (read(go[0], &c, 1) != 1) _exit(127);
+    // Asked to stop at exec (start's at_exec): a tracer stops us there; -1 says it could not.
+    if (c == kGoTraced && ptrace(PTRACE_TRACEME, 0, nullptr, nullptr) != 0) {
+      const int untraced = -1;
+      (void)!write(err[1], &untraced, sizeof(untraced));
+    }
     execvp(args[0], args.data());
     int e = errno;
     (void)!write(err[1], &e, sizeof(e));
@@ -52,14 +62,19 @@ ChildProcess::~ChildProcess() {
   }
 }
 
-void ChildProcess::start() {
-  char c = 1;
+void ChildProcess::start(const std::function<void(pid_t)>& at_exec) {
+  char c = at_exec ? kGoTraced : kGo;
   (void)!write(go_fd_, &c, 1);
   close(go_fd_);
   go_fd_ = -1;
+  bool traced = static_cast<bool>(at_exec);
   int e = 0;
   ssize_t n;
-  do n = read(err_fd_, &e, sizeof(e)); while (n < 0 && errno == EINTR);
+  for (;;) {
+    do n = read(err_fd_, &e, sizeof(e)); while (n < 0 && errno == EINTR);
+    if (n != sizeof(e) || e != -1) break;
+    traced = false;  // ptrace refused: the child runs on, unstopped
+  }
   close(err_fd_);
   err_fd_ = -1;
   if (n == sizeof(e)) {
@@ -68,6 +83,18 @@ void ChildProcess::start() {
     status_ = 127;
     throw runtime_error("cannot run " + name_ + ": " + std::strerror(e));
   }
+  if (!at_exec) return;
+  if (traced) {
+    int st;
+    pid_t w;
+    do w = waitpid(pid_, &st, 0); while (w < 0 && errno == EINTR);
+    if (w == pid_ && !WIFSTOPPED(st)) {  // gone already (killed)
+      status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      return;
+    }
+  }
+  at_exec(pid_);
+  if (traced) ptrace(PTRACE_DETACH, pid_, nullptr, nullptr);
 }
 
 std::optional<int> ChildProcess::poll_exit() {

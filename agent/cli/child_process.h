@@ -4,6 +4,7 @@
 #pragma once
 #include <sys/types.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,8 +19,12 @@ class ChildProcess {
   ChildProcess& operator=(const ChildProcess&) = delete;
 
   pid_t pid() const { return pid_; }
-  // Lets the child exec; throws mcp::Error (runtime) when exec fails.
-  void start();
+  // Lets the child exec; throws mcp::Error (runtime) when exec fails. With `at_exec`, the
+  // child stops once exec has mapped the program and before its first instruction, and
+  // at_exec(pid) runs then (to read what only a live process shows, such as its mappings,
+  // of a program that may exit within a millisecond). Where ptrace is not allowed the child
+  // is not stopped and at_exec runs as soon as exec returns.
+  void start(const std::function<void(pid_t)>& at_exec = {});
   // Exit status once it has exited (non-blocking); nullopt while running.
   std::optional<int> poll_exit();
   void terminate();

@@ -102,10 +102,26 @@ std::vector<config::ProbeSpec> flag_specs(const TraceOptions& o, bool child) {
   // --pid's files are resolved as that process sees them (its root, its libraries).
   // A function a wildcard and another flag both name is one probe; a file is warned about once.
   std::set<std::string> checked;
+  std::map<std::pair<std::string, uint64_t>, std::string> addresses;  // (file, offset) -> the symbol probing it
   const auto add_file_probe = [&](config::ProbeKind kind, const loader::UprobeTarget& t, bool from_pattern = false) {
     if (std::any_of(specs.begin(), specs.end(),
                     [&](const auto& p) { return p.kind == kind && p.target == t.binary && p.symbol == t.symbol; }))
       return;
+    if (kind == config::ProbeKind::kUprobe) {
+      // Two names of one function (aliases): one probe, or each call would be counted twice.
+      const auto [it, fresh] = addresses.emplace(std::pair{t.binary, t.offset}, t.symbol);
+      if (!fresh) {
+        fprintf(stderr, "mcp-agent: warning: %s:%s is %s (the same address): probed once\n", t.name().c_str(),
+                t.symbol.c_str(), it->second.c_str());
+        return;
+      }
+      if (t.ifunc)
+        fprintf(stderr,
+                "mcp-agent: warning: %s:%s is an IFUNC resolver: the dynamic linker calls it once per process to "
+                "pick an implementation, so it sees almost none of the calls; probe the implementation this CPU "
+                "uses instead (e.g. __%s_avx2 in a libc with symbols) or the callers\n",
+                t.name().c_str(), t.symbol.c_str(), t.symbol.c_str());
+    }
     if (!child && checked.insert(t.binary).second)
       if (const auto w = loader::mapping_warning(o.pid, t.binary, t.name()); !w.empty())
         fprintf(stderr, "mcp-agent: warning: %s\n", w.c_str());
@@ -269,11 +285,14 @@ int run_trace(TraceOptions& o) {
 
   rt.start();
   session.track_process_tree();
-  if (child) child->start();  // an exec failure is reported before readiness
-  // Its mappings as exec left them (the executable, its static CUDA runtime), before it can
-  // exit: where the kernel cannot place launches (no bpf_find_vma), they are named from these.
-  // Before run(): the symbolizer is the consumer thread's once events flow.
-  if (child && o.cuda) rt.symbolizer().remember_maps(child->pid());
+  // An exec failure is reported before readiness. With --cuda, the command's mappings as exec
+  // left them (the executable, its static CUDA runtime), read while it is stopped there: where
+  // the kernel cannot place launches (no bpf_find_vma), a program that exits within a
+  // millisecond is named from these. Before run(): the symbolizer is the consumer thread's then.
+  if (child) {
+    if (o.cuda) child->start([&rt](pid_t pid) { rt.symbolizer().remember_maps(pid); });
+    else child->start();
+  }
   runtime::RunHooks hooks;
   // The traced tree is gone: the command and every descendant (like strace -f), or --pid's.
   hooks.finished = [&] { return child ? child->poll_exit() && !session.tree_alive() : o.pid > 0 && !session.tree_alive(); };
@@ -304,6 +323,7 @@ void add_version_command(CLI::App& app, CommandAction& action) {
       try {
         loader::check_environment();
       } catch (const Error& e) {
+        if (e.code() == ExitCode::kUsage) throw;  // a bad MCP_KERNEL_FEATURES_OFF is the caller's to fix
         printf("kernel features: not probed (%s)\n", e.what());
         return 0;
       }

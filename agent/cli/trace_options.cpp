@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "common/agent_id_rule.h"
 #include "common/duration.h"
 #include "common/error.h"
 #include "common/sampling_bounds.h"
@@ -122,6 +123,12 @@ uint64_t parse_size(const std::string& text) {
 
 namespace {
 
+// CLI11 reads an unsigned option with strtoull, which takes "-1" for 2^64-1: a negative count
+// arrives as a huge one. The number as the user wrote it, for the message.
+std::string as_given(uint64_t v) {
+  return v > uint64_t{INT64_MAX} ? std::to_string(static_cast<int64_t>(v)) : std::to_string(v);
+}
+
 // A cgroup path as both spellings give it (relative to the cgroup2 mount, with or without '/').
 std::string cgroup_key(std::string path) {
   while (!path.empty() && path.front() == '/') path.erase(0, 1);
@@ -211,6 +218,11 @@ void validate(TraceOptions& o) {
     if (const auto why = config::add_string_arg(o.string_args, i); !why.empty())
       throw usage_error("--string-arg " + std::to_string(i) + ": " + why);
   }
+  // A USDT probe has no return to time, and CUDA launches take --cuda-latency: alone, they
+  // would make --latency a flag that does nothing.
+  if (o.latency && o.uprobes.empty() && o.syscalls.empty() && (!o.usdts.empty() || o.cuda))
+    throw usage_error("--latency applies to --uprobe and --syscall probes (a USDT probe has no return; "
+                      "CUDA launches take --cuda-latency)");
   if (o.args) {
     if (o.uprobes.empty()) throw usage_error("--args applies to --uprobe probes (a syscall's and a USDT probe's are known)");
     if (*o.args < 0 || *o.args > MCP_MAX_ARGS) throw usage_error("--args must be 0..6, got " + std::to_string(*o.args));
@@ -244,6 +256,11 @@ void validate(TraceOptions& o) {
   if (o.pid > 0 && !o.command.empty()) throw usage_error("--pid and -- COMMAND exclude each other");
   if (o.pid > 0 && kill(o.pid, 0) != 0 && errno == ESRCH)
     throw usage_error("no process with pid " + std::to_string(o.pid));
+  if (o.max_events > uint64_t{INT64_MAX})
+    throw usage_error("--max-events must be 0 (no limit) to 2^63-1, got " + as_given(o.max_events));
+  // Past the largest ring the backlog never reaches the mark: 1G is "never forced".
+  if (o.wakeup_bytes < 1 || o.wakeup_bytes > loader::kMaxRingbufBytes)
+    throw usage_error("--wakeup-bytes must be 1 to 1G (1073741824), got " + as_given(o.wakeup_bytes));
   o.ringbuf_bytes = parse_size(o.ringbuf_size_text);
   if (o.ringbuf_bytes < 4096 || o.ringbuf_bytes > loader::kMaxRingbufBytes || (o.ringbuf_bytes & (o.ringbuf_bytes - 1)))
     throw usage_error("--ringbuf-size must be a power of two from 4K to 1G, got " + o.ringbuf_size_text);
@@ -253,6 +270,10 @@ void validate(TraceOptions& o) {
     if (eq == std::string::npos || eq == 0) throw usage_error("--tag '" + t + "' is not KEY=VALUE");
     o.tags.emplace_back(t.substr(0, eq), t.substr(eq + 1));
   }
+  // The broker refuses such an id on every batch (common/agent_id_rule.h): said at start, not
+  // found later as lost events.
+  if (!o.agent_id.empty() || o.given.count("--agent-id"))
+    if (const auto why = agent_id_problem(o.agent_id)) throw usage_error("--agent-id '" + o.agent_id + "': " + *why);
   // The file's broker (--config) counts as --broker for the flags that go with one.
   const bool any_broker = !o.brokers.empty() || (o.config && !o.config->broker.addresses.empty());
   otlp::finish_otlp_flags(o.otlp);

@@ -57,9 +57,9 @@ Position map_inline_rules_pos(std::string_view text, const YAML::Node& scalar, r
 
 namespace {
 
-// compliance.audit_log: {dir, max_bytes, max_age}; dir is required.
+// compliance.audit_log: {dir, max_bytes, max_age, key, max_files, seal_every}; dir is required.
 void read_audit_log(Ctx& ctx, const YAML::Node& n, const std::filesystem::path& base_dir, ComplianceConfig& out) {
-  MapReader m(ctx, n, "compliance.audit_log", {"dir", "max_bytes", "max_age"});
+  MapReader m(ctx, n, "compliance.audit_log", {"dir", "max_bytes", "max_age", "key", "max_files", "seal_every"});
   if (!m.valid()) return;
   AuditLogConfig a;
   if (!m.has("dir")) {
@@ -70,6 +70,25 @@ void read_audit_log(Ctx& ctx, const YAML::Node& n, const std::filesystem::path& 
     std::filesystem::path p(*d);
     if (p.is_relative() && !base_dir.empty()) p = base_dir / p;
     a.dir = p.string();
+  }
+  if (m.has("key")) {
+    if (auto k = read_string(ctx, m.get("key"), "compliance.audit_log.key")) {
+      std::filesystem::path p(*k);
+      if (p.is_relative() && !base_dir.empty()) p = base_dir / p;
+      a.key = p.string();
+    }
+  }
+  if (m.has("max_files")) {
+    if (auto f = read_integer(ctx, m.get("max_files"), "compliance.audit_log.max_files")) {
+      if (*f < 0 || *f > 1000000) ctx.error(m.get("max_files"), "compliance.audit_log.max_files must be 0 (keep all) to 1000000");
+      else a.max_files = static_cast<uint32_t>(*f);
+    }
+  }
+  if (m.has("seal_every")) {
+    if (auto e = read_integer(ctx, m.get("seal_every"), "compliance.audit_log.seal_every")) {
+      if (*e < 1 || *e > 1000000) ctx.error(m.get("seal_every"), "compliance.audit_log.seal_every must be 1 to 1000000");
+      else a.seal_every = static_cast<uint32_t>(*e);
+    }
   }
   if (m.has("max_bytes")) {
     if (auto b = read_integer(ctx, m.get("max_bytes"), "compliance.audit_log.max_bytes")) {

@@ -186,6 +186,9 @@ struct AuditLogConfig {
   std::string dir;                                      // relative: the config directory's
   uint64_t max_bytes = 64ull << 20;                     // rotate past this size
   std::chrono::seconds max_age = std::chrono::hours(24);  // rotate after this long
+  std::string key;                                      // the MAC key file; empty: `<dir>.key`
+  uint32_t max_files = 0;                               // files kept (0: all)
+  uint32_t seal_every = 100;                            // records between seals (each costs two fsyncs)
   bool operator==(const AuditLogConfig&) const = default;
 };
 

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <optional>
 
+#include "audit/audit_log.h"
 #include "common/error.h"
 #include "common/setting_names.h"
 #include "config/loader.h"
@@ -54,6 +55,12 @@ using runtime::ProbeState;
 void register_reload_metrics(metrics::Registry& reg, reload::Reloader& reloader) {
   reg.add_callback(metrics::kReloads, [&reloader] { return static_cast<double>(reloader.stats().successes); });
   reg.add_callback(metrics::kReloadFailures, [&reloader] { return static_cast<double>(reloader.stats().failures); });
+}
+
+// The audit trail's drops beside the runtime's audit metrics (0 without a trail, so the series
+// always exists).
+void register_audit_metrics(metrics::Registry& reg, const audit::AuditLog* log) {
+  reg.add_callback(metrics::kAuditDroppedEvents, [log] { return log ? static_cast<double>(log->dropped_events()) : 0.0; });
 }
 
 // The configuration's runtime settings (probes are the ProbeSet's, attached on load).
@@ -127,10 +134,14 @@ int run_daemon(const RunFlags& flags) {
   metrics::Registry registry;
   rt.register_metrics(registry);
   register_reload_metrics(registry, reloader);
+  register_audit_metrics(registry, rt.audit_log());
   metrics::MetricsServer server(registry, [&] {
     const auto idle = std::chrono::steady_clock::now().time_since_epoch().count() - last_poll.load();
     if (idle > std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::seconds(5)).count())
       return metrics::HealthStatus{false, "event consumer stalled"};
+    // Events are withheld while their audit records cannot be written: not ok until they can.
+    if (const auto* audit = rt.audit_log())
+      if (auto problem = audit->health_problem(); !problem.empty()) return metrics::HealthStatus{false, problem};
     // Healthy with waiting or failed probes (one node of a fleet may lack a binary); say which.
     std::string detail;
     for (const auto& p : probes.status())

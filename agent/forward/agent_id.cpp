@@ -4,13 +4,12 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <random>
 
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "common/safe_file.h"
 
 namespace mcp {
 namespace {
@@ -31,33 +30,31 @@ std::string host_name() {
 std::string unique_agent_id() { return fmt::format("{}-{}-{:016x}", host_name(), getpid(), random64()); }
 
 std::string stable_agent_id(const std::filesystem::path& dir) {
-  const auto path = dir / "agent-id";
-  {
-    std::ifstream in(path);
-    std::string id;
-    if (in && std::getline(in, id) && !id.empty()) return id;
-  }
   std::error_code ec;
   if (std::filesystem::create_directories(dir, ec))  // a spool directory: owner only
     std::filesystem::permissions(dir, std::filesystem::perms::owner_all, ec);
+  // Root reads and writes here: not in a directory others could plant links in, and never
+  // through a link (common/safe_file.h); a link at agent-id would send another file's first line.
+  const SafeDir safe(dir, "agent id");
+  const auto path = dir / "agent-id";
+  const auto stored = [&] {
+    std::string text;
+    const int fd = safe.open("agent-id", O_RDONLY);
+    if (fd < 0 && errno != ENOENT)
+      throw runtime_error("cannot read the agent id in " + path.string() + ": " + open_error_text(errno));
+    if (fd >= 0) {
+      read_whole(fd, &text);
+      ::close(fd);
+    }
+    return text.substr(0, text.find('\n'));
+  };
+  if (std::string id = stored(); !id.empty()) return id;
   const std::string id = fmt::format("{}-{:016x}", host_name(), random64());
-  const auto tmp = dir / "agent-id.tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) throw runtime_error("cannot create " + tmp.string() + ": " + std::strerror(errno));
-  const std::string line = id + "\n";
-  const bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) && ::fsync(fd) == 0;
-  ::close(fd);
-  // link() rather than rename(): if another start won the race, keep its id.
-  if (!ok || (::link(tmp.c_str(), path.c_str()) != 0 && errno != EEXIST)) {
-    const std::string why = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    throw runtime_error("cannot store the agent id in " + path.string() + ": " + why);
-  }
-  ::unlink(tmp.c_str());
-  std::ifstream in(path);
-  std::string stored;
-  std::getline(in, stored);
-  return stored.empty() ? id : stored;
+  // Created whole or not at all; if another start won the race, its id is kept.
+  if (!safe.create("agent-id", id + "\n") && errno != EEXIST)
+    throw runtime_error("cannot store the agent id in " + path.string() + ": " + open_error_text(errno));
+  const std::string kept = stored();
+  return kept.empty() ? id : kept;
 }
 
 }  // namespace mcp

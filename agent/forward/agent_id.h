@@ -15,7 +15,8 @@ std::string host_name();
 
 std::string unique_agent_id();
 
-// Throws mcp::Error (runtime) when the file can neither be read nor created.
+// Throws mcp::Error (runtime) when the file can neither be read nor created, when a link is
+// where it goes, or when DIR is one another user could plant links in (common/safe_file.h).
 std::string stable_agent_id(const std::filesystem::path& dir);
 
 }  // namespace mcp

@@ -3,6 +3,9 @@
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/support/channel_arguments.h>
+#include <sys/stat.h>
+
+#include <fmt/format.h>
 
 #include "common/error.h"
 #include "common/setting_names.h"
@@ -11,6 +14,12 @@ namespace mcp {
 
 std::string read_token_file(const std::string& path) {
   if (path.empty()) return "";
+  // Whoever reads the token publishes (or subscribes) as us: refused as ssh refuses a key
+  // others can read. stat(), not lstat(): a Secret's projected file is reached by a link.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && (st.st_mode & S_IROTH))
+    throw usage_error(fmt::format("token file '{}' is readable by every user (mode {:04o}): chmod o-r, e.g. 0600",
+                                  path, st.st_mode & 07777));
   const std::string text = read_text_file(path, "token file");
   const std::string line = text.substr(0, text.find('\n'));
   const auto begin = line.find_first_not_of(" \t\r");

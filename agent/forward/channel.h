@@ -14,7 +14,8 @@
 namespace mcp {
 
 
-// First line of the file, surrounding whitespace removed; empty path gives "".
+// First line of the file, surrounding whitespace removed; empty path gives "". A file every
+// user can read is refused (mcp::Error usage), as ssh refuses such a key.
 std::string read_token_file(const std::string& path);
 
 // receive_window_bytes > 0 fixes the HTTP/2 stream window (no BDP growth), so a consumer that

@@ -200,7 +200,10 @@ void fit_to_kernel(mcp_bpf* skel, const KernelFeatures& kf) {
   for (bpf_program* prog : {skel->progs.mcp_uprobe_session, skel->progs.mcp_cuda_session, skel->progs.mcp_uprobe_multi,
                             skel->progs.mcp_cuda_launch_multi}) {
     const bool multi = prog == skel->progs.mcp_uprobe_multi || prog == skel->progs.mcp_cuda_launch_multi;
-    if (multi ? kf.uprobe_multi : kf.uprobe_sessions)
+    // The CUDA session and multi programs are built with bpf_find_vma (session.bpf.c): without
+    // it they do not load, and CUDA probes take the nofv programs (perf-attached).
+    const bool cuda = prog == skel->progs.mcp_cuda_session || prog == skel->progs.mcp_cuda_launch_multi;
+    if ((multi ? kf.uprobe_multi : kf.uprobe_sessions) && (!cuda || kf.find_vma))
       bpf_program__set_expected_attach_type(
           prog, static_cast<bpf_attach_type>(multi ? kBpfTraceUprobeMulti : kBpfTraceUprobeSession));
     else
@@ -368,9 +371,13 @@ std::vector<BpfSession::Link> BpfSession::attach_uprobes(uint32_t id, const Upro
                                                          const Programs& progs) {
   std::vector<Link> links;
   if (target.usdt) {
+    // Without cookies libbpf attaches a USDT probe through a per-process address table: the
+    // traced process (--pid, or the command trace started) stands in for "everywhere", its
+    // forked children aside.
+    if (!attach_cookie_ && pid <= 0 && target_tgid_ > 0) pid = target_tgid_;
     if (!attach_cookie_ && pid <= 0)
       throw runtime_error("USDT probe " + target.probe_name() +
-                          " system-wide is off: needs bpf_get_attach_cookie (5.15); give it a pid");
+                          " system-wide is off: needs bpf_get_attach_cookie (5.15); give it a pid or a command");
     const auto [provider, name] = split_usdt_name(target.symbol);
     LIBBPF_OPTS(bpf_usdt_opts, opts, .usdt_cookie = id);
     bpf_link* link = bpf_program__attach_usdt(progs.entry, pid > 0 ? pid : -1, target.binary.c_str(),
@@ -499,10 +506,10 @@ uint32_t BpfSession::add_cuda_probe(const UprobeTarget& target, pid_t pid, const
   const uint32_t id = reserve_id(config);
   Programs progs;
   const bool at_entry = config.cuda_flags & MCP_CUDA_CFG_AT_ENTRY;
-  if (at_entry && config.windowed && windows_enabled_ && uprobe_multi_)
+  if (at_entry && config.windowed && windows_enabled_ && uprobe_multi_ && find_vma_)
     progs = {nullptr, nullptr, skel_->progs.mcp_cuda_launch_multi, true};  // windowed: cheap to attach
   else if (at_entry) progs.entry = find_vma_ ? skel_->progs.mcp_cuda_launch : skel_->progs.mcp_cuda_launch_nofv;
-  else if (uprobe_sessions_) progs.session = skel_->progs.mcp_cuda_session;
+  else if (uprobe_sessions_ && find_vma_) progs.session = skel_->progs.mcp_cuda_session;
   else if (find_vma_) progs = {skel_->progs.mcp_cuda_entry, skel_->progs.mcp_cuda_return};
   else progs = {skel_->progs.mcp_cuda_entry_nofv, skel_->progs.mcp_cuda_return_nofv};
   auto links = attach_uprobes(id, target, pid, progs);
@@ -659,6 +666,32 @@ void BpfSession::detach_all() {
   }
   close_together(links);
   sweep_pending(0);
+  finish_estimates();
+}
+
+void BpfSession::finish_estimates() {
+  // Nothing traps any more: what was kept since the last tick, or in the window open at the
+  // end, joins the estimates (a program shorter than one tick would otherwise have none).
+  std::unique_lock lock(mu_);
+  const auto now = std::chrono::steady_clock::now();
+  const int64_t now_ns = std::chrono::nanoseconds(now.time_since_epoch()).count();
+  const int fd = bpf_map__fd(skel_->maps.counters);
+  const auto traps = read_traps();
+  for (auto& [id, p] : probes_) {
+    if (!p->windows || !p->windows->estimate || p->windows->detached) continue;
+    auto& w = *p->windows;
+    const auto c = read_counters(fd, id);
+    if (!w.schedule) {
+      w.estimate->on_calls_tick(now_ns, c.kept - std::min(c.kept, w.tick_kept), w.rate,
+                                c.seen - std::min(c.seen, w.tick_seen), 0, trap_cost_ns(), false);
+      w.tick_kept = c.kept;
+      w.tick_seen = c.seen;
+    } else if (w.schedule->close_at()) {
+      w.estimate->on_window(now_ns, c.kept - std::min(c.kept, w.kept_at_open), w.rate,
+                            trap_share(w.traps_at_open, traps, std::chrono::nanoseconds(now - w.on_since).count()));
+      w.detached = true;
+    }
+  }
 }
 
 void BpfSession::sweep_pending(uint32_t id, uint64_t before_ktime) {
@@ -1184,9 +1217,9 @@ void BpfSession::measure_trap_cost() {
     std::vector<double> runs;
     for (int i = 0; i < 5; i++) runs.push_back(per_call());
     for (auto& l : links) l.destroy();
-    std::sort(runs.begin(), runs.end());
-    // The kept path (a ring record, arguments) and a noisy machine: a margin on the median.
-    cost = std::max(500.0, 1.25 * (runs[runs.size() / 2] - bare) + 300);
+    // The quickest run: a busy machine only adds time (the thread preempted), never takes it.
+    // The kept path (a ring record, the arguments) costs more than this one: a margin.
+    cost = std::max(500.0, 1.5 * (*std::min_element(runs.begin(), runs.end()) - bare) + 300);
   } catch (const Error& e) {
     spdlog::warn("cannot measure a uprobe trap's cost ({}): taking {:.0f} us", e.what(), cost / 1000);
   }

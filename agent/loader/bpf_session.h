@@ -328,6 +328,8 @@ class BpfSession : public KernelMaps {
   double trap_share(const std::vector<uint64_t>& before, const std::vector<uint64_t>& after, int64_t ns) const;
   // Probes sampling calls to tell whether windows can count them: one tick (under mu_).
   void tick_estimates(int64_t now_ns);
+  // After the last detach: the counts since the last tick or window join the estimates.
+  void finish_estimates();
   // One trap's cost: time calls of a function of this process with and without a breakpoint.
   void measure_trap_cost();
   void window_loop(std::stop_token stop);

@@ -89,7 +89,7 @@ ElfSymbols ElfSymbols::load(const std::string& path) {
       if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_value == 0) continue;
       const char* name = elf_strptr(elf, sh.sh_link, sym.st_name);
       if (!name || !*name) continue;
-      out.symbols_.push_back({name, sym.st_value, sym.st_size});
+      out.symbols_.push_back({name, sym.st_value, sym.st_size, type == STT_GNU_IFUNC});
     }
   }
   std::sort(out.symbols_.begin(), out.symbols_.end(), [](const ElfSymbol& a, const ElfSymbol& b) {
@@ -102,6 +102,10 @@ ElfSymbols ElfSymbols::load(const std::string& path) {
                                  }),
                      out.symbols_.end());
   return out;
+}
+
+bool ElfSymbols::is_ifunc(std::string_view name) const {
+  return std::any_of(symbols_.begin(), symbols_.end(), [&](const ElfSymbol& s) { return s.ifunc && s.name == name; });
 }
 
 std::optional<uint64_t> ElfSymbols::vaddr_to_file_offset(uint64_t vaddr) const {

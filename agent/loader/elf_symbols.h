@@ -14,6 +14,9 @@ struct ElfSymbol {
   std::string name;    // as in the file (mangled for C++)
   uint64_t vaddr = 0;  // st_value
   uint64_t size = 0;
+  // STT_GNU_IFUNC: the symbol is a resolver the dynamic linker runs once per process to
+  // pick an implementation (libc's strlen, memcpy): a probe on it sees no call.
+  bool ifunc = false;
 };
 
 class ElfSymbols {
@@ -27,6 +30,8 @@ class ElfSymbols {
   // Function names (as in the file, once each, sorted) matching the shell glob `pattern`
   // (fnmatch: *, ?, [...]) as written or demangled, as bpftrace's uprobe wildcards match.
   std::vector<std::string> functions_matching(const std::string& pattern) const;
+  // Whether `name` (exact) is an IFUNC resolver (ElfSymbol::ifunc).
+  bool is_ifunc(std::string_view name) const;
   // Symbol whose [vaddr, vaddr+size) holds `vaddr`, or nullptr.
   const ElfSymbol* symbol_at(uint64_t vaddr) const;
   // Converts an offset in the file to the virtual address its segment maps it at.

@@ -24,13 +24,13 @@ const char* estimate_mode_name(EstimateMode m) {
   return "?";
 }
 
-double t95(uint64_t df) {
-  static constexpr std::array<double, 30> kTable{12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-                                                 2.201,  2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-                                                 2.080,  2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042};
+double t999(uint64_t df) {
+  static constexpr std::array<double, 30> kTable{636.6, 31.60, 12.92, 8.610, 6.869, 5.959, 5.408, 5.041, 4.781, 4.587,
+                                                 4.437, 4.318, 4.221, 4.140, 4.073, 4.015, 3.965, 3.922, 3.883, 3.850,
+                                                 3.819, 3.792, 3.768, 3.745, 3.725, 3.707, 3.690, 3.674, 3.659, 3.646};
   if (df == 0) return kTable[0];
   if (df <= kTable.size()) return kTable[df - 1];
-  return 1.96 + 2.4 / static_cast<double>(df);  // within 0.002 of the exact quantile past 30
+  return kZ + 10.6 / static_cast<double>(df);  // within 0.02 of the exact quantile past 30
 }
 
 EstimateTracker::EstimateTracker(EstimatePolicy policy, int64_t now_ns, int64_t period_ns)
@@ -49,7 +49,7 @@ bool EstimateTracker::on_calls_tick(int64_t now_ns, uint64_t kept, double p, uin
   last_p_ = p;
   const double k = static_cast<double>(kept);
   calls_sum_ += k / p;
-  calls_var_ += k * (1 - p) / (p * p);
+  calls_pois_var_ += k / (p * p);
   calls_kept_ += kept;
   spent_ns_ += static_cast<double>(own_traps) * trap_cost_ns;
   // Smoothed over ticks: one quiet tick of a busy loop must not open windows.
@@ -113,26 +113,34 @@ bool EstimateTracker::on_window(int64_t now_ns, uint64_t kept, double p, double 
 
 EstimateRange EstimateTracker::range(double estimate) const {
   if (mode_ == EstimateMode::kUnestimable || unbounded_) return {0, 0, false};
+  const double z = kZ, z2 = kZ * kZ;
   const double raw = calls_sum_ + windows_sum_;
   const double p = last_p_ > 0 ? last_p_ : 1;
-  // None kept: a Poisson bound on what the draw (or windows, for calls spread in time) missed.
-  if (raw <= 0) return {0, 3 / p, true};
-  const double g = estimate > 0 ? estimate / raw : 1;
-  double var_w = 0, t = 0;
-  if (windows_ >= 2) {
-    var_w = static_cast<double>(windows_) / (2.0 * static_cast<double>(windows_ - 1)) * sq_diffs_;
-    t = t95(windows_ - 1);
-  } else if (windows_ == 1) {
-    var_w = last_x_ * last_x_;  // one window says nothing of its own spread: its size is the spread
-    t = t95(1);
+  // Call sampling: a Poisson score interval on the kept count (sound from zero up, where the
+  // normal one is not), in calls: k_eff kept events each standing for `scale` calls.
+  double c_lo = 0, c_hi = 0;
+  if (ticks_) {
+    const double pois = calls_pois_var_ > 0 ? calls_pois_var_ : 0;
+    const double k = pois > 0 ? calls_sum_ * calls_sum_ / pois : 0;
+    const double scale = k > 0 ? calls_sum_ / k : 1 / p;
+    const double root = z * std::sqrt(k + z2 / 4);
+    c_lo = scale * std::max(0.0, k - (k + z2 / 2 - root));
+    c_hi = scale * (z2 / 2 + root);
   }
-  var_w = std::max(var_w, poisson_var_);
-  const double half = g * std::sqrt(4 * calls_var_ + t * t * var_w);
-  double hi = estimate + half + g * bias_;
-  // A phase that kept nothing may still have missed up to a Poisson bound's worth.
-  if (calls_kept_ == 0 && ticks_) hi += g * 3 / p;
-  if (windows_ && windows_kept_ == 0) hi += g * 3 / p;
-  return {std::max(0.0, estimate - half), hi, true};
+  // Windows: the successive-difference variance of the per-window counts with Student's t
+  // for their number, floored by their Poisson spread (a window that kept nothing: z^2 / p).
+  double w_dev = 0;
+  if (windows_) {
+    double var = windows_ >= 2 ? static_cast<double>(windows_) / (2.0 * static_cast<double>(windows_ - 1)) * sq_diffs_
+                               : last_x_ * last_x_;  // one window says nothing of its spread: its size is the spread
+    var = std::max(var, poisson_var_);
+    w_dev = t999(windows_ >= 2 ? windows_ - 1 : 1) * std::sqrt(var);
+    if (windows_kept_ == 0) w_dev = std::max(w_dev, z2 / p);
+  }
+  const double g = estimate > 0 && raw > 0 ? estimate / raw : 1;
+  const double lo = estimate - g * std::sqrt(c_lo * c_lo + w_dev * w_dev);
+  const double hi = estimate + g * (std::sqrt(c_hi * c_hi + w_dev * w_dev) + bias_);
+  return {std::max(0.0, lo), hi, true};
 }
 
 }  // namespace mcp::loader

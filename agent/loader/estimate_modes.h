@@ -14,9 +14,9 @@
 // sampling goes on while its trap time fits `calls_budget`; beyond that nothing can give
 // an estimate at this cost, and the probe says so (mode kUnestimable) instead of a number.
 //
-// The range: call sampling, binomial (about 2 sigma); windows, the successive-difference
-// variance of the per-window counts (a sum over periods with one window each) with
-// Student's t for their number, floored by the counts' Poisson spread. Pure arithmetic; the
+// The range (99.9%): call sampling, a Poisson score interval on the kept count; windows, the
+// successive-difference variance of the per-window counts (a sum over periods with one window
+// each) with Student's t for their number, floored by the counts' Poisson spread. Pure arithmetic; the
 // session feeds it (loader/bpf_session.cpp). Not thread-safe: the caller locks.
 #pragma once
 #include <chrono>
@@ -42,7 +42,11 @@ struct EstimatePolicy {
   std::chrono::nanoseconds calls_budget{std::chrono::seconds(5)};
 };
 
-// A 95% range of an estimate: [lo, hi]; bounded false: no upper bound can be given.
+// The confidence of the ranges printed: 99.9% (z = 3.29), so that a table of dozens of
+// estimates holds every truth, not all but a twentieth of them.
+inline constexpr double kZ = 3.2905;
+
+// A range of an estimate at kZ: [lo, hi]; bounded false: no upper bound can be given.
 struct EstimateRange {
   double lo = 0, hi = 0;
   bool bounded = true;
@@ -74,7 +78,7 @@ class EstimateTracker {
   // The period changed (a rate change).
   void set_period(int64_t period_ns) { period_ns_ = period_ns; }
 
-  // The 95% range of `estimate` (the probe's EST_COUNT, which may correct the raw weights
+  // The range of `estimate` (the probe's EST_COUNT, which may correct the raw weights
   // for quota drops and ring loss: the range scales with it). An unestimable probe has none.
   EstimateRange range(double estimate) const;
   // Raw sums, for tests and the summary.
@@ -92,8 +96,8 @@ class EstimateTracker {
   int64_t phase_start_ns_;
   double last_share_ = 0;
   double spent_ns_ = 0;  // trap time spent sampling calls
-  // Call sampling: sum of weights and binomial variance.
-  double calls_sum_ = 0, calls_var_ = 0;
+  // Call sampling: sum of weights and its Poisson variance (kept / p^2).
+  double calls_sum_ = 0, calls_pois_var_ = 0;
   uint64_t calls_kept_ = 0;
   // Windows: per-window estimates X_i (kept / p), their sum, successive squared differences,
   // the Poisson floor (kept / p^2) and the trap bias bound sum X_i s_i / (1 - s_i).
@@ -105,7 +109,7 @@ class EstimateTracker {
   bool unbounded_ = false;      // a window's traps left no bound on what it missed
 };
 
-// Student's t quantile for a two-sided 95% interval with `df` degrees of freedom.
-double t95(uint64_t df);
+// Student's t quantile for a two-sided 99.9% interval with `df` degrees of freedom.
+double t999(uint64_t df);
 
 }  // namespace mcp::loader

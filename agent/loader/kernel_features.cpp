@@ -14,6 +14,8 @@
 #include <set>
 #include <sstream>
 
+#include "common/error.h"
+
 namespace mcp::loader {
 namespace {
 
@@ -54,13 +56,35 @@ bool fetch_atomics() {
   return true;
 }
 
+// MCP_KERNEL_FEATURES_OFF: optional features by name, or `all` of them. A required feature
+// or a name nobody knows is refused: a test that forces a fallback must not pass while
+// nothing was turned off.
 std::set<std::string> forced_off() {
   std::set<std::string> off;
   if (const char* env = getenv("MCP_KERNEL_FEATURES_OFF")) {
+    std::set<std::string> optional;
+    std::string known;
+    for (const auto& f : KernelFeatures{}.list())
+      if (*f.without) {
+        optional.insert(f.name);
+        known += (known.empty() ? "" : ", ") + std::string(f.name);
+      }
     std::stringstream ss(env);
     std::string name;
-    while (std::getline(ss, name, ','))
-      if (!name.empty()) off.insert(name);
+    while (std::getline(ss, name, ',')) {
+      if (name.empty()) continue;
+      if (name == "all") {
+        off.insert(optional.begin(), optional.end());
+      } else if (optional.count(name)) {
+        off.insert(name);
+      } else {
+        const bool required = name == "btf" || name == "ringbuf";
+        throw usage_error("MCP_KERNEL_FEATURES_OFF: " +
+                          (required ? name + " is required (the agent cannot run without it)"
+                                    : "unknown feature '" + name + "'") +
+                          "; optional features: " + known + ", or all");
+      }
+    }
   }
   if (const char* env = getenv("MCP_UPROBE_SESSION"); env && std::string(env) == "off") off.insert("uprobe_sessions");
   return off;

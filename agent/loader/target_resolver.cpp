@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <set>
 #include <sstream>
 
 #include "common/error.h"
@@ -193,7 +194,12 @@ std::vector<std::optional<UprobeTarget>> uprobe_targets_in(const std::string& fi
   std::vector<std::optional<UprobeTarget>> out;
   for (const auto& symbol : symbols) {
     const auto offset = elf.file_offset_of(symbol);
-    out.push_back(offset ? std::optional(UprobeTarget{file, symbol, *offset}) : std::nullopt);
+    std::optional<UprobeTarget> t;
+    if (offset) {
+      t = UprobeTarget{file, symbol, *offset};
+      t->ifunc = elf.is_ifunc(symbol);
+    }
+    out.push_back(std::move(t));
   }
   return out;
 }
@@ -238,10 +244,15 @@ std::vector<UprobeTarget> resolve_uprobe_pattern(const std::string& binary, cons
   const std::string file = resolve_binary(binary, pid);
   const auto symbols = ElfSymbols::load(file);
   std::vector<UprobeTarget> out;
+  std::set<uint64_t> offsets;
   for (const auto& name : symbols.functions_matching(pattern)) {
     const auto offset = symbols.file_offset_of(name);
     if (!offset) continue;  // not in an executable segment
+    // Aliases (strtoll and strtoq, one function under two names) are one address: probed
+    // once, under the first name, so a call is one event and the estimates add up.
+    if (!offsets.insert(*offset).second) continue;
     UprobeTarget t{file, name, *offset};
+    t.ifunc = symbols.is_ifunc(name);
     if (pid > 0) t.shown = path_under_proc_root(file);
     out.push_back(std::move(t));
   }

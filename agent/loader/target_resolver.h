@@ -21,6 +21,8 @@ struct UprobeTarget {
   // A USDT probe: symbol is "PROVIDER:NAME", offset unused (libbpf's attach_usdt finds
   // every site and its semaphore from the file's notes).
   bool usdt = false;
+  // The symbol is an IFUNC resolver (ElfSymbol::ifunc): it runs once per process, not per call.
+  bool ifunc = false;
   const std::string& name() const { return shown.empty() ? binary : shown; }
   std::string probe_name() const;
 };

@@ -61,7 +61,8 @@ std::optional<k8s::PodNamesSpec> pod_names_of(const config::Config& cfg) {
 
 std::optional<audit::AuditOptions> audit_options_of(const config::ComplianceConfig& c) {
   if (!c.audit_log) return std::nullopt;
-  return audit::AuditOptions{c.audit_log->dir, c.audit_log->max_bytes, c.audit_log->max_age, ""};
+  return audit::AuditOptions{c.audit_log->dir, c.audit_log->max_bytes, c.audit_log->max_age, "", c.audit_log->key,
+                             c.audit_log->max_files, c.audit_log->seal_every};
 }
 
 }  // namespace mcp::runtime

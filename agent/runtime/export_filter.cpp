@@ -12,7 +12,8 @@ bool ExportFilter::keep(const ExportFilterSpec& spec, Event& e) {
   double rate = spec.sample_rate;
   if (spec.rules && !spec.rules->empty()) {
     rules::apply(*spec.rules, e, scratch_);
-    if (audit_ && scratch_.any()) audit_->record(*spec.rules, scratch_, e);
+    // Fail closed: an event whose decision could not be recorded does not leave the node.
+    if (audit_ && scratch_.any() && !audit_->record(*spec.rules, scratch_, e)) return false;
     if (scratch_.drop) return false;
     if (scratch_.exempt) return true;
     if (scratch_.rate) rate = std::min(rate, *scratch_.rate);

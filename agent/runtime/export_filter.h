@@ -29,7 +29,8 @@ class ExportFilter {
   // (one scratch decision per filter): one per consumer thread.
   bool keep(const ExportFilterSpec& spec, Event& e);
   // Every rule decision that exempts, redacts or names clauses is recorded there first (the
-  // record is written before the event can reach a sink); null: none.
+  // record is written before the event can reach a sink); an event whose record cannot be
+  // written is dropped (the log counts it); null: none.
   void set_audit(audit::AuditLog* log) { audit_ = log; }
 
  private:

@@ -2,7 +2,8 @@
 // sleeping: once every probe is attached and the consumer runs, one line on stderr,
 //   mcp-agent: ready: N probes attached
 // printed whatever the log level, and, when the caller names a file, the same line
-// written to it atomically (a temporary file renamed into place).
+// written to it atomically (a temporary file renamed into place) in a directory nobody else
+// can plant links in (common/safe_file.h).
 #pragma once
 #include <cstddef>
 #include <string>

@@ -104,7 +104,7 @@ void print_kernels(std::map<std::string, Runtime::KernelLaunches> kernels) {
 }
 
 // Probes whose rate could use time windows: how each was counted (calls, windows, or no
-// estimate at all, and why), how much of the run windows covered, and the 95% range of
+// estimate at all, and why), how much of the run windows covered, and the 99.9% range of
 // EST_COUNT (loader/estimate_modes.h). A probe that cannot be estimated prints no number.
 void print_windows(const loader::BpfSession& session, const IntervalCounts& counts) {
   bool header = false;
@@ -115,7 +115,7 @@ void print_windows(const loader::BpfSession& session, const IntervalCounts& coun
     if (!w || p.internal) continue;
     if (!header) {
       fprintf(stderr, "%-48s %8s %10s %10s %10s %8s %12s %s\n", "SAMPLING WINDOWS", "WINDOWS", "NOMINAL%", "COVERED%",
-              "ATTACH_us", "MODE", "EST_COUNT", "RANGE_95%");
+              "ATTACH_us", "MODE", "EST_COUNT", "RANGE_99.9%");
       header = true;
     }
     const double est = counts.estimates().estimate(p.id);
@@ -134,12 +134,7 @@ void print_windows(const loader::BpfSession& session, const IntervalCounts& coun
         notes.push_back(fmt::format("mcp-agent: {}: {}: {}", p.name, mode, tracker->reason()));
       }
     } else {
-      // Windows without a tracker: calls sampled all along (a rate at or above 0.5).
-      const uint64_t kept = counts.delivered(p.id);
-      const double p_rate = std::max(1e-9, threshold_to_probability(session.threshold(p.id)));
-      range = kept ? fmt::format("{:.0f}..{:.0f}", std::max(0.0, est * (1 - 2 / std::sqrt(static_cast<double>(kept)))),
-                                 est * (1 + 2 / std::sqrt(static_cast<double>(kept))))
-                   : fmt::format("0..{:.0f}", 3.0 / p_rate);
+      range = "-";  // sampled call by call at a rate of 0.5 or more: the main table's estimate
     }
     fprintf(stderr, "%-48s %8llu %10.2f %10.2f %10.1f %8s %12s %s\n", p.name.c_str(), (unsigned long long)w->windows,
             100 * w->fraction, 100 * w->covered(),

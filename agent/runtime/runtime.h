@@ -159,6 +159,8 @@ class Runtime {
   void register_metrics(metrics::Registry& registry);
   // The broker sink's forwarder (metrics read its stats); null without one. After start().
   Forwarder* forwarder() const { return forwarder_; }
+  // The compliance audit trail (its health and drops for /healthz and metrics); null without one.
+  const audit::AuditLog* audit_log() const { return audit_.get(); }
   // Run thread only (e.g. from hooks.each_poll): the export filter for the next events.
   void set_export_filter(ExportFilterSpec spec) { spec_.export_filter = std::move(spec); }
 

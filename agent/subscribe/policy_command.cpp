@@ -17,6 +17,7 @@ namespace {
 struct PolicyFlags {
   std::string broker;
   std::string service, probe, trace_id_prefix;
+  bool trace_id_prefix_given = false;  // an empty one is no prefix rule: refused, not a plain policy
   double sampling_rate = 0, target_qps = 0;
   TlsFiles tls;
   std::string token_file;
@@ -40,7 +41,7 @@ int apply(const PolicyFlags& f) {
   if (f.target_qps != 0 && !valid_target_qps(f.target_qps))
     throw usage_error(std::string("--target-qps must be in ") + kTargetQpsRange);
   std::string prefix;
-  if (!f.trace_id_prefix.empty()) {
+  if (f.trace_id_prefix_given) {
     const auto parsed = parse_trace_id_prefix(f.trace_id_prefix);
     if (!parsed) throw usage_error("--trace-id-prefix: " + trace_id_prefix_error(f.trace_id_prefix));
     prefix = parsed->digits;
@@ -89,10 +90,12 @@ void add_policy_command(CLI::App& app, CommandAction& action) {
   apply_cmd->add_option("--probe", flags->probe, "probe name or symbol (default: every probe)");
   apply_cmd->add_option("--sampling-rate", flags->sampling_rate, "fixed keep probability, 0 < R <= 1");
   apply_cmd->add_option("--target-qps", flags->target_qps, "kept events per second to steer each probe to");
-  apply_cmd->add_option("--trace-id-prefix", flags->trace_id_prefix,
-                        "a prefix rule: the rate or target applies to the trace ids starting with these hex "
-                        "digits (1-32), on probes with a trace-id argument; other ids keep the probe's rate");
-  apply_cmd->callback([flags, &action] {
+  auto* prefix = apply_cmd->add_option("--trace-id-prefix", flags->trace_id_prefix,
+                                       "a prefix rule: the rate or target applies to the trace ids starting with "
+                                       "these hex digits (1-32), on probes with a trace-id argument; other ids keep "
+                                       "the probe's rate");
+  apply_cmd->callback([flags, prefix, &action] {
+    flags->trace_id_prefix_given = prefix->count() > 0;
     use_setting_spelling(broker_client_flag_for);
     action = [flags] { return apply(*flags); };
   });

@@ -10,8 +10,12 @@ within 5% below it, and no launch event falls outside the profiler's kernels.
 Exit 1 on FAIL.
 """
 import json
+import os
 import re
 import sys
+
+# Within this share below rate 1 (TORCH_TOLERANCE; 0.05, and 0.10 for windowed launches: issue 50).
+TOLERANCE = float(os.environ.get('TORCH_TOLERANCE', '0.05'))
 
 def last_json(path):
     return json.loads(open(path).read().strip().splitlines()[-1])
@@ -58,7 +62,7 @@ print(f"{'KERNEL':<48} {'CUPTI':>8} {'KEPT':>8} {'EST':>10} {'ERR':>7}  API")
 for b in sorted(set(truth) | set(mine_kept)):
     t, k, s = truth.get(b, 0), mine_kept.get(b, 0), mine_est.get(b, 0.0)
     err = (s - t) / t if t else float("inf")
-    good = (t > 0 and (s == t if rate >= 1 else abs(err) <= 0.05))
+    good = (t > 0 and (s == t if rate >= 1 else abs(err) <= TOLERANCE))
     ok = ok and good
     print(f"{b[:48]:<48} {t:>8} {k:>8} {s:>10.0f} {err*100:>6.1f}%  {','.join(sorted(mine_api.get(b, [])))}"
           f"{'' if good else '  <-'}")

@@ -2,9 +2,10 @@
  * bench/system/loop: the timed workload of bench/system/overhead.
  *   loop call N      N calls of the noinline function bench_work (uprobe target)
  *   loop getppid N   N getppid() syscalls (tracepoint target)
- *   loop paced N     N calls of bench_work, 100 us apart, each timed alone: wall is the
- *                    mean time inside one call, what a workload that is not call-bound
- *                    feels (a traced call's trap, or nothing outside sampling windows)
+ *   loop paced N     N calls of bench_work, 100 us apart (PACED_GAP_US in the environment), each
+ *                    timed alone: wall is the mean time inside one call, what a workload
+ *                    that is not call-bound feels (a traced call's trap, or nothing outside
+ *                    sampling windows)
  *   loop faults N    N rounds of mmap, touch and munmap of 16 pages, 100 us apart, each
  *                    timed: what a process feels of another's uprobe attach and detach (both
  *                    take the mmap lock of every process mapping the file); also prints
@@ -96,7 +97,9 @@ int main(int argc, char **argv)
 	}
 	if (paced) {
 		uint64_t inside = 0;
-		const struct timespec gap = { 0, 100000 };
+		const char *gap_us = getenv("PACED_GAP_US");
+		const long us = gap_us ? atol(gap_us) : 100;
+		const struct timespec gap = { us / 1000000, (us % 1000000) * 1000 };
 		for (long i = 0; i < n; i++) {
 			const uint64_t t0 = now_ns(CLOCK_MONOTONIC);
 			sink += bench_work(i, 2);

@@ -18,7 +18,13 @@
 #include <string>
 #include <string_view>
 
+#include "mcp_abi.h"
+
 namespace mcp {
+
+// The prefix rules an agent holds at once (its kernel table's slots, bpf/mcp_abi.h). The broker
+// refuses more for one (service, probe): the agent could never apply them all.
+inline constexpr size_t kMaxTraceIdPrefixRules = MCP_MAX_TRACE_PREFIXES - 1;
 
 struct TraceIdPrefix {
   std::string digits;               // lowercase, 1..32

@@ -52,6 +52,11 @@ inline constexpr MetricSpec kWindowCoverage{
     "Share of time a windowed probe was attached since its windows started (its nominal share is its sampling probability, at least 0.01).",
     MetricType::kGauge, kLabelProbe};
 
+inline constexpr MetricSpec kEstimateMode{
+    "mcp_probe_estimate_mode",
+    "1 for how each probe below rate 0.5 is counted: calls (every call traps, the kernel draws), windows (time windows estimate), none (no estimate at this cost: the summary says why).",
+    MetricType::kGauge, "probe,mode"};
+
 // Probe lifecycle (daemon): a probe whose file is absent waits for it instead of stopping
 // the agent, and follows its file when it is replaced by a new one (a new inode).
 inline constexpr MetricSpec kProbeState{
@@ -107,7 +112,11 @@ inline constexpr MetricSpec kAuditRecords{
     MetricType::kCounter, ""};
 inline constexpr MetricSpec kAuditFailures{
     "mcp_audit_failures_total",
-    "Audit records that could not be written (a full disk); the events were still delivered.",
+    "Audit records that could not be written (a full disk).",
+    MetricType::kCounter, ""};
+inline constexpr MetricSpec kAuditDroppedEvents{
+    "mcp_audit_dropped_events_total",
+    "Events not exported because their audit record could not be written (fail closed).",
     MetricType::kCounter, ""};
 
 // Clock calibration.
@@ -122,8 +131,9 @@ inline constexpr MetricSpec kClockResidual{
 inline constexpr std::array kAgentMetrics{
     kEventsSeen,  kEventsKept,  kEventsLost,          kQuotaDrops,     kRingbufOccupancy,
     kRingbufCapacity, kProbeRate, kSamplingProbability, kQueueDepth,  kSpoolBytes,
-    kForwardErrors, kForwardDropped, kForwardUnreadable, kReloads,   kReloadFailures, kAuditRecords, kAuditFailures, kClockDrift,     kClockResidual,
-    kProbeState,  kProbeReattach, kUprobeSessions, kKernelFeature, kSamplingWindows, kWindowCoverage};
+    kForwardErrors, kForwardDropped, kForwardUnreadable, kReloads,   kReloadFailures, kAuditRecords, kAuditFailures, kAuditDroppedEvents, kClockDrift,     kClockResidual,
+    kProbeState,  kProbeReattach, kUprobeSessions, kKernelFeature, kSamplingWindows, kWindowCoverage,
+    kEstimateMode};
 
 // A Markdown table of `specs` (name, type, labels, help) for the docs; the broker's table is
 // generated from broker::kBrokerMetrics the same way.

@@ -10,11 +10,11 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <fstream>
 #include <random>
 #include <sstream>
 
 #include "common/error.h"
+#include "common/safe_file.h"
 
 namespace mcp {
 namespace {
@@ -44,7 +44,7 @@ std::string segment_name(uint64_t first_offset) {
 }
 
 [[noreturn]] void fail(const std::string& what, const std::filesystem::path& path) {
-  throw runtime_error("spool: " + what + " " + path.string() + ": " + std::strerror(errno));
+  throw runtime_error("spool: " + what + " " + path.string() + ": " + open_error_text(errno));
 }
 
 }  // namespace
@@ -84,6 +84,7 @@ SegmentLog::SegmentLog(SegmentLogOptions options) : options_(std::move(options))
     const bool created = std::filesystem::create_directories(options_.dir, ec);
     if (ec) throw runtime_error("spool: cannot create " + options_.dir.string() + ": " + ec.message());
     if (created) std::filesystem::permissions(options_.dir, std::filesystem::perms::owner_all, ec);
+    dir_ = SafeDir(options_.dir, "spool");
     lock_directory();
     open_existing();
     load_meta(!segments_.empty());
@@ -100,7 +101,7 @@ SegmentLog::~SegmentLog() {
 
 void SegmentLog::lock_directory() {
   const auto path = options_.dir / ".lock";
-  lock_fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  lock_fd_ = dir_.open(".lock", O_RDWR | O_CREAT, 0600);
   if (lock_fd_ < 0) fail("cannot open", path);
   if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
@@ -126,8 +127,14 @@ void SegmentLog::lock_directory() {
 // version's log (clock-based offsets): id 0.
 void SegmentLog::load_meta(bool had_segments) {
   const auto path = options_.dir / "log.meta";
-  std::ifstream in(path);
-  if (in) {
+  const int fd = dir_.open("log.meta", O_RDONLY);
+  if (fd < 0 && errno != ENOENT) fail("cannot open", path);
+  if (fd >= 0) {
+    std::string text;
+    const bool read = read_whole(fd, &text);
+    ::close(fd);
+    if (!read) fail("cannot read", path);
+    std::istringstream in(text);
     std::string key, id_hex;
     uint64_t next = 0;
     if (!(in >> key >> id_hex) || key != "id" || !(in >> key >> next) || key != "next")
@@ -147,29 +154,23 @@ bool SegmentLog::persist_meta() noexcept {
   const int len = std::snprintf(text, sizeof text, "id %016llx\nnext %llu\n",
                                 static_cast<unsigned long long>(id_),
                                 static_cast<unsigned long long>(next_offset_));
-  const auto path = options_.dir / "log.meta";
-  const auto tmp = options_.dir / "log.meta.tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return false;
-  const bool ok = ::write(fd, text, static_cast<size_t>(len)) == len && ::fsync(fd) == 0;
-  ::close(fd);
-  return ok && ::rename(tmp.c_str(), path.c_str()) == 0;
+  return dir_.replace("log.meta", std::string_view(text, static_cast<size_t>(len)));
 }
 
 void SegmentLog::open_existing() {
   std::vector<std::filesystem::path> files;
   for (const auto& entry : std::filesystem::directory_iterator(options_.dir)) {
-    if (entry.is_regular_file() && entry.path().extension() == ".seg") files.push_back(entry.path());
+    // A link is listed too, so that opening it (never through it) refuses it by name.
+    if ((entry.is_regular_file() || entry.is_symlink()) && entry.path().extension() == ".seg")
+      files.push_back(entry.path());
   }
   std::sort(files.begin(), files.end());
   for (const auto& path : files) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) fail("cannot read", path);
-    std::ostringstream buf;
-    buf << in.rdbuf();
-    const std::string data = buf.str();
-
     auto seg = std::make_unique<Segment>();
+    seg->fd = dir_.open(path.filename(), O_RDWR | O_APPEND);
+    if (seg->fd < 0) fail("cannot open", path);
+    std::string data;
+    if (!read_whole(seg->fd, &data)) fail("cannot read", path);
     seg->path = path;
     seg->first_offset = std::strtoull(path.stem().c_str(), nullptr, 10);
     seg->bytes = data.size();
@@ -201,8 +202,6 @@ void SegmentLog::open_existing() {
     }
     if (pos < data.size() && !in_corruption && pos + kHeaderBytes > data.size()) ++corrupt_records_;
 
-    seg->fd = ::open(path.c_str(), O_RDWR | O_APPEND | O_CLOEXEC);
-    if (seg->fd < 0) fail("cannot open", path);
     ::fchmod(seg->fd, 0600);  // segments written by an older version were 0644
     bytes_ += seg->bytes;
     segments_.push_back(std::move(seg));
@@ -213,8 +212,7 @@ void SegmentLog::start_segment(uint64_t first_offset) {
   // A sealed segment that took no record would share the new one's name.
   if (!segments_.empty() && segments_.back()->entries.empty()) {
     bytes_ -= segments_.back()->bytes;
-    std::error_code ec;
-    if (!segments_.back()->path.empty()) std::filesystem::remove(segments_.back()->path, ec);
+    if (!segments_.back()->path.empty()) dir_.remove(segments_.back()->path.filename());
     segments_.pop_back();
   }
   auto seg = std::make_unique<Segment>();
@@ -227,7 +225,7 @@ void SegmentLog::start_segment(uint64_t first_offset) {
     seg->mem.reserve(options_.segment_bytes + (256u << 10));  // the record that crosses the mark
   } else {
     seg->path = options_.dir / segment_name(first_offset);
-    seg->fd = ::open(seg->path.c_str(), O_RDWR | O_APPEND | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    seg->fd = dir_.open(seg->path.filename(), O_RDWR | O_APPEND | O_CREAT | O_TRUNC, 0600);
     if (seg->fd < 0) fail("cannot create", seg->path);
   }
   segments_.push_back(std::move(seg));
@@ -247,10 +245,7 @@ void SegmentLog::drop_segment_front(bool count_as_dropped) {
   if (!seg.path.empty()) {
     // The last segment on disk is the floor of the next offset: it goes only once log.meta
     // holds that floor.
-    if (segments_.size() > 1 || persist_meta()) {
-      std::error_code ec;
-      std::filesystem::remove(seg.path, ec);
-    }
+    if (segments_.size() > 1 || persist_meta()) dir_.remove(seg.path.filename());
   } else if (seg.mem.capacity() > spare_mem_.capacity()) {
     spare_mem_.swap(seg.mem);
   }

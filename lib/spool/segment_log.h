@@ -11,6 +11,8 @@
 //   each SegmentLog is a new log.
 // - A directory has one writer: a second SegmentLog on it (another process) throws, naming the
 //   holder's pid (flock on .lock, released when the process dies).
+// - The directory is one only we can write in, and a link in it is never followed
+//   (common/safe_file.h): a directory another user could plant links in is refused on open.
 // - A write that fails (ENOSPC, EIO) leaves no record: the segment is cut back and sealed, the
 //   next append starts a new one, and positions always come from the file's real size.
 // - Each record in a file carries a CRC32 over its offset, item count and payload; a corrupt record found on
@@ -31,6 +33,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "common/safe_file.h"
 
 namespace mcp {
 
@@ -111,6 +115,7 @@ class SegmentLog {
   mutable uint64_t corrupt_records_ = 0;
   mutable uint64_t damaged_through_ = 0;  // the highest offset already counted as unreadable
   uint64_t id_ = 0;
+  SafeDir dir_;  // every file is opened through it (none in memory mode)
   int lock_fd_ = -1;
   std::string spare_mem_;  // memory mode: a released segment's buffer, reused by the next
 };

@@ -287,7 +287,7 @@ TEST_F(AgentOtlp, TraceExportsSyscallsAsSpansWithLatencyAndAsLogRecordsWithout) 
 
 // Issue 31: with OTLP on, the compliance audit trail reaches the collector too: one log record
 // per trail record, in its own scope, whose body is the line the trail holds (so the chain can
-// be checked from the backend) and whose seq and hash attributes match it.
+// be checked from the backend) and whose seq and hash attributes match it (the hash: its MAC).
 TEST_F(AgentOtlp, TheAuditTrailIsExportedAsLogRecordsMatchingTheFile) {
   const std::string rules = (dir_ / "rules").string();
   std::ofstream(rules) << "rule \"pii\" when args[0] >= 90 then redact = [\"args[1]\"] audit.trace = [\"GDPR-9\"] end\n";
@@ -318,7 +318,8 @@ TEST_F(AgentOtlp, TheAuditTrailIsExportedAsLogRecordsMatchingTheFile) {
           EXPECT_EQ(name->string_value(), "mcp.audit");
           const auto j = nlohmann::json::parse(l.body().string_value());
           EXPECT_EQ(find(l.attributes(), "mcp.audit.seq")->int_value(), j["seq"].get<int64_t>());
-          EXPECT_EQ(find(l.attributes(), "mcp.audit.hash")->string_value(), j["hash"].get<std::string>());
+          ASSERT_TRUE(j.contains("mac")) << l.body().string_value();
+          EXPECT_EQ(find(l.attributes(), "mcp.audit.hash")->string_value(), j["mac"].get<std::string>());
           EXPECT_EQ(l.time_unix_nano(), j["ts_ns"].get<uint64_t>());
           bodies.push_back(l.body().string_value());
         }

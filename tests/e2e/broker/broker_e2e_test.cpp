@@ -190,6 +190,8 @@ TEST_F(BrokerE2E, StalledSubscriberLosesOnlyItsOwnOldestPacketsAndIsTold) {
 TEST_F(BrokerE2E, WrongOrMissingTokenIsRefusedAndTheRightOneWorks) {
   std::ofstream(dir_ / "token") << "s3cret\n";
   std::ofstream(dir_ / "wrong") << "guess\n";
+  for (const char* name : {"token", "wrong"})  // clients refuse a token file every user can read
+    std::filesystem::permissions(dir_ / name, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
   BrokerProcess broker({"--token-file", (dir_ / "token").string()}, dir_ / "broker.log");
 
   for (const std::string token_file : {(dir_ / "wrong").string(), std::string()}) {

@@ -71,6 +71,8 @@ class BrokerHardening : public ::testing::Test {
   }
   std::string write(const std::string& name, const std::string& text) {
     std::ofstream(dir_ / name) << text;
+    // Owner only: clients refuse a token file every user can read.
+    std::filesystem::permissions(dir_ / name, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
     return (dir_ / name).string();
   }
   std::filesystem::path dir_;

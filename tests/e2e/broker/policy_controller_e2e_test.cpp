@@ -331,6 +331,7 @@ TEST_F(PolicyControllerE2E, AgentsPublishWithTheirPodsTokenOnlyAsTheirNode) {
   }
   // The agent's Forwarder, reading its projected token file.
   std::ofstream(dir_ / "agent-token") << "pod-token-b\n";
+  std::filesystem::permissions(dir_ / "agent-token", std::filesystem::perms::owner_read);  // as projected (0400)
   ForwarderOptions o;
   o.brokers = {address};
   o.agent_id = "node-b";

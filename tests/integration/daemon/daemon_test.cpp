@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -798,6 +800,60 @@ TEST_F(DaemonTest, ConfigWritableByOthersIsRefusedAtStartup) {
         << command << ": " << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << command << ": one line\n" << r.err;
   }
+}
+
+// Issue 51, finding 4: with the audit trail's disk full, 1,842 of 2,000 events once left the
+// node without their record while /healthz said 200. Fail closed: an audited event goes only
+// with its record, the rest are counted in mcp_audit_dropped_events_total, the error is in the
+// log at once, /healthz is 503 with the reason until a record is written again, and the trail
+// still verifies.
+TEST_F(DaemonTest, AFullAuditDiskWithholdsAuditedEventsFailsHealthzAndRecovers) {
+  if (geteuid() != 0) GTEST_SKIP() << "mounting a small tmpfs needs root";
+  const fs::path mnt = dir_ / "audit";
+  fs::create_directories(mnt);
+  if (mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=256k") != 0) GTEST_SKIP() << "cannot mount tmpfs: " << strerror(errno);
+  struct Unmount {
+    fs::path at;
+    ~Unmount() { umount2(at.c_str(), MNT_DETACH); }
+  } unmount{mnt};
+  cm_->update(uprobe_config(kWorkload, "    service: demo\ncompliance:\n"
+                                       "  rules: 'rule \"pii\" when pid > 0 then redact = [\"args[1]\"] audit.trace = [\"GDPR-9\"] end'\n"
+                                       "  audit_log:\n    dir: " + (mnt / "trail").string() + "\n"));
+  Daemon d(cm_->config_path(), dir_);
+  ASSERT_GT(d.port(), 0) << d.log();
+  const auto audit = [&](const char* name) { return metric(d.get("/metrics"), std::string("mcp_audit_") + name + "_total"); };
+  ASSERT_EQ(std::system((kWorkload + " calls 50").c_str()), 0);
+  ASSERT_TRUE(wait_until([&] { return audit("records") == 50; })) << d.get("/metrics") << d.log();
+  EXPECT_EQ(d.get("/healthz").substr(0, 6), "200 ok");
+
+  {
+    std::ofstream fill(mnt / "filler", std::ios::binary);
+    const std::string block(4096, 'x');
+    while (fill.write(block.data(), block.size()) && fill.flush()) {
+    }
+  }
+  ASSERT_EQ(std::system((kWorkload + " calls 500").c_str()), 0);
+  ASSERT_TRUE(wait_until([&] { return audit("records") + audit("dropped_events") == 550; })) << d.get("/metrics");
+  const double records = audit("records");
+  EXPECT_GT(audit("dropped_events"), 400) << "the disk was full after a few records";
+  EXPECT_EQ(audit("failures"), audit("dropped_events"));
+  EXPECT_TRUE(wait_until([&] { return count_uprobe_events(d.events()) == records; }))
+      << count_uprobe_events(d.events()) << " events out, " << records << " records: no event leaves without its record";
+  const std::string health = d.get("/healthz");
+  EXPECT_EQ(health.substr(0, 4), "503 ") << health;
+  EXPECT_NE(health.find("No space left on device"), std::string::npos) << health;
+  EXPECT_NE(d.log().find("audit log: cannot write"), std::string::npos) << d.log();
+
+  fs::remove(mnt / "filler");
+  ASSERT_EQ(std::system((kWorkload + " calls 20").c_str()), 0);
+  ASSERT_TRUE(wait_until([&] { return audit("records") == records + 20; })) << d.get("/metrics");
+  EXPECT_EQ(d.get("/healthz").substr(0, 6), "200 ok");
+  EXPECT_TRUE(wait_until([&] { return count_uprobe_events(d.events()) == records + 20; })) << d.log();
+  EXPECT_EQ(d.terminate(), 1) << "records were lost: the run says so\n" << d.log();
+  const auto v = mcp::test::run_command(
+      {kAgent, "audit", "verify", "--key", (mnt / "trail.key").string(), (mnt / "trail").string()});
+  EXPECT_EQ(v.exit_code, 0) << v.err;
+  EXPECT_NE(v.out.find("ok: " + std::to_string(static_cast<int>(records) + 20) + " records"), std::string::npos) << v.out;
 }
 
 // The agent's real /metrics page: promtool accepts it, it carries every metric of the names

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <sys/utsname.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <future>
@@ -322,6 +323,48 @@ TEST_P(KernelTier, LowRateEstimatesHoldOrAreWithheld) {
   ASSERT_TRUE(std::regex_search(r.err, m, std::regex(R"(\s(calls|windows)\s+\d+\s+(\d+)\.\.(\d+))"))) << r.err;
   EXPECT_LE(std::stod(m[2]), n) << r.err;
   EXPECT_GE(std::stod(m[3]), n) << r.err;
+}
+
+// Issue 51: each optional feature forced off alone still loads and traces (task_btf off alone
+// failed every trace: the CUDA multi program needs bpf_find_vma, which task_btf takes along).
+TEST(KernelFeaturesOff, EachFeatureOffAloneStillTraces) {
+  MCP_REQUIRE_BPF();
+  std::stringstream names(kAllOff);
+  for (std::string f; std::getline(names, f, ',');) {
+    const auto r = run_command({"/usr/bin/env", "MCP_KERNEL_FEATURES_OFF=" + f, kAgent, "trace", "--uprobe",
+                                kWorkload + ":mcp_work", "-o", "/dev/null", "--", kWorkload, "calls", "200"});
+    ASSERT_EQ(r.exit_code, 0) << f << ": " << r.err;
+    EXPECT_EQ(parse_summary(r.err)[probe("mcp_work")].seen, 200u) << f << ": " << r.err;
+  }
+}
+
+// Issue 51: MCP_KERNEL_FEATURES_OFF names optional features or `all`; a required feature or an
+// unknown name is refused in one line (exit 2) instead of turning nothing off in silence.
+TEST(KernelFeaturesOff, UnknownOrRequiredNamesAreRefusedAndAllTurnsEveryOptionalOneOff) {
+  MCP_REQUIRE_BPF();
+  for (const std::string bad : {"bogus", "ringbuf", "btf", "task_btf,nope"}) {
+    const auto r = run_command({"/usr/bin/env", "MCP_KERNEL_FEATURES_OFF=" + bad, kAgent, "version"});
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.out << r.err;
+    EXPECT_NE(r.err.find("MCP_KERNEL_FEATURES_OFF"), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line: " << r.err;
+  }
+  const auto all = run_command({"/usr/bin/env", "MCP_KERNEL_FEATURES_OFF=all", kAgent, "version"});
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  std::stringstream names(kAllOff);
+  for (std::string f; std::getline(names, f, ',');)
+    EXPECT_TRUE(std::regex_search(all.out, std::regex("\\s" + f + "\\s+off\\s"))) << f << ": " << all.out;
+}
+
+// Issue 51: without attach cookies a USDT probe is attached per process: the command trace
+// started is that process (the docs say a pid or a command is enough; a command was refused).
+TEST(KernelFeaturesOff, UsdtWithoutCookiesFollowsTheCommand) {
+  MCP_REQUIRE_BPF();
+  const auto r = run_command({"/usr/bin/env", "MCP_KERNEL_FEATURES_OFF=attach_cookie", kAgent, "trace", "--usdt",
+                              kWorkload + ":mcp:tick", "-o", "/dev/null", "--", kWorkload, "usdt", "50"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  char buf[4096];
+  EXPECT_EQ(parse_summary(r.err)["usdt:" + std::string(realpath(kWorkload.c_str(), buf)) + ":mcp:tick"].seen, 50u)
+      << r.err;
 }
 
 // Without attach cookies a USDT probe is attached through libbpf's address table, per

@@ -51,21 +51,28 @@ std::optional<WindowRow> window_row(const std::string& all, const std::string& p
   return w;
 }
 
+// `trace --uprobe WORKLOAD:mcp_work -r RATE -- WORKLOAD ARGS...`, events to /dev/null.
+mcp::test::CommandResult trace_mcp_work(const std::string& rate, const std::vector<std::string>& args) {
+  std::vector<std::string> argv{kAgent, "trace", "--uprobe", kWorkload + ":mcp_work", "-r", rate, "--output",
+                                "/dev/null", "--", kWorkload};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return mcp::test::run_command(argv);
+}
+
 // A steady workload (1000 calls/s for 6 s) at rate 0.05: the estimate holds the true count,
 // yet only the calls inside windows (about 5%) took a trap. (Faster, the observer effect shows:
 // a trap here costs ~25 us, and the calls it delays fall after the window: -6..-10% at 2000/s.)
 TEST(SamplingWindows, ASteadyWorkloadIsEstimatedWhileOnlyWindowedCallsTrap) {
   MCP_REQUIRE_BPF();
   const std::string probe = kWorkload + ":mcp_work";
-  auto r = mcp::test::run_command(
-      {kAgent, "trace", "--uprobe", probe, "-r", "0.05", "--output", "/dev/null", "--", kWorkload, "rate", "1000", "6"});
+  auto r = trace_mcp_work("0.05", {"rate", "1000", "6"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const uint64_t calls = calls_made(r.out);
   ASSERT_GT(calls, 5500u) << r.out;
   const auto rows = mcp::test::parse_summary(r.err);
   ASSERT_TRUE(rows.count(probe)) << r.err;
   const auto& row = rows.at(probe);
-  // Seen: the calls the breakpoint trapped: every call of the 0.5 s probation (loader/
+  // Seen: the calls the breakpoint trapped: every call of the 0.2 s probation (loader/
   // estimate_modes.h), then those inside windows. Outside windows there is none to trap.
   EXPECT_LT(row.seen, calls / 5) << r.err;
   EXPECT_GT(row.seen, calls / 100) << r.err;
@@ -89,8 +96,7 @@ TEST(SamplingWindows, ASteadyWorkloadIsEstimatedWhileOnlyWindowedCallsTrap) {
 TEST(SamplingWindows, AShortProgramIsCountedCallByCall) {
   MCP_REQUIRE_BPF();
   const std::string probe = kWorkload + ":mcp_work";
-  auto r = mcp::test::run_command(
-      {kAgent, "trace", "--uprobe", probe, "-r", "0.01", "--output", "/dev/null", "--", kWorkload, "calls", "200000"});
+  auto r = trace_mcp_work("0.01", {"calls", "200000"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto& row = mcp::test::parse_summary(r.err).at(probe);
   EXPECT_EQ(row.seen, 200000u) << "every call sampled: " << r.err;
@@ -109,8 +115,7 @@ TEST(SamplingWindows, AShortProgramIsCountedCallByCall) {
 TEST(SamplingWindows, ATrapBoundHotLoopGetsNoEstimateRatherThanAWrongOne) {
   MCP_REQUIRE_BPF();
   const std::string probe = kWorkload + ":mcp_work";
-  auto r = mcp::test::run_command(
-      {kAgent, "trace", "--uprobe", probe, "-r", "0.01", "--output", "/dev/null", "--", kWorkload, "calls", "3000000"});
+  auto r = trace_mcp_work("0.01", {"calls", "3000000"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto& row = mcp::test::parse_summary(r.err).at(probe);
   EXPECT_EQ(row.estimated, -1) << "EST_COUNT withheld: " << r.err;
@@ -127,8 +132,7 @@ TEST(SamplingWindows, ATrapBoundHotLoopGetsNoEstimateRatherThanAWrongOne) {
 TEST(SamplingWindows, APacedWorkloadIsEstimatedFromWindowsWithinItsRange) {
   MCP_REQUIRE_BPF();
   const std::string probe = kWorkload + ":mcp_work";
-  auto r = mcp::test::run_command(
-      {kAgent, "trace", "--uprobe", probe, "-r", "0.01", "--output", "/dev/null", "--", kWorkload, "rate", "2000", "5"});
+  auto r = trace_mcp_work("0.01", {"rate", "2000", "5"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const uint64_t calls = calls_made(r.out);
   ASSERT_GT(calls, 9000u) << r.out;

@@ -277,7 +277,7 @@ TEST(TraceExport, RulesFileDropsAndRedactsBeforePrinting) {
 }
 
 // Issue 31: every redaction the rules make is in the audit trail before the event is printed,
-// and `audit verify` proves the trail whole, then names the record whose byte was changed.
+// and `audit verify --key` proves the trail whole, then names the record whose byte was changed.
 TEST(TraceExport, AuditLogRecordsEachRedactionAndVerifyCatchesAChangedByte) {
   MCP_REQUIRE_BPF();
   const TempDir dir;
@@ -288,18 +288,19 @@ TEST(TraceExport, AuditLogRecordsEachRedactionAndVerifyCatchesAChangedByte) {
                         "--", kWorkload, "calls", "100"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("audit: 10 records in " + trail), std::string::npos) << r.err;
-  auto v = run_command({kAgent, "audit", "verify", trail});
+  const std::string key = trail + ".key";  // beside the trail, not in it
+  auto v = run_command({kAgent, "audit", "verify", "--key", key, trail});
   ASSERT_EQ(v.exit_code, 0) << v.err;
-  EXPECT_NE(v.out.find("ok: 10 records in 1 file(s), seq 1..10, chain unbroken"), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find("ok: 10 records in 1 file(s), seq 1..10, chain unbroken and sealed"), std::string::npos) << v.out;
   const std::string file = trail + "/audit-000000000001.jsonl";
   std::string text = mcp::test::slurp(file);
   const size_t third = text.find("\"seq\":3,");
   ASSERT_NE(third, std::string::npos) << text;
   text[text.find("GDPR-9", third) + 5] = '8';  // the clause of record 3, one byte
   mcp::test::write_file(file, text);
-  v = run_command({kAgent, "audit", "verify", file});
+  v = run_command({kAgent, "audit", "verify", "--key", key, file});
   EXPECT_EQ(v.exit_code, 1);
-  EXPECT_NE(v.err.find(file + ":3: its hash does not match its content"), std::string::npos) << v.err;
+  EXPECT_NE(v.err.find(file + ":3: its MAC does not match its content"), std::string::npos) << v.err;
   // --audit-log without rules would record nothing: refused.
   r = run_command({kAgent, "trace", "--syscall", "getppid", "--audit-log", trail});
   EXPECT_EQ(r.exit_code, 2) << r.err;

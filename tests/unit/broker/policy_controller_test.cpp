@@ -40,6 +40,8 @@ TEST(ParseSamplingPolicy, NamesWhatTheBrokerCannotApply) {
       {{{"service", "a"}, {"samplingRate", 1}, {"qpsThreshold", -1}}, "qpsThreshold"},
       {{{"service", "a"}, {"targetQps", 5}, {"strategy", "weighted"}}, "weighted"},
       {{{"service", "a"}, {"samplingRate", 1}, {"traceIdPrefix", "xyz"}}, "trace_id_prefix"},
+      // Issue 51: stored as a policy on the whole probe, not a prefix rule.
+      {{{"service", "a"}, {"samplingRate", 1}, {"traceIdPrefix", ""}}, "spec.traceIdPrefix is empty"},
       {{{"service", "a"}, {"samplingRate", 1}, {"serviceLabels", {{"k", 1}}}}, "serviceLabels.k"},
   };
   for (const auto& [spec, field] : cases) {

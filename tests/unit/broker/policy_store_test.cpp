@@ -2,12 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <fstream>
 #include <limits>
 #include <random>
 #include <sstream>
 
 #include "common/error.h"
+#include "common/trace_id_prefix.h"
 
 namespace mcp::broker {
 namespace {
@@ -186,6 +188,52 @@ TEST(PolicyStore, ABadStoredRecordIsQuarantinedNotFatal) {
   EXPECT_TRUE(PolicyStore(file).list().empty());
   EXPECT_FALSE(std::filesystem::exists(file)) << "the unreadable file was not moved aside";
   std::filesystem::remove_all(dir);
+}
+
+// Issue 51: the broker stored 306 prefix rules for one probe while the agent holds 255 and
+// dropped the rest with a log line. The one past the agent's table is refused, naming why.
+TEST(PolicyStore, RefusesAPrefixRulePastWhatAnAgentHolds) {
+  PolicyStore store;
+  mcp::v1::Policy p;
+  p.set_service("api");
+  p.set_probe("handle");
+  p.set_sampling_rate(0.5);
+  auto hex = [](size_t i) {
+    char text[8];
+    std::snprintf(text, sizeof text, "%04zx", i);
+    return std::string(text);
+  };
+  for (size_t i = 0; i < kMaxTraceIdPrefixRules; i++) {
+    p.set_trace_id_prefix(hex(i));
+    store.apply(p);
+  }
+  ASSERT_EQ(kMaxTraceIdPrefixRules, 255u);
+  p.set_trace_id_prefix(hex(kMaxTraceIdPrefixRules));
+  try {
+    store.apply(p);
+    ADD_FAILURE() << "rule 256 was stored";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kUsage);  // the broker answers INVALID_ARGUMENT
+    EXPECT_EQ(std::string(e.what()),
+              "service 'api' probe 'handle' has 255 trace_id_prefix rules already, the most an agent holds: "
+              "remove one first");
+  }
+  EXPECT_EQ(store.list().size(), kMaxTraceIdPrefixRules);
+  // What takes no more room still goes: a replaced rule, a plain policy, another probe's rule.
+  p.set_trace_id_prefix(hex(7));
+  p.set_sampling_rate(0.25);
+  EXPECT_DOUBLE_EQ(store.apply(p).sampling_rate(), 0.25);
+  p.set_trace_id_prefix("");
+  store.apply(p);
+  p.set_probe("other");
+  p.set_trace_id_prefix("ff");
+  store.apply(p);
+  EXPECT_EQ(store.list().size(), kMaxTraceIdPrefixRules + 2);
+  // Room made by a removal is room again.
+  ASSERT_TRUE(store.remove({"api", "handle", hex(0)}));
+  p.set_probe("handle");
+  p.set_trace_id_prefix(hex(kMaxTraceIdPrefixRules));
+  store.apply(p);
 }
 
 }  // namespace

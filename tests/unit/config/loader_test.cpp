@@ -269,16 +269,22 @@ TEST(ConfigLoader, RulesFileErrorsNameTheRulesFile) {
 TEST(ConfigLoader, AuditLogDirIsTheConfigDirectorysAndItsLimitsAreChecked) {
   TempDir dir;
   const auto cfg_path = dir.write("agent.yaml", "compliance:\n  rules: 'rule \"r\" when pid == 1 then audit.trace = [\"A\"] end'\n"
-                                                "  audit_log:\n    dir: trail\n    max_bytes: 1048576\n    max_age: 7d\n");
+                                                "  audit_log:\n    dir: trail\n    max_bytes: 1048576\n    max_age: 7d\n"
+                                                "    key: keys/trail.key\n    max_files: 30\n    seal_every: 1000\n");
   const Config cfg = load_config(cfg_path);
   ASSERT_TRUE(cfg.compliance.audit_log.has_value());
   EXPECT_EQ(cfg.compliance.audit_log->dir, (dir.path() / "trail").string());
   EXPECT_EQ(cfg.compliance.audit_log->max_bytes, 1048576u);
   EXPECT_EQ(cfg.compliance.audit_log->max_age, std::chrono::hours(24 * 7));
+  EXPECT_EQ(cfg.compliance.audit_log->key, (dir.path() / "keys/trail.key").string());
+  EXPECT_EQ(cfg.compliance.audit_log->max_files, 30u);
+  EXPECT_EQ(cfg.compliance.audit_log->seal_every, 1000u);
   for (const char* bad : {"compliance:\n  audit_log:\n    max_bytes: 4096\n",
                           "compliance:\n  audit_log:\n    dir: t\n    max_bytes: 10\n",
                           "compliance:\n  audit_log:\n    dir: t\n    max_age: soon\n",
-                          "compliance:\n  audit_log:\n    dir: t\n    rotate: daily\n"})
+                          "compliance:\n  audit_log:\n    dir: t\n    rotate: daily\n",
+                          "compliance:\n  audit_log:\n    dir: t\n    max_files: -1\n",
+                          "compliance:\n  audit_log:\n    dir: t\n    seal_every: 0\n"})
     EXPECT_THROW(parse_config(bad, "a.yaml"), ConfigError) << bad;
 }
 

@@ -64,5 +64,42 @@ TEST(AgentId, StableIdIsStoredOwnerOnlyAndReused) {
   std::filesystem::remove_all(dir.string() + "-other");
 }
 
+// Issue 51: the id was written through DIR/agent-id.tmp, a fixed name a link could be planted
+// at, and read through DIR/agent-id (another file's first line sent as the id).
+TEST(AgentId, NeverWrittenOrReadThroughALinkNorInADirectoryOthersCanWrite) {
+  const auto dir = std::filesystem::temp_directory_path() / ("mcp-agent-id-" + std::to_string(std::random_device{}()));
+  std::filesystem::create_directories(dir / "outside");
+  const auto victim = dir / "outside" / "victim";
+  std::ofstream(victim) << "root only\n";
+  const auto state = dir / "state";
+  std::filesystem::create_directory(state);
+  std::filesystem::permissions(state, std::filesystem::perms::owner_all);
+  std::filesystem::create_symlink(victim, state / "agent-id.tmp");
+  const std::string id = stable_agent_id(state);
+  EXPECT_NE(id, "root only");
+  EXPECT_FALSE(std::filesystem::is_symlink(state / "agent-id"));
+  EXPECT_EQ(stable_agent_id(state), id);
+  std::filesystem::remove(state / "agent-id");
+  std::filesystem::create_symlink(victim, state / "agent-id");
+  try {
+    stable_agent_id(state);
+    ADD_FAILURE() << "read through a link";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find((state / "agent-id").string() + ": a symbolic link is there"),
+              std::string::npos) << e.what();
+  }
+  std::filesystem::permissions(state, std::filesystem::perms::all);
+  try {
+    stable_agent_id(state);
+    ADD_FAILURE() << "a world-writable directory was accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("agent id: refusing directory " + state.string() + ": it is writable"),
+              std::string::npos) << e.what();
+  }
+  std::ifstream in(victim);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "root only\n");
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace mcp

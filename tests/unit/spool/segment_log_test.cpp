@@ -283,6 +283,104 @@ TEST_F(SegmentLogTest, AFullDiskLosesOnlyTheRecordsItRefusedAndPositionsStayRigh
   for (size_t i = 0; i < records.size(); ++i) EXPECT_EQ(records[i].payload, stored[i].second);
 }
 
+// Issue 51: root appended spool bytes to a file through a link planted in the spool directory,
+// and truncated another through log.meta.tmp (fs.protected_symlinks may be 0). `victim`
+// stands for a root-only file outside the spool; every test checks it is left as it was.
+class SpoolLinkTest : public SegmentLogTest {
+ protected:
+  void SetUp() override {
+    SegmentLogTest::SetUp();
+    victim_ = dir_.string() + "-victim";
+    std::ofstream(victim_) << "root only\n";
+    ASSERT_EQ(chmod(victim_.c_str(), 0600), 0);
+    std::filesystem::create_directories(dir_);
+    ASSERT_EQ(chmod(dir_.c_str(), 0700), 0);
+  }
+  void TearDown() override {
+    std::filesystem::remove(victim_);
+    SegmentLogTest::TearDown();
+  }
+  std::string victim() const {
+    std::ifstream in(victim_);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  void plant(const std::string& name) { std::filesystem::create_symlink(victim_, dir_ / name); }
+  // Runs `f`, which must throw an error naming `name` and the link.
+  template <typename F>
+  void expect_refused(F f, const std::string& name) {
+    try {
+      f();
+      ADD_FAILURE() << "a link at " << name << " was accepted";
+    } catch (const std::exception& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find((dir_ / name).string()), std::string::npos) << what;
+      EXPECT_NE(what.find("a symbolic link is there"), std::string::npos) << what;
+    }
+  }
+  std::filesystem::path victim_;
+};
+
+TEST_F(SpoolLinkTest, ALinkAtASegmentIsRefusedNotAppendedThrough) {
+  plant("00000000000000000001.seg");
+  expect_refused([&] { SegmentLog({dir_, 1 << 20, 1 << 20}).append("spooled event"); }, "00000000000000000001.seg");
+  EXPECT_EQ(victim(), "root only\n");
+}
+
+TEST_F(SpoolLinkTest, ALinkAtTheNextSegmentIsRefusedNotTruncated) {
+  SegmentLog log({dir_, 64, 1 << 20});
+  log.append(std::string(80, 'a'));  // past segment_bytes: the next record starts segment 2
+  plant("00000000000000000002.seg");
+  expect_refused([&] { log.append("b"); }, "00000000000000000002.seg");
+  EXPECT_EQ(victim(), "root only\n");
+}
+
+TEST_F(SpoolLinkTest, ALinkAtTheLockIsRefusedNotTruncated) {
+  plant(".lock");
+  expect_refused([&] { SegmentLog({dir_, 1 << 20, 1 << 20}); }, ".lock");
+  EXPECT_EQ(victim(), "root only\n");
+}
+
+TEST_F(SpoolLinkTest, LogMetaIsWrittenUnderANameNobodyCanPlantInAdvance) {
+  plant("log.meta.tmp");  // the fixed temporary name log.meta was written through
+  {
+    SegmentLog log({dir_, 64, 1 << 20});
+    for (int i = 0; i < 3; i++) log.append(std::string(80, char('a' + i)));  // log.meta rewritten per segment
+  }
+  EXPECT_EQ(victim(), "root only\n");
+  EXPECT_TRUE(std::filesystem::is_symlink(dir_ / "log.meta.tmp")) << "left alone";
+  EXPECT_FALSE(std::filesystem::is_symlink(dir_ / "log.meta"));
+  SegmentLog reopened({dir_, 64, 1 << 20});  // the normal path: log.meta reads back
+  EXPECT_EQ(reopened.stats().records, 3u);
+  EXPECT_EQ(reopened.append("d"), 4u);
+}
+
+TEST_F(SpoolLinkTest, ADirectoryOthersCanPlantLinksInIsRefusedNamingItAndWhy) {
+  ASSERT_EQ(chmod(dir_.c_str(), 0777), 0);
+  try {
+    SegmentLog log({dir_, 1 << 20, 1 << 20});
+    ADD_FAILURE() << "a world-writable spool directory was accepted";
+  } catch (const std::exception& e) {
+    EXPECT_EQ(std::string(e.what()), "spool: refusing directory " + dir_.string() +
+                                         ": it is writable by group or others without the sticky bit (mode 0777), "
+                                         "so another user can plant links where we write (chmod go-w)");
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir_)) << "nothing written before the check";
+  // Sticky and ours, as /tmp is root's: others cannot move our files, and links are not followed.
+  ASSERT_EQ(chmod(dir_.c_str(), 01777), 0);
+  { SegmentLog({dir_, 1 << 20, 1 << 20}).append("ok"); }
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to give the directory away";
+  ASSERT_EQ(chmod(dir_.c_str(), 0700), 0);
+  ASSERT_EQ(chown(dir_.c_str(), 65534, 65534), 0);
+  try {
+    SegmentLog log({dir_, 1 << 20, 1 << 20});
+    ADD_FAILURE() << "a spool directory owned by uid 65534 was accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("refusing directory " + dir_.string() + ": it is owned by uid 65534"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(SegmentLogMemory, BehavesLikeTheDiskLogWithoutADirectory) {
   SegmentLog log({{}, 100, 300});
   for (int i = 0; i < 10; ++i) log.append(std::string(90, char('a' + i)), 2);

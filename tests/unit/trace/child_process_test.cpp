@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <thread>
@@ -67,6 +68,22 @@ TEST(ChildProcess, HeldBeforeExecUntilStart) {
   EXPECT_EQ(exe_of(c.pid()), exe_of(getpid()));
   EXPECT_FALSE(c.poll_exit().has_value());
   c.start();
+  EXPECT_EQ(wait_exit(c), 0);
+}
+
+// Issue 50: a program that exits at once (`true`) is stopped after exec until at_exec has read
+// what only the live process shows (its executable's mapping); then it runs on and exits.
+TEST(ChildProcess, AtExecSeesTheProgramMappedBeforeItRuns) {
+  ChildProcess c({"true"});
+  bool mapped = false;
+  pid_t seen = 0;
+  c.start([&](pid_t pid) {
+    seen = pid;
+    std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+    for (std::string line; std::getline(maps, line);) mapped |= line.find("/true") != std::string::npos;
+  });
+  EXPECT_EQ(seen, c.pid());
+  EXPECT_TRUE(mapped) << "the program's own file was mapped when at_exec ran";
   EXPECT_EQ(wait_exit(c), 0);
 }
 

@@ -7,6 +7,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
+#include <set>
 #include <string>
 
 #include "common/error.h"
@@ -294,6 +295,27 @@ TEST(ResolveBinary, MissingBinaryIsRuntimeErrorNamingIt) {
     }
   }
   EXPECT_THROW(resolve_binary("/tmp", 0), Error);  // a directory is not a binary
+}
+
+// Issue 51: libc's strlen is an IFUNC resolver (a probe on it sees one call per process, not
+// one per strlen): the resolver says so, so `trace` can warn; malloc is a plain function.
+TEST(ResolveUprobe, IfuncResolversAreMarked) {
+  const auto strlen_target = resolve_uprobe("libc:strlen", 0);
+  const auto syms = ElfSymbols::load(strlen_target.binary);
+  if (!syms.is_ifunc("strlen")) GTEST_SKIP() << "this libc's strlen is not an IFUNC";
+  EXPECT_TRUE(strlen_target.ifunc);
+  EXPECT_FALSE(resolve_uprobe("libc:malloc", 0).ifunc);
+}
+
+// Issue 51: a wildcard matching aliases of one function (strtoll and strtoq) probes the address
+// once: one call is one event, and the summed estimates are not multiplied.
+TEST(ResolveUprobe, AWildcardProbesEachAddressOnce) {
+  const auto targets = resolve_uprobe_pattern("libc", "strto*", 0);
+  std::set<uint64_t> offsets;
+  for (const auto& t : targets) EXPECT_TRUE(offsets.insert(t.offset).second) << t.symbol << " probed twice";
+  // Not vacuous: this libc has aliases among those names.
+  const auto syms = ElfSymbols::load(targets.front().binary);
+  EXPECT_GT(syms.functions_matching("strto*").size(), targets.size());
 }
 
 TEST(ResolveUprobe, LibcMallocIsInsideAnExecutableSegment) {

@@ -171,6 +171,44 @@ TEST(TraceOptions, NumbersThatCannotMeanWhatTheySayAreRejected) {
   EXPECT_EQ(parse_and_validate({"-s", "getppid", "--target-qps", "0.01"}).target_qps, 0.01);
 }
 
+// Issue 51: each of these was accepted silently. -1 reached the counts as 2^64-1 (CLI11 reads
+// unsigned options with strtoull); --latency did nothing on USDT probes; an agent id the
+// broker refuses lost every event after 10 s of refusals; an empty prefix ruled nothing.
+TEST(TraceOptions, CountsOutOfRangeNameTheFlagAndTheRange) {
+  expect_usage_error({"-s", "getppid", "--max-events", "-1"}, "--max-events must be 0 (no limit) to 2^63-1, got -1");
+  expect_usage_error({"-s", "getppid", "--wakeup-bytes", "-1"}, "--wakeup-bytes must be 1 to 1G (1073741824), got -1");
+  expect_usage_error({"-s", "getppid", "--wakeup-bytes", "1099511627776"},
+                     "--wakeup-bytes must be 1 to 1G (1073741824), got 1099511627776");
+  expect_usage_error({"-s", "getppid", "--wakeup-bytes", "0"}, "--wakeup-bytes must be 1 to 1G");
+  EXPECT_EQ(parse_and_validate({"-s", "getppid", "--max-events", "0"}).max_events, 0u);
+  EXPECT_EQ(parse_and_validate({"-s", "getppid", "--wakeup-bytes", "1073741824"}).wakeup_bytes, 1u << 30);
+  EXPECT_EQ(parse_and_validate({"-s", "getppid", "--wakeup-bytes", "1"}).wakeup_bytes, 1u);
+}
+
+TEST(TraceOptions, LatencyWithOnlyUsdtProbesIsRejected) {
+  expect_usage_error({"--usdt", "/bin/true:prov:name", "--latency"}, "--latency applies to --uprobe and --syscall probes");
+  EXPECT_TRUE(parse_and_validate({"--usdt", "/bin/true:prov:name", "-s", "getppid", "--latency"}).latency)
+      << "a syscall beside it takes it";
+}
+
+TEST(TraceOptions, AnAgentIdTheBrokerWouldRefuseIsRejectedAtStart) {
+  expect_usage_error({"-s", "getppid", "--agent-id", "a b|c"},
+                     "--agent-id 'a b|c': agent id must be printable ASCII without spaces or '|'");
+  expect_usage_error({"-s", "getppid", "--agent-id", std::string(300, 'x')}, "agent id longer than 256 bytes");
+  expect_usage_error({"-s", "getppid", "--agent-id", ""}, "--agent-id '': agent id missing");
+  EXPECT_EQ(parse_and_validate({"-s", "getppid", "--agent-id", "node-7.eu"}).agent_id, "node-7.eu");
+}
+
+TEST(TraceOptions, AnEmptyTraceIdPrefixIsRejected) {
+  expect_usage_error({"-u", "/bin/true:main", "--trace-id-arg", "0:hex32", "--trace-id-prefix", ""},
+                     "--trace-id-prefix");
+  expect_usage_error({"-u", "/bin/true:main", "--trace-id-arg", "0:hex32", "--trace-id-prefix", "=0.5"},
+                     "1 to 32 hex digits");
+  const auto o = parse_and_validate({"-u", "/bin/true:main", "--trace-id-arg", "0:hex32", "--trace-id-prefix", "00AF=0.5"});
+  ASSERT_EQ(o.trace_id_prefixes.size(), 1u);
+  EXPECT_EQ(o.trace_id_prefixes[0].first, "00af");
+}
+
 TEST(TraceOptions, PidAndCommandExcludeEachOther) {
   expect_usage_error({"-s", "getppid", "-p", std::to_string(getpid()), "--", "/bin/true"}, "exclude");
 }
