@@ -93,7 +93,12 @@ void ChildProcess::start(const std::function<void(pid_t)>& at_exec) {
       return;
     }
   }
-  at_exec(pid_);
+  try {
+    at_exec(pid_);
+  } catch (...) {
+    if (traced) ptrace(PTRACE_DETACH, pid_, nullptr, nullptr);  // never left stopped
+    throw;
+  }
   if (traced) ptrace(PTRACE_DETACH, pid_, nullptr, nullptr);
 }
 

@@ -277,6 +277,15 @@ int run_trace(TraceOptions& o) {
   auto& session = rt.session();
   if (o.cuda)  // its kernels' host functions: named even when it exits before its events are read
     if (const auto exe = executable_of(o); !exe.empty()) rt.symbolizer().add_file(exe);
+  // Without attach cookies libbpf places a USDT probe per process, from the process's own
+  // mappings: the command's probes wait until it has exec'd (stopped there, below).
+  config::Config at_exec;
+  if (child && !loader::KernelFeatures::get().attach_cookie) {
+    auto usdt = std::stable_partition(probes.probes.begin(), probes.probes.end(),
+                                      [](const auto& p) { return p.kind != config::ProbeKind::kUsdt; });
+    at_exec.probes.assign(std::make_move_iterator(usdt), std::make_move_iterator(probes.probes.end()));
+    probes.probes.erase(usdt, probes.probes.end());
+  }
   rt.probes().apply(reload::diff(config::Config{}, probes));
   if (o.config) rt.probes().apply_services(*o.config);
   for (const auto& [digits, rate] : o.trace_id_prefixes)
@@ -290,7 +299,11 @@ int run_trace(TraceOptions& o) {
   // the kernel cannot place launches (no bpf_find_vma), a program that exits within a
   // millisecond is named from these. Before run(): the symbolizer is the consumer thread's then.
   if (child) {
-    if (o.cuda) child->start([&rt](pid_t pid) { rt.symbolizer().remember_maps(pid); });
+    if (o.cuda || !at_exec.probes.empty())
+      child->start([&](pid_t pid) {
+        if (o.cuda) rt.symbolizer().remember_maps(pid);
+        if (!at_exec.probes.empty()) rt.probes().apply(reload::diff(config::Config{}, at_exec));
+      });
     else child->start();
   }
   runtime::RunHooks hooks;

@@ -139,7 +139,7 @@ std::vector<KernelFeature> KernelFeatures::list() const {
       {"task_storage", "task storage maps", "5.11", "per-thread state in an LRU hash by thread id", task_storage},
       {"fetch_atomics", "BPF fetching atomics", "5.12", "quota buckets updated without atomics", fetch_atomics},
       {"attach_cookie", "bpf_get_attach_cookie", "5.15",
-       "a program copy per attached probe; USDT probes only with a pid", attach_cookie},
+       "a program copy per attached probe; USDT probes only with a pid or a command", attach_cookie},
       {"ancestor_cgroup", "bpf_get_current_ancestor_cgroup_id in probes", "5.14",
        "cgroup scopes found by walking the cgroup's parents", ancestor_cgroup},
       {"task_pt_regs", "bpf_task_pt_regs", "5.15", "syscalls traced at entry and exit", task_pt_regs},
