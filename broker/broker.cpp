@@ -219,6 +219,7 @@ class Broker::Impl final : public SamplingService {
       for (auto* s : subscriptions_) s->queue().close();
     }
     backend_->stop();
+    if (listener_) listener_->stop();  // no connection handed to a server that is stopping
     server_->Shutdown(std::chrono::system_clock::now() + grace);
     server_->Wait();
     if (otlp_) {
@@ -233,6 +234,8 @@ class Broker::Impl final : public SamplingService {
     if (!otlp_) return std::nullopt;
     return otlp_->stats();
   }
+
+  ListenerHealth health() const { return listener_ ? listener_->health() : descriptor_health(); }
 
   // --- RPCs -------------------------------------------------------------------------------
 
@@ -346,12 +349,31 @@ class Broker::Impl final : public SamplingService {
     }
     const std::optional<gid_t> group = socket_group(options_);
     grpc::ServerBuilder builder;
-    builder.AddListeningPort(options_.listen, creds, &port_);
+    // gRPC's default handshake deadline is 120 s and idle connections are kept forever.
+    builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, static_cast<int>(options_.handshake_timeout.count()));
+    if (options_.connection_idle.count() > 0)
+      builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, static_cast<int>(options_.connection_idle.count()));
+    if (options_.listen.starts_with("unix:")) {
+      builder.AddListeningPort(options_.listen, creds, &port_);
+    } else {
+      // gRPC never calls accept() on TCP: its listener stops for good after one EMFILE.
+      listener_ = std::make_unique<Listener>(options_.listen);
+      port_ = listener_->port();
+      acceptor_ = builder.experimental().AddExternalConnectionAcceptor(
+          grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, creds);
+    }
     builder.RegisterService(this);
     builder.SetMaxReceiveMessageSize(static_cast<int>(options_.limits.max_message_bytes));
     server_ = builder.BuildAndStart();
     if (!server_ || port_ == 0) throw runtime_error("cannot listen on " + options_.listen);
     if (options_.listen.starts_with("unix:")) restrict_socket(options_.listen, group);
+    if (listener_)
+      listener_->start([this](int listen_fd, int fd) {
+        grpc::experimental::ExternalConnectionAcceptor::NewConnectionParameters p;
+        p.listener_fd = listen_fd;
+        p.fd = fd;
+        acceptor_->HandleNewConnection(&p);
+      });
   }
 
   // Resolved before listening, so an unknown group fails with nothing started.
@@ -894,6 +916,8 @@ class Broker::Impl final : public SamplingService {
   }
 
   BrokerOptions options_;
+  std::unique_ptr<Listener> listener_;  // TCP; null on a unix socket (gRPC's own listener)
+  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> acceptor_;  // listener_'s connections into server_
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   clock::Hlc hlc_;
@@ -930,6 +954,7 @@ mcp::v1::StatsReply Broker::stats() const {
 }
 void Broker::shutdown(std::chrono::milliseconds grace) { impl_->shutdown(grace); }
 std::optional<otlp::ExporterStats> Broker::otlp_stats() const { return impl_->otlp_stats(); }
+ListenerHealth Broker::health() const { return impl_->health(); }
 mcp::v1::Policy Broker::apply_policy(const mcp::v1::Policy& policy, uint32_t* pushed) {
   return impl_->backend().apply_policy(policy, pushed);
 }

@@ -50,6 +50,7 @@
 #include <vector>
 
 #include "broker/access.h"
+#include "broker/listener.h"
 #include "broker/nats_options.h"
 #include "broker/policy_key.h"
 #include "broker/publish_check.h"
@@ -84,6 +85,11 @@ struct BrokerOptions {
   std::chrono::seconds agent_expiry{30 * 24 * 3600};
   NatsBackendOptions nats;                // servers empty: the embedded backend
   otlp::ExporterOptions otlp;             // endpoint empty: no OTLP export
+  // A connection must finish its handshake (TLS, HTTP/2 settings) within this, and one with no
+  // call open for connection_idle is closed (0: never): idle connections once held descriptors
+  // until the broker had none left (issue 51). TCP connections are accepted by listener.h.
+  std::chrono::milliseconds handshake_timeout{10000};
+  std::chrono::milliseconds connection_idle{5 * 60 * 1000};
   // Distinct (service, probe) pairs counted in Stats and /metrics; past it new pairs are counted
   // together as ("_other", "_other") and in StatsReply.probe_series_overflow.
   size_t max_probe_series = 10000;
@@ -104,6 +110,8 @@ class Broker {
   mcp::v1::StatsReply stats() const;
   // Stops accepting, ends subscriber streams, cancels what is still running after `grace`.
   void shutdown(std::chrono::milliseconds grace);
+  // Not ok while new connections are refused or cannot be accepted (for /healthz). Thread-safe.
+  ListenerHealth health() const;
   // The OTLP exporter's counters; nullopt when OTLP export is off.
   std::optional<otlp::ExporterStats> otlp_stats() const;
   // The policies, in process (the SamplingPolicy controller, policy_controller.h): the same

@@ -49,6 +49,7 @@ DedupTable::DedupTable(std::filesystem::path file) : file_(std::move(file)) {
         if (value.contains("incarnations"))
           for (const auto& [inc, seq] : value.at("incarnations").items())
             a.incarnations[std::stoull(inc, nullptr, 16)].sequence = seq.get<uint64_t>();
+        for (auto& [inc, c] : a.incarnations) c.used_us = a.seen_s * 1000000;  // in use when last seen
       }
     }
     std::ifstream bindings(bindings_of(file_));
@@ -73,8 +74,15 @@ Admission DedupTable::check(const std::string& agent, uint64_t incarnation,
   if (const auto it = agents_.find(agent); it != agents_.end()) {
     if (!it->second.credential.empty() && it->second.credential != credential)
       return Admission::kForeignCredential;
-    if (const auto c = it->second.incarnations.find(incarnation); c != it->second.incarnations.end())
+    const auto& incs = it->second.incarnations;
+    if (const auto c = incs.find(incarnation); c != incs.end()) {
       mark = c->second.sequence;
+    } else if (incs.size() >= kMaxIncarnations) {
+      const auto lru = std::min_element(incs.begin(), incs.end(), [](const auto& a, const auto& b) {
+        return a.second.used < b.second.used;
+      });
+      if (now_us < sat_add(lru->second.used_us, kIncarnationIdleUs)) return Admission::kIncarnationsInUse;
+    }
   }
   if (sequence <= mark) return Admission::kDuplicate;
   uint64_t bound = sat_add(mark, kSequenceWindow);
@@ -82,7 +90,7 @@ Admission DedupTable::check(const std::string& agent, uint64_t incarnation,
   return sequence > bound ? Admission::kBeyondWindow : Admission::kNew;
 }
 
-DedupTable::Count& DedupTable::count_of(const std::string& agent, uint64_t incarnation) {
+DedupTable::Count& DedupTable::count_of(const std::string& agent, uint64_t incarnation, uint64_t now_us) {
   auto& incs = agents_[agent].incarnations;
   if (!incs.count(incarnation) && incs.size() >= kMaxIncarnations) {
     incs.erase(std::min_element(incs.begin(), incs.end(), [](const auto& a, const auto& b) {
@@ -91,12 +99,13 @@ DedupTable::Count& DedupTable::count_of(const std::string& agent, uint64_t incar
   }
   Count& c = incs[incarnation];
   c.used = ++tick_;
+  c.used_us = std::max(c.used_us, now_us);
   return c;
 }
 
 bool DedupTable::record(const std::string& agent, uint64_t incarnation,
                         const std::string& credential, uint64_t sequence, uint64_t now_us) {
-  Count& c = count_of(agent, incarnation);
+  Count& c = count_of(agent, incarnation, now_us);
   c.sequence = std::max(c.sequence, sequence);
   Agent& a = agents_[agent];
   a.seen_s = std::max(a.seen_s, now_us / 1000000);
@@ -107,7 +116,7 @@ bool DedupTable::record(const std::string& agent, uint64_t incarnation,
 }
 
 void DedupTable::advance(const std::string& agent, uint64_t incarnation, uint64_t sequence, uint64_t now_us) {
-  Count& c = count_of(agent, incarnation);
+  Count& c = count_of(agent, incarnation, now_us);
   c.sequence = std::max(c.sequence, sequence);
   // The journal's batches were seen when the file says (a repair is no sighting); only an id
   // the file lacks (killed before its snapshot) counts from now.

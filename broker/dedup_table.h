@@ -11,6 +11,12 @@
 // batch can neither start a count high nor walk one far. Incarnation 0 is an older agent whose
 // sequences came from its clock in µs: its bound is max(mark + window, now_us + 1 h). Each agent
 // keeps its kMaxIncarnations most recently used incarnations (an older one is a spool long gone).
+// Eviction (issue 51, finding 5): 20 incarnations sent under another agent's id pushed its marks
+// out, and its replay of acked batches was stored twice. Marks are only ever created or evicted
+// by the credential the id is bound to (any other is kForeignCredential before anything is
+// recorded), and where publishers share one credential (no authentication, one token for all) a
+// new incarnation may evict only one unused for kIncarnationIdleUs: while all are in use it is
+// kIncarnationsInUse. A real agent makes a new incarnation only when it lost its spool.
 // check() only decides; record() is called once the batch is stored.
 // An agent id unseen for longer than expire()'s `idle` is forgotten, marks and binding (nodes
 // come and go: 10,000 ids once lived forever). Only an agent that comes back after that with a
@@ -34,6 +40,7 @@ namespace mcp::broker {
 inline constexpr uint64_t kSequenceWindow = uint64_t{1} << 32;
 inline constexpr uint64_t kClockAllowanceUs = uint64_t{3600} * 1000000;  // agent clock ahead by 1 h
 inline constexpr size_t kMaxIncarnations = 16;
+inline constexpr uint64_t kIncarnationIdleUs = uint64_t{600} * 1000000;  // 10 min
 
 // The clock `now_us` counts in: wall-clock microseconds since the epoch.
 inline uint64_t unix_us() {
@@ -46,6 +53,7 @@ enum class Admission {
   kDuplicate,          // at or below the mark: ack as duplicate, do not store
   kForeignCredential,  // the id is bound to another credential: PERMISSION_DENIED
   kBeyondWindow,       // sequence starts or jumps too far: INVALID_ARGUMENT
+  kIncarnationsInUse,  // a new incarnation, and all kMaxIncarnations used recently: FAILED_PRECONDITION
 };
 
 class DedupTable {
@@ -77,13 +85,14 @@ class DedupTable {
   struct Count {
     uint64_t sequence = 0;
     uint64_t used = 0;  // tick of the last record(): the least recent is evicted
+    uint64_t used_us = 0;  // when, on the now_us clock
   };
   struct Agent {
     std::string credential;  // "" : not bound yet
     std::map<uint64_t, Count> incarnations;
     uint64_t seen_s = 0;     // unix seconds of the last record() (0: not yet)
   };
-  Count& count_of(const std::string& agent, uint64_t incarnation);
+  Count& count_of(const std::string& agent, uint64_t incarnation, uint64_t now_us);
   void append_binding(const std::string& agent, const std::string& credential) const;
 
   std::filesystem::path file_;

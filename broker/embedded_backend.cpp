@@ -81,6 +81,11 @@ class EmbeddedBackend final : public Backend {
                       "sequence " + std::to_string(seq) + " is too far past the last stored " +
                           std::to_string(dedup_.high_water(agent_id, incarnation)) +
                           " of this agent's incarnation (see 'Broker limits')");
+      case Admission::kIncarnationsInUse:
+        return Status(StatusCode::FAILED_PRECONDITION,
+                      "agent id '" + agent_id + "' already has " + std::to_string(kMaxIncarnations) +
+                          " incarnations in use within 10 minutes; a new one is refused until one is "
+                          "unused that long (see 'Broker limits')");
       case Admission::kNew:
         break;
     }

@@ -74,6 +74,9 @@ class JetStreamBackend final : public Backend {
                             std::to_string(before) + " of this agent's incarnation (see 'Broker limits')");
         case Admission::kDuplicate:
           return Status::OK;
+        // These marks are a cache of the agent bucket's and JetStream dedups by message id: an
+        // evicted mark costs a read of the bucket, never a duplicate, so nothing is refused.
+        case Admission::kIncarnationsInUse:
         default:
           break;
       }

@@ -16,6 +16,7 @@
 #include "broker/token_review.h"
 #include "common/duration.h"
 #include "common/error.h"
+#include "common/fd_limit.h"
 #include "common/text_file.h"
 #include "metrics/registry.h"
 #include "metrics/server.h"
@@ -60,6 +61,9 @@ int main(int argc, char** argv) {
   // event (bench/RESULTS.md, system/e2e round 7). Fixed thresholds also stop glibc moving them.
   mallopt(M_MMAP_THRESHOLD, 4 << 20);
   mallopt(M_TRIM_THRESHOLD, 16 << 20);
+  // Connections are refused near the descriptor limit (listener.h): at the usual soft limit of
+  // 1024 that would be under a thousand agents.
+  mcp::raise_fd_limit();
 
   CLI::App app{"mcp-broker: receives sampled events from agents and serves them to subscribers"};
   mcp::broker::BrokerOptions options;
@@ -147,6 +151,14 @@ int main(int argc, char** argv) {
                  "async: pipeline an agent's batches to JetStream; sync: one round trip each")
       ->capture_default_str()
       ->check(CLI::IsMember({"async", "sync"}));
+  std::string handshake_timeout = "10s";
+  std::string connection_idle = "5m";
+  app.add_option("--handshake-timeout", handshake_timeout,
+                 "close a connection that has not finished its TLS and HTTP/2 handshake by then")
+      ->capture_default_str();
+  app.add_option("--connection-idle-timeout", connection_idle,
+                 "close a connection with no call open this long (0: never)")
+      ->capture_default_str();
   std::string metrics_listen;
   app.add_option("--metrics-listen", metrics_listen,
                  "serve /metrics (Prometheus) and /healthz on HOST:PORT (port 0: any free port); "
@@ -204,6 +216,12 @@ int main(int argc, char** argv) {
     options.agent_expiry = std::chrono::duration_cast<std::chrono::seconds>(mcp::parse_duration(agent_expiry));
     options.subscriber_linger_max =
         std::chrono::duration_cast<std::chrono::milliseconds>(mcp::parse_duration(linger_max));
+    // gRPC takes both as int milliseconds.
+    options.handshake_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
+        mcp::parse_duration_up_to(handshake_timeout, std::chrono::hours(24)));
+    if (options.handshake_timeout.count() <= 0) throw mcp::usage_error("--handshake-timeout must be positive");
+    options.connection_idle = std::chrono::duration_cast<std::chrono::milliseconds>(
+        mcp::parse_duration_up_to(connection_idle, std::chrono::hours(24 * 24)));
     mcp::otlp::finish_otlp_flags(otlp);
     options.otlp = otlp.options;
     if (!backend.empty()) {
@@ -264,7 +282,13 @@ int main(int argc, char** argv) {
     std::optional<mcp::metrics::MetricsServer> metrics_server;
     if (metrics_address) {
       mcp::broker::register_broker_metrics(registry, broker);
-      metrics_server.emplace(registry, nullptr, *metrics_address);
+      metrics_server.emplace(
+          registry,
+          [&broker] {
+            const auto h = broker.health();
+            return mcp::metrics::HealthStatus{h.ok, h.reason};
+          },
+          *metrics_address);
       metrics_server->start();
       // Before the "listening on" line: whoever waits for that one can read this one too.
       std::fprintf(stderr, "mcp-broker: metrics on %s:%d\n", metrics_address->host.c_str(),

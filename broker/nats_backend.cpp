@@ -247,7 +247,8 @@ class NatsBackend::Impl {
     mcp::v1::Policy stored;
     {
       std::lock_guard lock(mu_);
-      stored = validator_.apply(policy);  // validates and stamps; the bucket is the truth
+      stored = PolicyStore().apply(policy);  // validates and stamps (an empty store: no room to check)
+      check_prefix_room(policies_, stored);  // the bucket's policies: the truth
     }
     const std::string data = stored.SerializeAsString();
     const std::string key = policy_key(key_of(stored));
@@ -713,7 +714,6 @@ class NatsBackend::Impl {
 
   mutable std::mutex mu_;  // guards everything below
   std::condition_variable cv_;
-  PolicyStore validator_;
   std::map<PolicyKey, mcp::v1::Policy> policies_;
   bool initial_loaded_ = false;
   uint64_t seen_revision_ = 0;

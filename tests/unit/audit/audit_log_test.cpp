@@ -60,6 +60,15 @@ VerifyResult verify(const fs::path& dir, const std::vector<fs::path>& files) {
 }
 VerifyResult verify(const fs::path& dir) { return verify(dir, files_in(dir)); }
 
+// A trail of five audited events in one file, its writer closed (sealed); the file.
+fs::path five_records(const fs::path& trail) {
+  {
+    AuditLog log({trail, 1 << 20, std::chrono::hours(1), "n"});
+    for (uint32_t i = 0; i < 5; i++) decide(log, event(100 + i, "ehr", "true"));
+  }
+  return files_in(trail).front();
+}
+
 std::vector<nlohmann::json> records_in(const fs::path& dir) {
   std::vector<nlohmann::json> out;
   for (const auto& f : files_in(dir)) {
@@ -123,11 +132,7 @@ TEST(AuditLog, OneChainAcrossRotationAndRestartsAndATornLastLineIsCutOff) {
 TEST(AuditVerify, NamesTheChangedRecordAndARemovedOne) {
   test::TempDir dir("mcp-audit");
   const fs::path trail = dir.path() / "trail";
-  {
-    AuditLog log({trail, 1 << 20, std::chrono::hours(1), "n"});
-    for (uint32_t i = 0; i < 5; i++) decide(log, event(100 + i, "ehr", "true"));
-  }
-  const fs::path file = files_in(trail).front();
+  const fs::path file = five_records(trail);
   const std::string good = test::slurp(file);
   std::vector<std::string> lines;
   std::istringstream in(good);
@@ -196,11 +201,7 @@ TEST(AuditLog, TheKeyIsCreatedPrivateOutsideTheDirAndAForeignOrMissingOneIsRefus
 TEST(AuditLog, ARestartRefusesATrailShorterThanItsSeal) {
   test::TempDir dir("mcp-audit");
   const fs::path trail = dir.path() / "trail";
-  {
-    AuditLog log({trail, 1 << 20, std::chrono::hours(1), "n"});
-    for (uint32_t i = 0; i < 5; i++) decide(log, event(100 + i, "ehr", "true"));
-  }
-  const fs::path file = files_in(trail).front();
+  const fs::path file = five_records(trail);
   std::string text = test::slurp(file);
   text.resize(text.rfind('\n', text.size() - 2) + 1);  // the last record, cut at a line boundary
   test::write_file(file, text);

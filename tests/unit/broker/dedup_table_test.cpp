@@ -12,9 +12,9 @@ constexpr uint64_t kNowUs = 1'700'000'000'000'000;
 
 // The broker's order: check, store, record.
 bool accept(DedupTable& table, const std::string& agent, uint64_t seq, const std::string& cred = "",
-            uint64_t incarnation = 0) {
-  if (table.check(agent, incarnation, cred, seq, kNowUs) != Admission::kNew) return false;
-  table.record(agent, incarnation, cred, seq, kNowUs);
+            uint64_t incarnation = 0, uint64_t now_us = kNowUs) {
+  if (table.check(agent, incarnation, cred, seq, now_us) != Admission::kNew) return false;
+  table.record(agent, incarnation, cred, seq, now_us);
   return true;
 }
 
@@ -81,10 +81,42 @@ TEST(DedupTable, EachIncarnationCountsFromOneAndMayNotStartHigh) {
 
 TEST(DedupTable, KeepsTheMostRecentlyUsedIncarnationsOfAnAgent) {
   DedupTable table;
-  for (uint64_t inc = 1; inc <= kMaxIncarnations + 4; ++inc) ASSERT_TRUE(accept(table, "a", 5, "", inc));
+  for (uint64_t inc = 1; inc <= kMaxIncarnations + 4; ++inc)  // a spool lost every 10 minutes
+    ASSERT_TRUE(accept(table, "a", 5, "", inc, kNowUs + inc * kIncarnationIdleUs));
   EXPECT_EQ(table.high_water("a", 1), 0u) << "the least recently used went";
   EXPECT_EQ(table.high_water("a", kMaxIncarnations + 4), 5u);
   EXPECT_EQ(table.high_water("a", 5), 5u);
+}
+
+// Issue 51, finding 5: 20 incarnations sent under the victim's id pushed its mark out, so its
+// replay of 5 acked batches was stored twice. Another credential creates none; one shared with
+// the victim (no authentication) only fills the free slots, and the victim's mark stays until
+// it has been unused for kIncarnationIdleUs.
+TEST(DedupTable, IncarnationsSentUnderAnotherAgentsIdDoNotEvictItsMark) {
+  for (const std::string attacker : {"token:attacker", ""}) {
+    SCOPED_TRACE("attacker credential '" + attacker + "'");
+    const std::string victim = attacker.empty() ? "" : "token:victim";
+    DedupTable table;
+    for (uint64_t seq = 1; seq <= 5; ++seq) ASSERT_TRUE(accept(table, "node-v", seq, victim, 0x7777));
+    int created = 0;
+    for (uint64_t inc = 1; inc <= 20; ++inc) {
+      const Admission a = table.check("node-v", inc, attacker, 1, kNowUs + 1000000);
+      if (a == Admission::kNew) {
+        table.record("node-v", inc, attacker, 1, kNowUs + 1000000);
+        ++created;
+      } else {
+        EXPECT_EQ(a, attacker.empty() ? Admission::kIncarnationsInUse : Admission::kForeignCredential);
+      }
+    }
+    EXPECT_EQ(created, attacker.empty() ? static_cast<int>(kMaxIncarnations) - 1 : 0);
+    for (uint64_t seq = 1; seq <= 5; ++seq)
+      EXPECT_EQ(table.check("node-v", 0x7777, victim, seq, kNowUs + 2000000), Admission::kDuplicate)
+          << "the victim's replay of batch " << seq << " would be stored twice";
+    if (attacker.empty()) {  // unused for 10 minutes, the least recently used mark may go
+      EXPECT_EQ(table.check("node-v", 21, "", 1, kNowUs + kIncarnationIdleUs), Admission::kNew);
+      EXPECT_EQ(table.check("node-v", 21, "", 1, kNowUs + kIncarnationIdleUs - 1), Admission::kIncarnationsInUse);
+    }
+  }
 }
 
 TEST(DedupTable, MarksAndBindingsSurviveARestart) {

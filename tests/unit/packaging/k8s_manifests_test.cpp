@@ -517,5 +517,17 @@ TEST(K8sBroker, ServesMetricsOnThePortTheAnnotationsAndTheNetworkPolicyName) {
   EXPECT_TRUE(open) << "the NetworkPolicy keeps Prometheus from port " << port;
 }
 
+// Issue 51: a broker at its connection cap says so on /healthz (503); readiness follows it,
+// so the Service sends no new agents to a broker that cannot accept them.
+TEST(K8sBroker, ReadinessFollowsHealthzOnTheMetricsPort) {
+  auto dep = manifests().find("Deployment", "mcp-broker");
+  ASSERT_TRUE(dep);
+  auto c = dep["spec"]["template"]["spec"]["containers"][0];
+  auto get = c["readinessProbe"]["httpGet"];
+  ASSERT_TRUE(get) << "a tcpSocket probe passes while gRPC accepts nothing";
+  EXPECT_EQ(get["path"].as<std::string>(), "/healthz");
+  EXPECT_EQ(resolve_port(c, get["port"]), resolve_port(c, YAML::Node("metrics")));
+}
+
 }  // namespace
 }  // namespace mcp::packaging_test
