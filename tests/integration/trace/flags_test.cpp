@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,19 @@ TEST(TraceFiles, ADirectoryOthersCanPlantLinksInStopsTheRunWithOneLine) {
   expect_one_line({"trace", "--syscall", "getppid", "--ready-file", open + "/ready", "--no-summary", "--", "true"},
                   1, "ready file: refusing directory " + open + why);
   EXPECT_TRUE(std::filesystem::is_empty(open));
+}
+
+// Issue 51: two names of one function (libc's strtoll and strtoq) are one probe, said in a
+// line, so one call is one event; an IFUNC resolver (strlen) is probed with a warning that it
+// sees almost none of the calls.
+TEST(TraceFlags, AliasesAreProbedOnceAndAnIfuncResolverIsWarnedAbout) {
+  MCP_REQUIRE_BPF();
+  const auto r = run_command({kAgent, "trace", "-u", "libc:strtoll", "-u", "libc:strtoq", "-u", "libc:strlen",
+                              "--duration", "50ms", "-o", "/dev/null"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("strtoq is strtoll (the same address): probed once"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::regex_search(r.err, std::regex(R"(:strtoq\s+\d)"))) << "no summary row of its own: " << r.err;
+  EXPECT_NE(r.err.find("strlen is an IFUNC resolver"), std::string::npos) << r.err;
 }
 
 }  // namespace
