@@ -98,7 +98,7 @@ TEST(SamplingWindows, AShortProgramIsCountedCallByCall) {
   const std::string probe = kWorkload + ":mcp_work";
   auto r = trace_mcp_work("0.01", {"calls", "200000"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const auto& row = mcp::test::parse_summary(r.err).at(probe);
+  const auto row = mcp::test::parse_summary(r.err).at(probe);  // a copy: the map is a temporary
   EXPECT_EQ(row.seen, 200000u) << "every call sampled: " << r.err;
   const auto w = window_row(r.err, probe);
   ASSERT_TRUE(w) << r.err;
@@ -117,7 +117,7 @@ TEST(SamplingWindows, ATrapBoundHotLoopGetsNoEstimateRatherThanAWrongOne) {
   const std::string probe = kWorkload + ":mcp_work";
   auto r = trace_mcp_work("0.01", {"calls", "3000000"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const auto& row = mcp::test::parse_summary(r.err).at(probe);
+  const auto row = mcp::test::parse_summary(r.err).at(probe);  // a copy: the map is a temporary
   EXPECT_EQ(row.estimated, -1) << "EST_COUNT withheld: " << r.err;
   const auto w = window_row(r.err, probe);
   ASSERT_TRUE(w) << r.err;
@@ -136,7 +136,7 @@ TEST(SamplingWindows, APacedWorkloadIsEstimatedFromWindowsWithinItsRange) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const uint64_t calls = calls_made(r.out);
   ASSERT_GT(calls, 9000u) << r.out;
-  const auto& row = mcp::test::parse_summary(r.err).at(probe);
+  const auto row = mcp::test::parse_summary(r.err).at(probe);  // a copy: the map is a temporary
   EXPECT_LT(row.seen, calls / 2) << "windows after the probation: " << r.err;
   const auto w = window_row(r.err, probe);
   ASSERT_TRUE(w) << r.err;
@@ -170,7 +170,7 @@ TEST(SamplingWindows, ACallCutByAWindowsEndIsOrphanedNeverMisPaired) {
                                    "sleep", "1500", "3000"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto events = mcp::test::parse_json_lines(r.out);
-  const auto& row = mcp::test::parse_summary(r.err).at(probe);
+  const auto row = mcp::test::parse_summary(r.err).at(probe);  // a copy: the map is a temporary
   EXPECT_GT(row.orphaned, 0u) << "3 ms calls outlive 2 ms windows: " << r.err;
   EXPECT_EQ(row.kept, row.delivered + row.orphaned + row.lost) << r.err;
   for (const auto& e : events) {
