@@ -44,6 +44,10 @@ extern "C" __attribute__((noinline, used)) long mcp_trap_calibration_target(long
 namespace mcp::loader {
 namespace {
 
+int64_t steady_ns(std::chrono::steady_clock::time_point t) {
+  return std::chrono::nanoseconds(t.time_since_epoch()).count();
+}
+
 // libbpf's messages: debug unless a load fails, then the verifier log is printed whole.
 std::string g_libbpf_log;
 std::mutex g_libbpf_log_mu;
@@ -674,21 +678,14 @@ void BpfSession::finish_estimates() {
   // end, joins the estimates (a program shorter than one tick would otherwise have none).
   std::unique_lock lock(mu_);
   const auto now = std::chrono::steady_clock::now();
-  const int64_t now_ns = std::chrono::nanoseconds(now.time_since_epoch()).count();
-  const int fd = bpf_map__fd(skel_->maps.counters);
   const auto traps = read_traps();
   for (auto& [id, p] : probes_) {
     if (!p->windows || !p->windows->estimate || p->windows->detached) continue;
     auto& w = *p->windows;
-    const auto c = read_counters(fd, id);
     if (!w.schedule) {
-      w.estimate->on_calls_tick(now_ns, c.kept - std::min(c.kept, w.tick_kept), w.rate,
-                                c.seen - std::min(c.seen, w.tick_seen), 0, trap_cost_ns(), false);
-      w.tick_kept = c.kept;
-      w.tick_seen = c.seen;
+      account_calls(id, w, steady_ns(now), 0, false);
     } else if (w.schedule->close_at()) {
-      w.estimate->on_window(now_ns, c.kept - std::min(c.kept, w.kept_at_open), w.rate,
-                            trap_share(w.traps_at_open, traps, std::chrono::nanoseconds(now - w.on_since).count()));
+      account_window(id, w, now, traps);
       w.detached = true;
     }
   }
@@ -973,12 +970,15 @@ void BpfSession::set_threshold(uint32_t id, uint64_t threshold) {
   write_threshold(id, threshold);
 }
 
-void BpfSession::write_threshold(uint32_t id, uint64_t threshold) {
+void BpfSession::write_threshold(uint32_t id, uint64_t threshold, std::optional<uint64_t> window_end_ns) {
   mcp_probe_config value{};
   const int fd = bpf_map__fd(skel_->maps.probe_configs);
-  // Only this agent writes the map, and the read-modify-write keeps the trace-id settings.
-  bpf_map_lookup_elem(fd, &id, &value);
+  // Only this agent writes the map, and the read-modify-write keeps the rest of the probe's
+  // settings (trace id, CUDA): a failed read would zero them, so it stops here.
+  if (bpf_map_lookup_elem(fd, &id, &value))
+    throw runtime_error("cannot read probe_configs[" + std::to_string(id) + "]: " + errno_text(errno));
   value.threshold = threshold;
+  if (window_end_ns) value.window_end_ns = *window_end_ns;
   if (bpf_map_update_elem(fd, &id, &value, BPF_ANY))
     throw runtime_error("cannot update probe_configs: " + errno_text(errno));
 }
@@ -1123,7 +1123,7 @@ int BpfSession::ringbuf_fd() const { return bpf_map__fd(skel_->maps.events); }
 
 void BpfSession::apply_window_plan(uint32_t id, Windows& w) {
   const auto now = std::chrono::steady_clock::now();
-  const int64_t now_ns = std::chrono::nanoseconds(now.time_since_epoch()).count();
+  const int64_t now_ns = steady_ns(now);
   const WindowPlan wanted = plan_windows(w.rate);
   // A rate that could use windows samples calls first (loader/estimate_modes.h).
   if (wanted.fraction < 1) {
@@ -1131,9 +1131,7 @@ void BpfSession::apply_window_plan(uint32_t id, Windows& w) {
                                              wanted.fraction);
     if (!w.estimate) {
       w.estimate.emplace(estimate_policy_, now_ns, period);
-      const auto c = read_counters(bpf_map__fd(skel_->maps.counters), id);
-      w.tick_kept = c.kept;
-      w.tick_seen = c.seen;
+      restart_ticks(id, w);
     } else {
       w.estimate->set_period(period);
     }
@@ -1163,16 +1161,42 @@ void BpfSession::apply_window_plan(uint32_t id, Windows& w) {
 
 void BpfSession::gate_window(uint32_t id, const Windows& w) {
   const bool in_window = w.schedule && !w.detached && w.schedule->close_at();
-  mcp_probe_config value{};
-  const int fd = bpf_map__fd(skel_->maps.probe_configs);
-  // Only this agent writes the map, and the read-modify-write keeps the rest of the probe's
-  // settings: a failed read would zero them, so it stops here.
-  if (bpf_map_lookup_elem(fd, &id, &value))
-    throw runtime_error("cannot read probe_configs[" + std::to_string(id) + "]: " + errno_text(errno));
-  value.threshold = w.detached && w.schedule ? 0 : probability_to_threshold(w.plan.inner);
-  value.window_end_ns = in_window ? static_cast<uint64_t>(w.schedule->close_at()) : 0;
-  if (bpf_map_update_elem(fd, &id, &value, BPF_ANY))
-    throw runtime_error("cannot update probe_configs: " + errno_text(errno));
+  write_threshold(id, w.detached && w.schedule ? 0 : probability_to_threshold(w.plan.inner),
+                  in_window ? static_cast<uint64_t>(w.schedule->close_at()) : 0);
+}
+
+void BpfSession::restart_ticks(uint32_t id, Windows& w) {
+  const auto c = read_counters(bpf_map__fd(skel_->maps.counters), id);
+  w.tick_kept = c.kept;
+  w.tick_seen = c.seen;
+}
+
+bool BpfSession::account_calls(uint32_t id, Windows& w, int64_t now_ns, double share, bool may_window) {
+  const auto c = read_counters(bpf_map__fd(skel_->maps.counters), id);
+  const bool changed = w.estimate->on_calls_tick(now_ns, c.kept - std::min(c.kept, w.tick_kept), w.rate,
+                                                 c.seen - std::min(c.seen, w.tick_seen), share, trap_cost_ns(),
+                                                 may_window);
+  w.tick_kept = c.kept;
+  w.tick_seen = c.seen;
+  return changed;
+}
+
+bool BpfSession::account_window(uint32_t id, Windows& w, std::chrono::steady_clock::time_point end,
+                                const std::vector<uint64_t>& traps) {
+  // The kernel counted from the open to the window's end (or `end`, if the close came early).
+  const auto counted = std::min(end, std::chrono::steady_clock::time_point(std::chrono::nanoseconds(w.schedule->close_at())));
+  if (counted > w.on_since) w.stats.covered_ns += static_cast<uint64_t>(std::chrono::nanoseconds(counted - w.on_since).count());
+  if (!w.estimate) return false;
+  // The traps of every probe while this one's breakpoints were in place: what they took of
+  // the busiest CPU bounds what the window missed.
+  const uint64_t kept = read_counters(bpf_map__fd(skel_->maps.counters), id).kept;
+  return w.estimate->on_window(steady_ns(end), kept - std::min(kept, w.kept_at_open), w.rate,
+                               trap_share(w.traps_at_open, traps, std::chrono::nanoseconds(end - w.on_since).count()));
+}
+
+void BpfSession::log_mode(const Probe& p) const {
+  const auto& e = *p.windows->estimate;
+  spdlog::info("probe {}: {} ({})", p.info.name, estimate_mode_name(e.mode()), e.reason());
 }
 
 std::vector<uint64_t> BpfSession::read_traps() const {
@@ -1256,7 +1280,7 @@ void BpfSession::set_windows_allowed(uint32_t id, bool allowed) {
     auto& w = *it->second->windows;
     w.allowed = allowed;
     if (!allowed && w.estimate)
-      w.estimate->sample_calls(std::chrono::nanoseconds(std::chrono::steady_clock::now().time_since_epoch()).count(),
+      w.estimate->sample_calls(steady_ns(std::chrono::steady_clock::now()),
                                "steered by the rate controller: every call is sampled");
     apply_window_plan(id, w);
   }
@@ -1335,20 +1359,12 @@ void BpfSession::tick_estimates(int64_t now_ns) {
   last_tick_ns_ = now_ns;
   tick_traps_ = std::move(traps);
   if (first) return;  // a baseline: the share needs two readings
-  const int fd = bpf_map__fd(skel_->maps.counters);
   for (auto& [id, p] : probes_) {
     // Every probe sampling calls (probation, windows not allowed): attached, counted call by call.
     if (!p->windows || !p->windows->estimate || p->windows->schedule || p->windows->detached) continue;
-    auto& w = *p->windows;
-    const auto c = read_counters(fd, id);
-    const bool changed = w.estimate->on_calls_tick(now_ns, c.kept - std::min(c.kept, w.tick_kept), w.rate,
-                                                   c.seen - std::min(c.seen, w.tick_seen), share, trap_cost_ns(),
-                                                   w.allowed);
-    w.tick_kept = c.kept;
-    w.tick_seen = c.seen;
-    if (changed) {
-      spdlog::info("probe {}: {} ({})", p->info.name, estimate_mode_name(w.estimate->mode()), w.estimate->reason());
-      apply_window_plan(id, w);
+    if (account_calls(id, *p->windows, now_ns, share, p->windows->allowed)) {
+      log_mode(*p);
+      apply_window_plan(id, *p->windows);
     }
   }
 }
@@ -1392,15 +1408,11 @@ void BpfSession::open_window(uint32_t id) {
   w.detached = false;
   // Counted from here, for the window's full length: the kernel kept nothing while the attach ran.
   const auto opened = std::chrono::steady_clock::now();
-  if (w.schedule) w.schedule->opened(std::chrono::nanoseconds(opened.time_since_epoch()).count());
+  if (w.schedule) w.schedule->opened(steady_ns(opened));
   mark_window_open(id, w, opened);
   gate_window(id, w);
   if (w.schedule) w.stats.windows++;
-  else if (w.estimate) {  // sampling calls again: the ticks count from here
-    const auto c = read_counters(bpf_map__fd(skel_->maps.counters), id);
-    w.tick_kept = c.kept;
-    w.tick_seen = c.seen;
-  }
+  else if (w.estimate) restart_ticks(id, w);  // sampling calls again: the ticks count from here
   w.stats.attach_ns += static_cast<uint64_t>(std::chrono::nanoseconds(t1 - t0).count());
 }
 
@@ -1421,23 +1433,10 @@ void BpfSession::close_window(uint32_t id) {
     w.detached = true;
     gate_window(id, w);  // nothing kept from here, though the breakpoints stay until the close
     const auto closed = std::chrono::steady_clock::now();
-    if (w.schedule && w.schedule->close_at()) {
-      // The kernel counted from the open to the window's end (or now, if the close is early).
-      const auto end = std::min(closed, std::chrono::steady_clock::time_point(std::chrono::nanoseconds(w.schedule->close_at())));
-      if (end > w.on_since) w.stats.covered_ns += static_cast<uint64_t>(std::chrono::nanoseconds(end - w.on_since).count());
-      if (w.estimate) {
-        // The traps of every probe while this one's breakpoints were in place: what they took
-        // of the busiest CPU bounds what the window missed.
-        const uint64_t kept = read_counters(bpf_map__fd(skel_->maps.counters), id).kept;
-        const double share = trap_share(w.traps_at_open, read_traps(), std::chrono::nanoseconds(closed - w.on_since).count());
-        const int64_t now_ns = std::chrono::nanoseconds(closed.time_since_epoch()).count();
-        if (w.estimate->on_window(now_ns, kept - std::min(kept, w.kept_at_open), w.rate, share)) {
-          spdlog::info("probe {}: {} ({})", it->second->info.name, estimate_mode_name(w.estimate->mode()),
-                       w.estimate->reason());
-          w.schedule->closed();
-          apply_window_plan(id, w);
-        }
-      }
+    if (w.schedule && w.schedule->close_at() && account_window(id, w, closed, read_traps())) {
+      log_mode(*it->second);
+      w.schedule->closed();
+      apply_window_plan(id, w);
     }
     if (w.schedule) w.schedule->closed();
     latency = it->second->info.latency;

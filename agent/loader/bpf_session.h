@@ -308,7 +308,8 @@ class BpfSession : public KernelMaps {
   // links empty: a probe without a file yet (add_uprobe_without_file).
   uint32_t register_probe(ProbeInfo info, std::vector<Link> links, const Programs& progs, pid_t pid = -1,
                           const UprobeTarget& target = {});
-  void write_threshold(uint32_t id, uint64_t threshold);
+  // The probe's threshold (and, given, its window end) into probe_configs, the rest kept.
+  void write_threshold(uint32_t id, uint64_t threshold, std::optional<uint64_t> window_end_ns = std::nullopt);
   ProbeCounters read_counters(int map_fd, uint32_t key) const;
   // Deletes the pending latency entries of `id` (all ids: 0); counts them orphaned.
   // Only entries made before `before_ktime` (CLOCK_MONOTONIC ns) when given: a sampling
@@ -328,6 +329,14 @@ class BpfSession : public KernelMaps {
   double trap_share(const std::vector<uint64_t>& before, const std::vector<uint64_t>& after, int64_t ns) const;
   // Probes sampling calls to tell whether windows can count them: one tick (under mu_).
   void tick_estimates(int64_t now_ns);
+  // The estimate's bookkeeping (under mu_): ticks of a probe sampling calls count from now;
+  // one tick of it (true: its mode changed); a window that ended at `end` (covered time too;
+  // true: the mode changed); the mode change in the log.
+  void restart_ticks(uint32_t id, Windows& w);
+  bool account_calls(uint32_t id, Windows& w, int64_t now_ns, double share, bool may_window);
+  bool account_window(uint32_t id, Windows& w, std::chrono::steady_clock::time_point end,
+                      const std::vector<uint64_t>& traps);
+  void log_mode(const Probe& p) const;
   // After the last detach: the counts since the last tick or window join the estimates.
   void finish_estimates();
   // One trap's cost: time calls of a function of this process with and without a breakpoint.

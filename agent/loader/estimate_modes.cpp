@@ -112,7 +112,7 @@ bool EstimateTracker::on_window(int64_t now_ns, uint64_t kept, double p, double 
 }
 
 EstimateRange EstimateTracker::range(double estimate) const {
-  if (mode_ == EstimateMode::kUnestimable || unbounded_) return {0, 0, false};
+  if (!estimable()) return {0, 0, false};
   const double z = kZ, z2 = kZ * kZ;
   const double raw = calls_sum_ + windows_sum_;
   const double p = last_p_ > 0 ? last_p_ : 1;
@@ -120,8 +120,7 @@ EstimateRange EstimateTracker::range(double estimate) const {
   // normal one is not), in calls: k_eff kept events each standing for `scale` calls.
   double c_lo = 0, c_hi = 0;
   if (ticks_) {
-    const double pois = calls_pois_var_ > 0 ? calls_pois_var_ : 0;
-    const double k = pois > 0 ? calls_sum_ * calls_sum_ / pois : 0;
+    const double k = calls_pois_var_ > 0 ? calls_sum_ * calls_sum_ / calls_pois_var_ : 0;
     const double scale = k > 0 ? calls_sum_ / k : 1 / p;
     const double root = z * std::sqrt(k + z2 / 4);
     c_lo = scale * std::max(0.0, k - (k + z2 / 2 - root));

@@ -78,6 +78,9 @@ class EstimateTracker {
   // The period changed (a rate change).
   void set_period(int64_t period_ns) { period_ns_ = period_ns; }
 
+  // False once nothing can bound the count (mode kUnestimable, or a window ran at the trap's
+  // pace): no number is printed then.
+  bool estimable() const { return mode_ != EstimateMode::kUnestimable && !unbounded_; }
   // The range of `estimate` (the probe's EST_COUNT, which may correct the raw weights
   // for quota drops and ring loss: the range scales with it). An unestimable probe has none.
   EstimateRange range(double estimate) const;

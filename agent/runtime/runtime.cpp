@@ -112,29 +112,24 @@ void print_windows(const loader::BpfSession& session, const IntervalCounts& coun
   for (const auto& p : session.probes()) {
     const auto w = session.window_stats(p.id);
     const auto tracker = session.estimate_tracker(p.id);
-    if (!w || p.internal) continue;
+    if (!w || !tracker || p.internal) continue;  // window stats exist only beside a tracker
     if (!header) {
       fprintf(stderr, "%-48s %8s %10s %10s %10s %8s %12s %s\n", "SAMPLING WINDOWS", "WINDOWS", "NOMINAL%", "COVERED%",
               "ATTACH_us", "MODE", "EST_COUNT", "RANGE_99.9%");
       header = true;
     }
     const double est = counts.estimates().estimate(p.id);
-    std::string mode = "calls", shown = fmt::format("{:.0f}", est), range;
-    if (tracker) {
-      mode = loader::estimate_mode_name(tracker->mode());
-      const auto r = tracker->range(est);
-      if (!r.bounded) {
-        shown = "-";
-        range = "none";
-        notes.push_back(fmt::format("mcp-agent: warning: {}: no estimate: {}; --no-windows counts every call exactly "
-                                    "(each call then traps, about {:.1f} us here)",
-                                    p.name, tracker->reason(), session.trap_cost_ns() / 1000));
-      } else {
-        range = fmt::format("{:.0f}..{:.0f}", r.lo, r.hi);
-        notes.push_back(fmt::format("mcp-agent: {}: {}: {}", p.name, mode, tracker->reason()));
-      }
+    const std::string mode = loader::estimate_mode_name(tracker->mode());
+    std::string shown = fmt::format("{:.0f}", est), range;
+    if (const auto r = tracker->range(est); !r.bounded) {
+      shown = "-";
+      range = "none";
+      notes.push_back(fmt::format("mcp-agent: warning: {}: no estimate: {}; --no-windows counts every call exactly "
+                                  "(each call then traps, about {:.1f} us here)",
+                                  p.name, tracker->reason(), session.trap_cost_ns() / 1000));
     } else {
-      range = "-";  // sampled call by call at a rate of 0.5 or more: the main table's estimate
+      range = fmt::format("{:.0f}..{:.0f}", r.lo, r.hi);
+      notes.push_back(fmt::format("mcp-agent: {}: {}: {}", p.name, mode, tracker->reason()));
     }
     fprintf(stderr, "%-48s %8llu %10.2f %10.2f %10.1f %8s %12s %s\n", p.name.c_str(), (unsigned long long)w->windows,
             100 * w->fraction, 100 * w->covered(),
@@ -147,7 +142,7 @@ void print_windows(const loader::BpfSession& session, const IntervalCounts& coun
 // A probe whose estimate cannot be given (loader/estimate_modes.h): its EST_COUNT is withheld.
 bool estimable(const loader::BpfSession& session, uint32_t id) {
   const auto t = session.estimate_tracker(id);
-  return !t || t->range(1).bounded;
+  return !t || t->estimable();
 }
 
 size_t attached_probes(const loader::BpfSession& session) {
