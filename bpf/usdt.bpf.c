@@ -7,9 +7,9 @@
  * the USDT cookie. A hit is sampled like a uprobe's entry (scope, probability or trace id,
  * quota); only a kept one reads the string arguments and emits a record.
  */
-/* One spec per (argument specs, cookie): every USDT probe takes at least one. Preallocated
- * (about 200 bytes each, and four IP entries each), so USDT probes are bounded apart from
- * the 4,096 uprobes: an agent holds about 1,000 USDT probes (fewer where sites differ). */
+/* One spec per (argument specs, cookie): every USDT probe takes at least one. The agent
+ * sizes both maps at load (BpfSession::open): 16,384 specs (208 bytes each), and the
+ * address table libbpf fills only where the kernel has no attach cookies. */
 #define BPF_USDT_MAX_SPEC_CNT 1024
 #include "sample.bpf.h"
 #include <bpf/usdt.bpf.h>
@@ -74,8 +74,7 @@ static __always_inline void mcp_emit_usdt(struct pt_regs *ctx, struct task_struc
 	bpf_ringbuf_submit(e, mcp_wakeup_flags(sizeof(*e)));
 }
 
-SEC("usdt")
-int mcp_usdt(struct pt_regs *ctx)
+static __always_inline int usdt_hit(struct pt_regs *ctx)
 {
 	__u32 probe_id = bpf_usdt_cookie(ctx);
 	struct task_struct *task = mcp_current();
@@ -100,6 +99,21 @@ int mcp_usdt(struct pt_regs *ctx)
 		return 0;
 	mcp_emit_usdt(ctx, task, id, probe_id, now, threshold, flags, args, nargs, trace_id);
 	return 0;
+}
+
+SEC("usdt")
+int mcp_usdt(struct pt_regs *ctx)
+{
+	return usdt_hit(ctx);
+}
+
+/* The same, attached by the agent itself: one uprobe_multi link per probe, every site's
+ * cookie the index of its spec in __bpf_usdt_specs (agent/loader/usdt_spec.h). The attach
+ * type is set at load (libbpf 1.1 has no section name for it). */
+SEC("uprobe")
+int mcp_usdt_multi(struct pt_regs *ctx)
+{
+	return usdt_hit(ctx);
 }
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -29,6 +29,7 @@
 #include "loader/perf_attach.h"
 #include "loader/proc_maps.h"
 #include "loader/usdt_notes.h"
+#include "loader/usdt_spec.h"
 #include "clock/clock_source.h"
 #include "common/event.h"
 #include "mcp_abi.h"
@@ -133,8 +134,10 @@ static_assert(sizeof(UprobeMultiLinkAttr) == 64, "link_create.uprobe_multi layou
 // session (`attach_type` kBpfTraceUprobeSession: the program runs at entry and, when the entry
 // returns 0, at return) or entry-only multi.
 int attach_uprobe_link(bpf_program* prog, uint32_t attach_type, const std::string& path,
-                       const std::vector<uint64_t>& offsets, const std::vector<uint64_t>& cookies, pid_t pid) {
+                       const std::vector<uint64_t>& offsets, const std::vector<uint64_t>& cookies, pid_t pid,
+                       const std::vector<uint64_t>& ref_ctr_offsets = {}) {
   UprobeMultiLinkAttr attr{};
+  if (!ref_ctr_offsets.empty()) attr.ref_ctr_offsets = reinterpret_cast<uint64_t>(ref_ctr_offsets.data());
   attr.prog_fd = static_cast<uint32_t>(bpf_program__fd(prog));
   attr.attach_type = attach_type;
   attr.path = reinterpret_cast<uint64_t>(path.c_str());
@@ -202,12 +205,15 @@ void fit_to_kernel(mcp_bpf* skel, const KernelFeatures& kf) {
       bpf_map__set_max_entries(m, 16384);
     }
   for (bpf_program* prog : {skel->progs.mcp_uprobe_session, skel->progs.mcp_cuda_session, skel->progs.mcp_uprobe_multi,
-                            skel->progs.mcp_cuda_launch_multi}) {
-    const bool multi = prog == skel->progs.mcp_uprobe_multi || prog == skel->progs.mcp_cuda_launch_multi;
+                            skel->progs.mcp_cuda_launch_multi, skel->progs.mcp_usdt_multi}) {
+    const bool multi = prog == skel->progs.mcp_uprobe_multi || prog == skel->progs.mcp_cuda_launch_multi ||
+                       prog == skel->progs.mcp_usdt_multi;
     // The CUDA session and multi programs are built with bpf_find_vma (session.bpf.c): without
-    // it they do not load, and CUDA probes take the nofv programs (perf-attached).
+    // it they do not load, and CUDA probes take the nofv programs (perf-attached). The USDT
+    // program finds its spec by cookie.
     const bool cuda = prog == skel->progs.mcp_cuda_session || prog == skel->progs.mcp_cuda_launch_multi;
-    if ((multi ? kf.uprobe_multi : kf.uprobe_sessions) && (!cuda || kf.find_vma))
+    const bool usdt = prog == skel->progs.mcp_usdt_multi;
+    if ((multi ? kf.uprobe_multi : kf.uprobe_sessions) && (!cuda || kf.find_vma) && (!usdt || kf.attach_cookie))
       bpf_program__set_expected_attach_type(
           prog, static_cast<bpf_attach_type>(multi ? kBpfTraceUprobeMulti : kBpfTraceUprobeSession));
     else
@@ -264,6 +270,13 @@ std::unique_ptr<BpfSession> BpfSession::open(const SessionOptions& options) {
   s->find_vma_ = kf.find_vma;
   s->uprobe_sessions_ = kf.uprobe_sessions;
   s->uprobe_multi_ = kf.uprobe_multi;
+  s->usdt_multi_ = kf.uprobe_multi && kf.attach_cookie;
+  // Every USDT site with its own argument specs takes a spec (a python3 has ~50 sites of one
+  // probe; bpftrace traces 15,000). libbpf's per-process address table is needed only where
+  // the kernel has no cookies.
+  s->usdt_specs_ = std::make_shared<UsdtSpecIds>(kUsdtSpecs);
+  bpf_map__set_max_entries(s->skel_->maps.__bpf_usdt_specs, kUsdtSpecs);
+  bpf_map__set_max_entries(s->skel_->maps.__bpf_usdt_ip_to_spec_id, kf.attach_cookie ? 1 : 4 * kUsdtSpecs);
   spdlog::info("latency uprobes: {}", s->uprobe_sessions_ ? "uprobe sessions (BPF_TRACE_UPROBE_SESSION)"
                                                           : "entry uprobe + uretprobe (no uprobe sessions)");
   // Attachment is per probe with a cookie; nothing auto-attaches.
@@ -354,7 +367,84 @@ void BpfSession::Link::destroy() {
   shared.reset();
 }
 
-BpfSession::SharedLink::~SharedLink() { close(fd); }
+BpfSession::SharedLink::~SharedLink() {
+  close(fd);
+  if (after_close) after_close();
+}
+
+// Indexes into __bpf_usdt_specs for the agent's own USDT links: taken at attach, given back
+// once the link is closed (no site can read the spec any more).
+struct BpfSession::UsdtSpecIds {
+  explicit UsdtSpecIds(uint32_t n) : capacity(n) {}
+  std::vector<uint32_t> take(size_t n) {
+    std::lock_guard lock(mu);
+    if (n > free.size() + (capacity - next))
+      throw runtime_error("USDT specs are full: " + std::to_string(n) + " more wanted, " +
+                          std::to_string(free.size() + (capacity - next)) + " of " + std::to_string(capacity) +
+                          " free (detach other USDT probes)");
+    std::vector<uint32_t> out;
+    while (out.size() < n) {
+      if (free.empty()) {
+        out.push_back(next++);
+      } else {
+        out.push_back(free.back());
+        free.pop_back();
+      }
+    }
+    return out;
+  }
+  void give_back(const std::vector<uint32_t>& ids) {
+    std::lock_guard lock(mu);
+    free.insert(free.end(), ids.begin(), ids.end());
+  }
+  std::mutex mu;
+  const uint32_t capacity;
+  uint32_t next = 0;
+  std::vector<uint32_t> free;
+};
+
+BpfSession::Link BpfSession::attach_usdt_sites(uint32_t id, const UprobeTarget& target, pid_t pid) {
+  const auto [provider, name] = split_usdt_name(target.symbol);
+  // One spec per distinct argument string (sites that pass constants differ), one offset per site.
+  std::vector<UsdtProbe> sites;
+  for (auto& p : read_usdt_probes(target.binary))
+    if (p.provider == provider && p.name == name) sites.push_back(std::move(p));
+  if (sites.empty()) throw runtime_error("USDT probe " + target.probe_name() + ": no site in " + target.binary);
+  std::map<std::string, size_t> spec_of;
+  std::vector<UsdtSpec> specs;
+  for (const auto& site : sites) {
+    if (site.file_offset == 0)
+      throw runtime_error("USDT probe " + target.probe_name() + ": a site at " + fmt::format("{:#x}", site.address) +
+                          " is in no loaded executable segment of " + target.binary);
+    if (spec_of.emplace(site.args, specs.size()).second) specs.push_back(parse_usdt_spec(site.args, id));
+  }
+  const std::vector<uint32_t> spec_ids = usdt_specs_->take(specs.size());
+  auto give_back = [pool = usdt_specs_, spec_ids] { pool->give_back(spec_ids); };
+  const int map = bpf_map__fd(skel_->maps.__bpf_usdt_specs);
+  for (size_t i = 0; i < specs.size(); i++)
+    if (bpf_map_update_elem(map, &spec_ids[i], &specs[i], BPF_ANY) != 0) {
+      const int err = errno;
+      give_back();
+      throw runtime_error("cannot write USDT spec " + std::to_string(spec_ids[i]) + ": " + errno_text(err));
+    }
+  std::vector<uint64_t> offsets, ref_ctrs, cookies;
+  bool semaphores = false;
+  for (const auto& site : sites) {
+    offsets.push_back(site.file_offset);
+    ref_ctrs.push_back(site.semaphore_offset);
+    semaphores |= site.semaphore_offset != 0;
+    cookies.push_back(spec_ids[spec_of.at(site.args)]);
+  }
+  const int fd = attach_uprobe_link(skel_->progs.mcp_usdt_multi, kBpfTraceUprobeMulti, target.binary, offsets, cookies,
+                                    pid, semaphores ? ref_ctrs : std::vector<uint64_t>{});
+  if (fd < 0) {
+    const int err = errno;
+    give_back();
+    throw runtime_error("cannot attach USDT probe " + target.probe_name() + " (" + std::to_string(sites.size()) +
+                        " sites, one uprobe_multi link): " + errno_text(err));
+  }
+  return Link{nullptr, -1, std::make_shared<const SharedLink>(fd, std::move(give_back))};
+}
 
 uint32_t BpfSession::register_probe(ProbeInfo info, std::vector<Link> links, const Programs& progs, pid_t pid,
                                     const UprobeTarget& target) {
@@ -382,6 +472,10 @@ std::vector<BpfSession::Link> BpfSession::attach_uprobes(uint32_t id, const Upro
     if (!attach_cookie_ && pid <= 0)
       throw runtime_error("USDT probe " + target.probe_name() +
                           " system-wide is off: needs bpf_get_attach_cookie (5.15); give it a pid or a command");
+    if (usdt_multi_) {
+      links.push_back(attach_usdt_sites(id, target, pid));
+      return links;
+    }
     const auto [provider, name] = split_usdt_name(target.symbol);
     LIBBPF_OPTS(bpf_usdt_opts, opts, .usdt_cookie = id);
     bpf_link* link = bpf_program__attach_usdt(progs.entry, pid > 0 ? pid : -1, target.binary.c_str(),

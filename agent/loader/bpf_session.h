@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -38,6 +39,8 @@ namespace mcp::loader {
 
 // The largest ring buffer: the map's size is 32 bits, and a bigger one is memory no node spares.
 inline constexpr uint64_t kMaxRingbufBytes = uint64_t{1} << 30;
+// USDT argument specs an agent holds (each distinct argument string of each USDT probe).
+inline constexpr uint32_t kUsdtSpecs = 16384;
 
 struct SessionOptions {
   pid_t target_tgid = 0;              // trace only this process tree (0: all)
@@ -249,7 +252,8 @@ class BpfSession : public KernelMaps {
   // A uprobe_multi link several probes share (add_uprobe_group): closed with the last.
   struct SharedLink {
     int fd;
-    explicit SharedLink(int f) : fd(f) {}
+    std::function<void()> after_close;  // what the link held that its close frees (USDT specs)
+    explicit SharedLink(int f, std::function<void()> after = {}) : fd(f), after_close(std::move(after)) {}
     ~SharedLink();
     SharedLink(const SharedLink&) = delete;
     SharedLink& operator=(const SharedLink&) = delete;
@@ -377,6 +381,12 @@ class BpfSession : public KernelMaps {
   bool uprobe_sessions_ = false;
   bool uprobe_multi_ = false;   // KernelFeatures: multi links for groups and windowed entry probes
   bool attach_cookie_ = true;   // KernelFeatures: else each probe attaches a program copy
+  // USDT probes attached by the agent (one uprobe_multi link each, specs written here) where
+  // the kernel has multi links and cookies; else by libbpf, a perf uprobe per site.
+  bool usdt_multi_ = false;
+  struct UsdtSpecIds;
+  std::shared_ptr<UsdtSpecIds> usdt_specs_;
+  Link attach_usdt_sites(uint32_t id, const UprobeTarget& target, pid_t pid);
   bool task_pt_regs_ = true;    // KernelFeatures: else syscalls attach entry and exit
   bool find_vma_ = true;        // KernelFeatures: else the CUDA programs' nofv build, no mmap watch
   mutable std::shared_mutex mu_;

@@ -17,6 +17,11 @@ struct UsdtProbe {
   uint64_t address = 0;    // the site's virtual address as the note records it
   uint64_t semaphore = 0;  // 0: none (the site always runs its nop)
   std::string args;        // argument specs, e.g. "8@%r14 8@%rax -4@%ebp"
+  // Where a uprobe goes: the site's and the semaphore's offsets in the file (the note's
+  // addresses moved by .stapsdt.base as the file was linked, then through the segment that
+  // loads them). 0: the file loads no such address (site) or there is no semaphore.
+  uint64_t file_offset = 0;
+  uint64_t semaphore_offset = 0;
   // Arguments the site passes (the specs' count).
   size_t nargs() const;
 };

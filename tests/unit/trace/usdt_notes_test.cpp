@@ -14,6 +14,7 @@
 #include "files.h"
 #include "loader/target_resolver.h"
 #include "loader/usdt_notes.h"
+#include "loader/usdt_spec.h"
 
 extern "C" __attribute__((noinline, used)) int mcp_usdt_site(long x, const char* s) {
   DTRACE_PROBE2(mcp_test, hit, x, s);
@@ -44,6 +45,21 @@ TEST(UsdtNotes, ReadsProviderNameArgumentsAndAddressOfEachSite) {
   ASSERT_NE(bare, nullptr);
   EXPECT_EQ(bare->nargs(), 0u);
   EXPECT_NE(bare->address, hit->address);
+}
+
+// A uprobe goes at the site's offset in the file: there the compiler left the probe's nop.
+TEST(UsdtNotes, EachSiteIsPlacedAtItsNopInTheFile) {
+  const auto probes = read_usdt_probes(self_exe());
+  std::ifstream in(self_exe(), std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const char* name : {"hit", "bare"}) {
+    const auto* p = find(probes, "mcp_test", name);
+    ASSERT_NE(p, nullptr) << name;
+    ASSERT_GT(p->file_offset, 0u) << name;
+    ASSERT_LT(p->file_offset, bytes.size()) << name;
+    EXPECT_EQ(static_cast<unsigned char>(bytes[p->file_offset]), 0x90) << name << " at " << p->file_offset;
+    EXPECT_EQ(p->semaphore_offset, 0u) << name;
+  }
 }
 
 TEST(UsdtNotes, AFileWithoutNotesHasNoProbesAndANonElfFileIsARuntimeError) {
@@ -114,6 +130,55 @@ TEST(UsdtSpec, ATargetIsCheckedAgainstTheNotesAndNamedAsUsdt) {
     EXPECT_NE(std::string(e.what()).find("USDT probe mcp_test:nope not found in " + self_exe()), std::string::npos)
         << e.what();
     EXPECT_NE(std::string(e.what()).find("--list-usdt"), std::string::npos) << e.what();
+  }
+}
+
+// What the BPF side reads (usdt.bpf.h's bpf_usdt_arg): x86-64 pt_regs offsets, sizes as bit
+// shifts, the sign, constants and register-relative offsets.
+TEST(UsdtArgSpecs, EachFormIsTheSpecLibbpfWouldWrite) {
+  const UsdtSpec s = parse_usdt_spec("-4@%edi 8@-16(%rbp) 4@$7 2@(%rax) 1@%sil -8@$-9 8@%r12", 42);
+  EXPECT_EQ(s.usdt_cookie, 42u);
+  ASSERT_EQ(s.arg_cnt, 7);
+  auto is = [](const UsdtArgSpec& a, uint32_t type, int16_t reg, uint64_t val, bool sign, int8_t shift) {
+    return a.arg_type == type && a.reg_off == reg && a.val_off == val && a.arg_signed == sign &&
+           a.arg_bitshift == shift;
+  };
+  EXPECT_TRUE(is(s.args[0], 1, 112, 0, true, 32));                          // edi: rdi
+  EXPECT_TRUE(is(s.args[1], 2, 32, static_cast<uint64_t>(-16), false, 0));  // -16(%rbp)
+  EXPECT_TRUE(is(s.args[2], 0, 0, 7, false, 32));                           // $7
+  EXPECT_TRUE(is(s.args[3], 2, 80, 0, false, 48));                          // (%rax)
+  EXPECT_TRUE(is(s.args[4], 1, 104, 0, false, 56));                         // sil: rsi
+  EXPECT_TRUE(is(s.args[5], 0, 0, static_cast<uint64_t>(-9), true, 0));     // $-9
+  EXPECT_TRUE(is(s.args[6], 1, 24, 0, false, 0));                           // r12
+  EXPECT_EQ(parse_usdt_spec("", 1).arg_cnt, 0);
+}
+
+TEST(UsdtArgSpecs, WhatCannotBeReadIsRefusedWithTheArgument) {
+  for (const char* bad : {"3@%rax", "8@%xmm0", "8@sym(%rip)", "8%rax", "x@%rax", "8@", "8@$", "8@$1x", "8@(%rax",
+                          "8@4(rax)", "16@%rax", "8@99999999999999999999(%rax)",
+                          "1@$0 1@$0 1@$0 1@$0 1@$0 1@$0 1@$0 1@$0 1@$0 1@$0 1@$0 1@$0 1@$0"}) {
+    try {
+      parse_usdt_spec(bad, 0);
+      ADD_FAILURE() << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ExitCode::kRuntime) << bad;
+      EXPECT_NE(std::string(e.what()).find("USDT"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// The specs come from the traced file: random text either parses or throws mcp::Error.
+TEST(UsdtArgSpecs, RandomTextNeverEscapesAsAnythingButAnError) {
+  std::mt19937_64 rng(7);
+  const std::string alphabet = "0123456789-@$%()rabcdxsilpe ";
+  for (int i = 0; i < 20000; i++) {
+    std::string text(rng() % 40, ' ');
+    for (auto& c : text) c = alphabet[rng() % alphabet.size()];
+    try {
+      const UsdtSpec s = parse_usdt_spec(text, 0);
+      EXPECT_LE(s.arg_cnt, kUsdtMaxArgs);
+    } catch (const Error&) {
+    }
   }
 }
 
