@@ -170,8 +170,8 @@ void ProbeSet::add_handle(Entry& e, uint32_t id, std::shared_ptr<const ProbeMeta
 
 bool ProbeSet::cuda_file_attached(const mcp_file_key& key) const { return claimed_.count({key.dev, key.ino}) > 0; }
 
-bool ProbeSet::attach_cuda(Entry& e, const std::string& file, const mcp_file_key& key) {
-  if (cuda_file_attached(key)) return false;
+std::optional<size_t> ProbeSet::attach_cuda(Entry& e, const std::string& file, const mcp_file_key& key) {
+  if (cuda_file_attached(key)) return std::nullopt;
   auto attached = cuda::attach_cuda_file(session_, file, -1, base_config(e.spec), symbolizer_, e.spec.latency, key);
   for (const auto& p : attached.probes) {
     add_handle(e, p.id, std::make_shared<ProbeMeta>(ProbeMeta{e.spec.service, e.spec.tags, p.api->display}),
@@ -180,8 +180,8 @@ bool ProbeSet::attach_cuda(Entry& e, const std::string& file, const mcp_file_key
     if (e.state == ProbeState::kAttached && !p.api->internal) tune_id(e, p.id);
   }
   e.runtime_marks.push_back(std::move(attached.runtime));
-  e.cuda_files.emplace_back(*this, key);
-  return true;
+  e.cuda_files.emplace_back(*this, key);  // looked at: not again, CUDA or not
+  return attached.probes.size();
 }
 
 void ProbeSet::attach_groups(const std::vector<config::ProbeSpec>& added) {
@@ -346,7 +346,13 @@ void ProbeSet::attach_discovered(Entry& e, const mcp_lib_mapped& rec, const std:
     if (file.empty())
       throw runtime_error(path.empty() ? "process " + std::to_string(pid) + " exited before its mapping was read"
                                        : path + " is not reachable in the root of process " + std::to_string(pid));
-    attach_cuda(e, file, key);
+    if (attach_cuda(e, file, key) == size_t{0}) {
+      // Named like a CUDA library (a stub, a shim), without one API function: nothing traced.
+      std::string line = path + " (pid " + std::to_string(pid) + "): not traced: no CUDA API function in it";
+      spdlog::warn("probe {}: CUDA library {}", e.name, line);
+      e.discovered.push_back(std::move(line));
+      return;
+    }
   } catch (const std::exception& ex) {
     e.failed_files.push_back(key);
     const std::string what = path.empty() ? std::string(rec.name) : path;

@@ -195,7 +195,9 @@ class ProbeSet final : public ProbeLabels {
   void add_handle(Entry& e, uint32_t id, std::shared_ptr<const ProbeMeta> meta, bool tuned);
   // A CUDA file's probes for entry `e` (nothing when some CUDA probe has it already).
   // Returns false when another probe has it.
-  bool attach_cuda(Entry& e, const std::string& file, const mcp_file_key& key);
+  // The CUDA API probes attached in `file`: nullopt when another probe already traces it, 0 when
+  // it has no CUDA API function (a file named like a CUDA library that is not one).
+  std::optional<size_t> attach_cuda(Entry& e, const std::string& file, const mcp_file_key& key);
   bool cuda_file_attached(const mcp_file_key& key) const;
   // Discovery: the libraries every traced process maps now.
   void scan_cuda_libraries(Entry& e);

@@ -475,6 +475,27 @@ TEST(CudaDiscovery, ARuntimeDlopenedFromAWheelIsFoundAndEachLaunchCountedOnce) {
   EXPECT_NE(r.err.find("EST_LAUNCHES"), std::string::npos) << r.err;
 }
 
+// Issue 51, finding 9: a file named like a CUDA library that has no CUDA API function (here
+// libm under the name libcuda.so.1, loaded by python's ctypes) is found by the watch and said
+// to be untraced, not "traced N ms after it was mapped".
+TEST(CudaDiscovery, AFileNamedLikeCudaWithoutItsApiIsSaidToBeUntraced) {
+  MCP_REQUIRE_BPF();
+  const std::string python = "/usr/bin/python3";
+  const std::string libm = "/lib/x86_64-linux-gnu/libm.so.6";
+  if (!std::filesystem::exists(python) || !std::filesystem::exists(libm))
+    GTEST_SKIP() << "needs " << python << " and " << libm;
+  mcp::test::TempDir dir{"mcp-not-cuda"};
+  const auto fake = dir.path() / "libcuda.so.1";
+  std::filesystem::copy_file(libm, fake);
+  auto r = run_command({kAgent, "trace", "--cuda", "--output", "/dev/null", "--", python, "-c",
+                        // alive a while after loading it: the agent reads its maps to name the file
+                        "import ctypes, sys, time; ctypes.CDLL(sys.argv[1]); time.sleep(3)", fake.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("cuda library: " + fake.string() + " (pid "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("not traced: no CUDA API function in it"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("after it was mapped"), std::string::npos) << r.err;
+}
+
 // The same process at rate 0.5: a nested driver call is skipped before the draw, so kept
 // launches still carry weight 2 and never a driver-level duplicate.
 TEST(CudaDiscovery, SampledLaunchesKeepExactWeightsAndNoDriverDuplicates) {
