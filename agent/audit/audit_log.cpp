@@ -208,12 +208,10 @@ AuditLog::AuditLog(AuditOptions options) : options_(std::move(options)) {
   std::error_code ec;
   fs::create_directories(options_.dir, ec);
   if (ec) throw runtime_error("audit log: cannot create " + options_.dir.string() + ": " + ec.message());
-  {
-    // Root writes here: a directory another user could plant links in is refused, and that is
-    // checked before it is tightened, as links may be planted already (common/safe_file.h).
-    const SafeDir dir(options_.dir, "audit log");
-    ::fchmod(dir.fd(), 0700);
-  }
+  // Root writes here: a directory another user could plant links in is refused, and that is
+  // checked before it is tightened, as links may be planted already (common/safe_file.h).
+  dir_ = SafeDir(options_.dir, "audit log");
+  ::fchmod(dir_.fd(), 0700);
   if (options_.key_file.empty()) options_.key_file = default_key_file(options_.dir);
   last_mac_ = first_prev_ = kGenesis;
   const auto files = trail_files(options_.dir);
@@ -278,7 +276,7 @@ std::string AuditLog::open_next(bool continue_newest) {
                      std::chrono::system_clock::now() - std::chrono::system_clock::from_time_t(st.st_mtime) <
                          options_.max_age;
   if (!reuse) file_ = options_.dir / file_name(seq_ + 1);
-  fd_ = ::open(file_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+  fd_ = dir_.open(file_.filename().string(), O_WRONLY | O_CREAT | O_APPEND);
   if (fd_ < 0) return "cannot open " + file_.string() + ": " + std::strerror(errno);
   file_bytes_ = ::fstat(fd_, &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
   opened_ = std::chrono::steady_clock::now();
@@ -324,7 +322,7 @@ bool AuditLog::prune() {
 }
 
 void AuditLog::write_seal(uint64_t files) {
-  const fs::path path = seal_file(options_.dir), tmp = options_.dir / ".audit.seal.tmp";
+  const fs::path path = seal_file(options_.dir);
   // The records a seal vouches for reach the disk before it does.
   if (fd_ >= 0 && ::fdatasync(fd_) != 0) return failed(seal_error_, "cannot sync " + file_.string() + ": " + std::strerror(errno));
   nlohmann::ordered_json j;
@@ -339,17 +337,8 @@ void AuditLog::write_seal(uint64_t files) {
   const std::string body = j.dump();
   const std::string line = with_mac(body, seal_mac(key_, body));
   // Written aside and renamed: a crash leaves the old seal or the new one, never half of one.
-  errno = 0;
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-  bool ok = fd >= 0 && ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) && ::fsync(fd) == 0;
-  const int err = fd < 0 || !ok ? (errno ? errno : ENOSPC) : 0;
-  if (fd >= 0) ::close(fd);
-  ok = ok && ::rename(tmp.c_str(), path.c_str()) == 0;
-  if (!ok) {
-    const int e = err ? err : errno;
-    ::unlink(tmp.c_str());
-    return failed(seal_error_, "cannot write the seal " + path.string() + ": " + std::strerror(e));
-  }
+  if (!dir_.replace(path.filename().string(), line))
+    return failed(seal_error_, "cannot write the seal " + path.string() + ": " + std::strerror(errno));
   succeeded(seal_error_);
   unsealed_ = 0;
 }

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "common/event.h"
+#include "common/safe_file.h"
 #include "rules/ruleset.h"
 
 namespace mcp::audit {
@@ -108,6 +109,7 @@ class AuditLog {
   void succeeded(std::string& slot);
 
   AuditOptions options_;
+  SafeDir dir_;  // options_.dir, checked once: files are opened and the seal replaced through it
   Key key_{};
   mutable std::mutex mu_;
   int fd_ = -1;

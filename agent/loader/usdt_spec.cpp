@@ -40,7 +40,7 @@ int16_t register_offset(std::string_view name, const std::string& arg) {
   throw runtime_error("USDT argument '" + arg + "': unknown register %" + std::string(name));
 }
 
-// A whole signed decimal number, or nullopt.
+// Whether `s` is a whole signed decimal number (into `out`).
 bool whole_number(std::string_view s, int64_t& out) {
   if (s.empty()) return false;
   const std::string text(s);
