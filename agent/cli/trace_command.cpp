@@ -308,7 +308,11 @@ int run_trace(TraceOptions& o) {
   }
   runtime::RunHooks hooks;
   // The traced tree is gone: the command and every descendant (like strace -f), or --pid's.
-  hooks.finished = [&] { return child ? child->poll_exit() && !session.tree_alive() : o.pid > 0 && !session.tree_alive(); };
+  hooks.finished = [&] {
+    // A broker that refuses the credential refuses every retry: the run ends, its summary says why.
+    if (!rt.broker_refusal().empty()) return true;
+    return child ? child->poll_exit() && !session.tree_alive() : o.pid > 0 && !session.tree_alive();
+  };
   const int rc = rt.run(hooks);
   if (!o.quiet_summary)
     for (const auto& line : rt.probes().discovered_libraries()) fprintf(stderr, "cuda library: %s\n", line.c_str());

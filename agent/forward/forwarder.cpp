@@ -161,7 +161,8 @@ class Forwarder::Impl {
     }
     if (shipped) wake_sender();
     std::unique_lock lock(mu_);
-    return fcv_.wait_until(lock, deadline, [&] { return log_.last_offset() == 0; });
+    return fcv_.wait_until(lock, deadline, [&] { return log_.last_offset() == 0 || !refused_.empty(); }) &&
+           log_.last_offset() == 0;
   }
 
   ForwarderStats stats() const {
@@ -187,7 +188,13 @@ class Forwarder::Impl {
     s.unreadable_events = unreadable_events_;
     s.connected = connected_;
     s.broker = broker_;
+    s.refused = refused_;
     return s;
+  }
+
+  std::string refused() const {
+    std::lock_guard lock(mu_);
+    return refused_;
   }
 
   void set_policy_refusals(std::vector<PolicyRefusal> refusals) {
@@ -539,6 +546,17 @@ class Forwarder::Impl {
                      status.ok() ? "closed" : status.error_message(),
                      static_cast<int>(status.error_code()));
       }
+      // A refused credential is said once and kept until a stream gets an acknowledgement.
+      const bool refused = !progressed && (status.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+                                           status.error_code() == grpc::StatusCode::PERMISSION_DENIED);
+      if (refused) {
+        refused_ = fmt::format("broker {} refused this agent: {} ({})", address, valid_utf8(status.error_message()),
+                               status.error_code() == grpc::StatusCode::UNAUTHENTICATED ? "UNAUTHENTICATED"
+                                                                                         : "PERMISSION_DENIED");
+        fcv_.notify_all();  // a drain waiting for acknowledgements stops waiting
+      } else if (progressed) {
+        refused_.clear();
+      }
     }
     return progressed;
   }
@@ -566,6 +584,7 @@ class Forwarder::Impl {
   std::atomic<bool> stop_{false};
   bool rearm_ = false;  // guarded by mu_: a block started that the sender must time
   mcp::v1::PolicyStatus refusals_;  // guarded by mu_: the latest set_policy_refusals()
+  std::string refused_;             // guarded by mu_: ForwarderStats::refused
   bool refusals_dirty_ = false;     // guarded by mu_: not sent on this stream yet
   // Connected with every sent batch acknowledged: the broker keeps up, so a small
   // batch now beats a full one later (Nagle's rule, the other way round).
@@ -611,7 +630,7 @@ bool Forwarder::drain(std::chrono::milliseconds limit, const std::function<bool(
   for (;;) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (flush_for(std::clamp(left, std::chrono::milliseconds(0), std::chrono::milliseconds(50)))) return true;
-    if (left.count() <= 0 || (give_up && give_up())) return false;
+    if (left.count() <= 0 || (give_up && give_up()) || !refused().empty()) return false;
   }
 }
 
@@ -620,12 +639,14 @@ Undelivered undelivered_of(const ForwarderStats& s) {
   u.pending = s.queued + s.unacked;
   u.lost = s.dropped_oldest + s.unreadable_events;
   u.spool_dir = s.spool_dir;
+  u.refused = s.refused;
   return u;
 }
 
 std::string Undelivered::describe() const {
   if (!any()) return {};
-  std::string text = std::to_string(pending + lost) + " events undelivered: ";
+  std::string text = std::to_string(pending + lost) + " events undelivered" +
+                     (refused.empty() ? std::string() : " (" + refused + ")") + ": ";
   if (pending && !spool_dir.empty()) {
     text += std::to_string(pending) + " kept in the spool " + spool_dir + " (a later run with it sends them)";
   } else if (pending) {
@@ -639,6 +660,8 @@ std::string Undelivered::describe() const {
 }
 
 ForwarderStats Forwarder::stats() const { return impl_->stats(); }
+
+std::string Forwarder::refused() const { return impl_->refused(); }
 
 std::unique_ptr<Forwarder> make_forwarder(ForwarderOptions options) {
   return std::make_unique<Forwarder>(std::move(options));

@@ -131,6 +131,10 @@ struct ForwarderStats {
   bool connected = false;
   std::string broker;           // address of the current or last stream
   std::string spool_dir;        // empty: the spool is in memory
+  // Set while the brokers refuse this agent's credential (the last stream ended unauthenticated
+  // or permission denied before an acknowledgement): the broker's reason and the code. Retrying
+  // cannot help until the token or the broker's configuration changes.
+  std::string refused;
 };
 
 // What a run's end leaves behind. pending: accepted, not acknowledged (queued or spooled);
@@ -139,6 +143,7 @@ struct Undelivered {
   uint64_t pending = 0;
   uint64_t lost = 0;
   std::string spool_dir;
+  std::string refused;  // ForwarderStats::refused
   bool any() const { return pending || lost; }
   // One sentence for the operator, e.g. "120 events undelivered: 120 kept in the spool /x
   // (a later run with the same spool sends them)"; empty when everything was delivered.
@@ -173,6 +178,8 @@ class Forwarder : public EventSink {
   bool drain(std::chrono::milliseconds limit, const std::function<bool()>& give_up) override;
 
   ForwarderStats stats() const;
+  // ForwarderStats::refused alone (cheap: the run loop asks after every poll).
+  std::string refused() const;
   // The refusals in force now (replacing the last ones): sent on the stream when they change
   // and on every new stream, to brokers that take them (PolicyPush.accepts_policy_status).
   void set_policy_refusals(std::vector<PolicyRefusal> refusals);

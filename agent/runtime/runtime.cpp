@@ -343,6 +343,8 @@ void Runtime::close_interval() {
   for (auto& sink : sinks_) sink->consume_counts(out);
 }
 
+std::string Runtime::broker_refusal() const { return forwarder_ ? forwarder_->refused() : std::string(); }
+
 bool Runtime::drain_sinks() {
   const int before = stops();
   const auto give_up = [this, before] { return stops() > before; };
@@ -451,6 +453,12 @@ int Runtime::run(const RunHooks& hooks) {
     fprintf(stderr, "mcp-agent: %s\n", r.undelivered.c_str());
     said = true;
     failed |= r.lost > 0 || (r.kept > 0 && !spec_.kept_on_disk_is_delivered);
+  }
+  // A refused credential fails the run even with nothing to deliver (the undelivered line says it).
+  if (const std::string refusal = broker_refusal(); !refusal.empty()) {
+    if (!said) fprintf(stderr, "mcp-agent: %s\n", refusal.c_str());
+    said = true;
+    failed = true;
   }
   if (!drained && !said) {
     fprintf(stderr, "mcp-agent: the sinks did not deliver every event in time\n");

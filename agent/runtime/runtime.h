@@ -143,6 +143,9 @@ class Runtime {
   loader::BpfSession& session() { return *session_; }
   ControlLoop& control() { return *control_; }
   cuda::KernelSymbolizer& symbolizer() { return *symbolizer_; }
+  // Why the broker refuses this agent's credential (ForwarderStats::refused), empty while it
+  // does not or there is no broker: a one-shot trace ends on it, the daemon keeps retrying.
+  std::string broker_refusal() const;
   // The probes, and the labels each event gets from them: apply() before start() (and on
   // reload); the runtime refreshes them from start() until the shutdown.
   ProbeSet& probes() { return *probes_; }

@@ -39,7 +39,7 @@ bool BrokerSink::drain(std::chrono::milliseconds limit, const std::function<bool
   // Most runs are acknowledged at once; only a slow or absent broker earns the message.
   const auto first = std::min(limit, std::chrono::milliseconds(200));
   if (forwarder_->drain(first, give_up)) return true;
-  if (give_up() || limit <= first) return false;
+  if (give_up() || limit <= first || !forwarder_->refused().empty()) return false;  // refused: waiting cannot help
   const auto s = forwarder_->stats();
   fprintf(stderr, "mcp-agent: waiting up to %lld s for the broker to acknowledge %llu events (Ctrl-C again to stop)\n",
           static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(limit).count()),

@@ -91,6 +91,33 @@ TEST_F(AgentBrokerE2E, SubscriberReceivesExactlyTheTracedCalls) {
 // One encoder per format: the line `trace` prints for an event and the line `subscribe` prints
 // for the same event after the broker are the same bytes, apart from the broker's fields that
 // subscribe appends (agent_id, event_id). Tags given out of order exercise the sorted wire sets.
+// Issue 51, finding 8: a trace whose token the broker refuses for publishing ran the whole
+// command and then waited 10 s, saying only that events were undelivered (or exit 0 when there
+// were none). It now ends as soon as the broker has refused, with one line giving the broker's
+// reason, and fails.
+TEST_F(AgentBrokerE2E, ATraceTheBrokerRefusesEndsAtOnceSayingWhyAndFails) {
+  std::ofstream(dir_ / "tokens") << "publish pub\nsubscribe sub\n";
+  std::ofstream(dir_ / "sub") << "sub\n";
+  for (const char* f : {"tokens", "sub"}) std::filesystem::permissions(dir_ / f, std::filesystem::perms::owner_read);
+  BrokerProcess broker({"--token-file", (dir_ / "tokens").string()}, dir_ / "broker-tokens.log");
+  for (const std::string workload : {"calls", "none"}) {
+    SCOPED_TRACE(workload);
+    // 60 s of paced calls, or 60 s of nothing traced: either way the refusal ends it first.
+    std::vector<std::string> command{kWorkload, "rate", "100", "60"};
+    if (workload == "none") command = {"/bin/sleep", "60"};
+    std::vector<std::string> argv{kAgent, "trace", "--uprobe", kWorkload + ":mcp_work", "--broker", broker.address(),
+                                  "--token-file", (dir_ / "sub").string(), "--"};
+    argv.insert(argv.end(), command.begin(), command.end());
+    const auto started = std::chrono::steady_clock::now();
+    auto r = run_command(argv);
+    EXPECT_LT(std::chrono::steady_clock::now() - started, 30s) << r.err;
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find("refused this agent: this token has the roles 'subscribe', not 'publish' (PERMISSION_DENIED)"),
+              std::string::npos)
+        << r.err;
+  }
+}
+
 TEST_F(AgentBrokerE2E, SubscribePrintsTheBytesTracePrintsPlusTheBrokersFields) {
   constexpr int kCalls = 500;
   auto sub = subscribe({"--service", "golden", "--max-events", std::to_string(kCalls)});

@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <grpcpp/grpcpp.h>
 
+#include <chrono>
 #include <cmath>
 #include <string_view>
 #include <fstream>
@@ -243,6 +244,44 @@ TEST_F(BrokerHardening, AForgedSequenceCannotSilenceAnAgentThatComesLater) {
   EXPECT_TRUE(wait_until([&] { return collector.distinct() == 2 * kN + 1; }, 10s))
       << collector.distinct() << " of " << 2 * kN + 1 << " events arrived";
   EXPECT_EQ(broker_stats(broker.address()).duplicate_batches(), 0u);
+}
+
+// Issue 51, finding 8: a token the broker refuses for publishing (here one with only the
+// subscribe role, and one it does not know) was retried until the drain's limit with nothing
+// said. The forwarder now says why (the broker's reason and the code), a drain ends at once,
+// and the events stay counted as undelivered; a credential that works clears it.
+TEST_F(BrokerHardening, ARefusedCredentialIsSaidAndEndsTheDrainAtOnce) {
+  const std::string tokens = write("tokens", "publish pub\nsubscribe sub\n");
+  BrokerProcess broker(std::vector<std::string>{"--token-file", tokens}, dir_ / "broker.log");
+  const std::pair<const char*, const char*> cases[] = {{"sub", "PERMISSION_DENIED"}, {"nobody", "UNAUTHENTICATED"}};
+  for (const auto& [token, code] : cases) {
+    SCOPED_TRACE(token);
+    ForwarderOptions o;
+    o.brokers = {broker.address()};
+    o.agent_id = "node-r";
+    o.token_file = write(std::string(token) + ".token", std::string(token) + "\n");
+    o.backoff_initial = 50ms;
+    Forwarder fwd(o);
+    fwd.consume(test::make_call_event(1));
+    ASSERT_TRUE(wait_until([&] { return !fwd.refused().empty(); }, 10s)) << "never said it was refused";
+    EXPECT_NE(fwd.refused().find(code), std::string::npos) << fwd.refused();
+    EXPECT_NE(fwd.refused().find("refused this agent"), std::string::npos) << fwd.refused();
+    const auto started = std::chrono::steady_clock::now();
+    EXPECT_FALSE(fwd.drain(30s, {}));
+    EXPECT_LT(std::chrono::steady_clock::now() - started, 5s) << "the drain waited for acknowledgements that cannot come";
+    const auto u = undelivered_of(fwd.stats());
+    EXPECT_EQ(u.pending, 1u);
+    EXPECT_NE(u.describe().find(fwd.refused()), std::string::npos) << u.describe();
+  }
+  ForwarderOptions o;
+  o.brokers = {broker.address()};
+  o.agent_id = "node-r";
+  o.token_file = write("pub.token", "pub\n");
+  Forwarder fwd(o);
+  fwd.consume(test::make_call_event(2));
+  ASSERT_TRUE(fwd.drain(20s, {}));
+  EXPECT_EQ(fwd.refused(), "");
+  EXPECT_EQ(fwd.stats().acked, 1u);
 }
 
 // Issue 29, item 4: a subscriber that had received nothing when its broker restarted resumed
