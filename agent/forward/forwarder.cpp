@@ -8,6 +8,7 @@
 #include <deque>
 #include <mutex>
 #include <random>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -320,6 +321,25 @@ class Forwarder::Impl {
     backoff = std::min(backoff * 2, options_.backoff_max);
   }
 
+  // Refused: every broker of the list, each at its last stream, turned the credential away
+  // (a fail-over list may hold one that takes it). Kept until a stream gets an acknowledgement.
+  // Under mu_, with the stream's error counted: a drain woken by it sees both.
+  void note_refusal(const std::string& address, bool progressed) {
+    const grpc::StatusCode code = ended_.error_code();
+    if (!progressed && (code == grpc::StatusCode::UNAUTHENTICATED || code == grpc::StatusCode::PERMISSION_DENIED)) {
+      refused_by_.insert(address);
+      if (refused_by_.size() == options_.brokers.size()) {
+        refused_ = fmt::format("broker {} refused this agent: {} ({})", address, valid_utf8(ended_.error_message()),
+                               code == grpc::StatusCode::UNAUTHENTICATED ? "UNAUTHENTICATED" : "PERMISSION_DENIED");
+        fcv_.notify_all();  // a drain waiting for acknowledgements stops waiting
+      }
+      return;
+    }
+    refused_by_.erase(address);  // unreachable or closed: not known to refuse
+    if (progressed) refused_by_.clear();
+    if (refused_by_.size() < options_.brokers.size()) refused_.clear();
+  }
+
   void send_loop() {
     size_t address = 0;
     auto backoff = options_.backoff_initial;
@@ -339,6 +359,7 @@ class Forwarder::Impl {
         wire_idle_.store(false);  // disconnected: batch fully again
         if (stop_) return;
         ++errors_;
+        note_refusal(options_.brokers[address], progressed);
       }
       if (progressed) backoff = options_.backoff_initial;
       sleep_backoff(backoff);
@@ -349,6 +370,10 @@ class Forwarder::Impl {
   // One Publish stream: replays every unacknowledged batch in order, then follows the spool.
   // Returns true when the broker acknowledged something (the connection was healthy).
   bool run_stream(const std::string& address) {
+    {
+      std::lock_guard lock(mu_);
+      ended_ = grpc::Status(grpc::StatusCode::UNAVAILABLE, "no stream");  // until one ends
+    }
     std::shared_ptr<grpc::Channel> channel;
     try {
       channel = make_channel(address, options_.tls, options_.compression == Compression::kGzip);
@@ -546,17 +571,7 @@ class Forwarder::Impl {
                      status.ok() ? "closed" : status.error_message(),
                      static_cast<int>(status.error_code()));
       }
-      // A refused credential is said once and kept until a stream gets an acknowledgement.
-      const bool refused = !progressed && (status.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
-                                           status.error_code() == grpc::StatusCode::PERMISSION_DENIED);
-      if (refused) {
-        refused_ = fmt::format("broker {} refused this agent: {} ({})", address, valid_utf8(status.error_message()),
-                               status.error_code() == grpc::StatusCode::UNAUTHENTICATED ? "UNAUTHENTICATED"
-                                                                                         : "PERMISSION_DENIED");
-        fcv_.notify_all();  // a drain waiting for acknowledgements stops waiting
-      } else if (progressed) {
-        refused_.clear();
-      }
+      ended_ = status;  // send_loop weighs it with the error count, in one step
     }
     return progressed;
   }
@@ -585,6 +600,8 @@ class Forwarder::Impl {
   bool rearm_ = false;  // guarded by mu_: a block started that the sender must time
   mcp::v1::PolicyStatus refusals_;  // guarded by mu_: the latest set_policy_refusals()
   std::string refused_;             // guarded by mu_: ForwarderStats::refused
+  std::set<std::string> refused_by_;  // guarded by mu_: brokers whose last stream refused the credential
+  grpc::Status ended_;                // guarded by mu_: how the last stream ended
   bool refusals_dirty_ = false;     // guarded by mu_: not sent on this stream yet
   // Connected with every sent batch acknowledged: the broker keeps up, so a small
   // batch now beats a full one later (Nagle's rule, the other way round).

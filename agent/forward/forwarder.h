@@ -131,7 +131,7 @@ struct ForwarderStats {
   bool connected = false;
   std::string broker;           // address of the current or last stream
   std::string spool_dir;        // empty: the spool is in memory
-  // Set while the brokers refuse this agent's credential (the last stream ended unauthenticated
+  // Set while every broker refuses this agent's credential (each one's last stream ended unauthenticated
   // or permission denied before an acknowledgement): the broker's reason and the code. Retrying
   // cannot help until the token or the broker's configuration changes.
   std::string refused;

@@ -282,6 +282,19 @@ TEST_F(BrokerHardening, ARefusedCredentialIsSaidAndEndsTheDrainAtOnce) {
   ASSERT_TRUE(fwd.drain(20s, {}));
   EXPECT_EQ(fwd.refused(), "");
   EXPECT_EQ(fwd.stats().acked, 1u);
+  // A fail-over list where one broker takes the token: refused by the first, delivered by the
+  // second, never said to be refused.
+  BrokerProcess open_broker(std::vector<std::string>{}, dir_ / "open-broker.log");
+  ForwarderOptions both;
+  both.brokers = {broker.address(), open_broker.address()};
+  both.agent_id = "node-f";
+  both.token_file = write("sub2.token", "sub\n");
+  both.backoff_initial = 50ms;
+  Forwarder failover(both);
+  failover.consume(test::make_call_event(3));
+  ASSERT_TRUE(failover.drain(20s, {})) << failover.refused();
+  EXPECT_EQ(failover.refused(), "");
+  EXPECT_EQ(failover.stats().acked, 1u);
 }
 
 // Issue 29, item 4: a subscriber that had received nothing when its broker restarted resumed
