@@ -326,9 +326,10 @@ class Forwarder::Impl {
   // Under mu_, with the stream's error counted: a drain woken by it sees both.
   void note_refusal(const std::string& address, bool progressed) {
     const grpc::StatusCode code = ended_.error_code();
+    const size_t brokers = std::set<std::string>(options_.brokers.begin(), options_.brokers.end()).size();
     if (!progressed && (code == grpc::StatusCode::UNAUTHENTICATED || code == grpc::StatusCode::PERMISSION_DENIED)) {
       refused_by_.insert(address);
-      if (refused_by_.size() == options_.brokers.size()) {
+      if (refused_by_.size() == brokers) {
         refused_ = fmt::format("broker {} refused this agent: {} ({})", address, valid_utf8(ended_.error_message()),
                                code == grpc::StatusCode::UNAUTHENTICATED ? "UNAUTHENTICATED" : "PERMISSION_DENIED");
         fcv_.notify_all();  // a drain waiting for acknowledgements stops waiting
@@ -337,7 +338,7 @@ class Forwarder::Impl {
     }
     refused_by_.erase(address);  // unreachable or closed: not known to refuse
     if (progressed) refused_by_.clear();
-    if (refused_by_.size() < options_.brokers.size()) refused_.clear();
+    if (refused_by_.size() < brokers) refused_.clear();
   }
 
   void send_loop() {
