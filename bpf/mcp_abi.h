@@ -276,6 +276,8 @@ enum mcp_runtime_file {
  * A CUDA runtime or driver library mapped executable by a process (the lib_events ring):
  * the agent's discovery attaches the CUDA probes to libraries loaded at run time, from
  * any path (pip wheels, conda, the driver's folder), the first time it sees each file.
+ * ino 0: a mapping the kernel could not look at (its mmap lock was busy); the agent reads
+ * the process's maps for CUDA libraries instead.
  */
 #define MCP_LIB_NAME_LEN 64
 struct mcp_lib_mapped {

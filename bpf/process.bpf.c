@@ -12,6 +12,7 @@
 #include "sample.bpf.h"
 
 #define MCP_VM_EXEC 0x00000004UL
+#define MCP_EBUSY 16
 
 struct lib_lookup {
 	struct mcp_lib_mapped rec;
@@ -59,8 +60,17 @@ static __always_inline int lib_mapped(long ret)
 
 	if ((ret < 0 && ret > -4096) || !mcp_wanted(id >> 32))
 		return 0;
-	if (bpf_find_vma(bpf_get_current_task_btf(), (__u64)ret, lib_vma, &l, 0) || !l.found)
+	/* EBUSY: somebody held or waited for the process's mmap lock (khugepaged, a writer queued
+	 * behind a /proc/PID/maps reader), so the mapping could not be looked at. The library may
+	 * be CUDA's: reported without a file (ino 0), the agent reads the process's maps instead of
+	 * missing it for good. */
+	long err = bpf_find_vma(bpf_get_current_task_btf(), (__u64)ret, lib_vma, &l, 0);
+	if (err == -MCP_EBUSY) {
+		l.rec.ino = 0;
+		l.rec.start = ret;
+	} else if (err || !l.found) {
 		return 0;
+	}
 	l.rec.ktime_ns = bpf_ktime_get_ns();
 	l.rec.pid = id >> 32;
 	bpf_ringbuf_output(&lib_events, &l.rec, sizeof(l.rec), 0);

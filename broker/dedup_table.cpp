@@ -1,14 +1,17 @@
 #include "broker/dedup_table.h"
 
-#include <sys/stat.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/safe_file.h"
 
 namespace mcp::broker {
 
@@ -18,6 +21,12 @@ namespace {
 
 std::filesystem::path bindings_of(const std::filesystem::path& file) {
   return file.string() + ".bindings";
+}
+
+// The state file's directory, checked (owner, mode) and held open: every write goes through it
+// with O_NOFOLLOW, so a link planted beside the state cannot redirect what the broker (root) writes.
+SafeDir state_dir(const std::filesystem::path& file) {
+  return SafeDir(file.has_parent_path() ? file.parent_path() : std::filesystem::path("."), "broker state");
 }
 
 std::string hex_of(uint64_t v) {
@@ -146,10 +155,14 @@ std::string DedupTable::credential(const std::string& agent) const {
 void DedupTable::append_binding(const std::string& agent, const std::string& credential) const {
   if (file_.empty()) return;
   const std::string line = nlohmann::json{{"agent", agent}, {"credential", credential}}.dump() + "\n";
-  std::ofstream out(bindings_of(file_), std::ios::app);
-  out << line;
-  if (!out.flush()) throw runtime_error("broker: cannot write " + bindings_of(file_).string());
-  ::chmod(bindings_of(file_).c_str(), 0600);
+  const SafeDir dir = state_dir(file_);
+  const std::string name = bindings_of(file_).filename().string();
+  const int fd = dir.open(name, O_WRONLY | O_APPEND | O_CREAT, 0600);
+  if (fd < 0) throw runtime_error("broker: cannot write " + bindings_of(file_).string() + ": " + open_error_text(errno));
+  const bool written = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  const int err = errno;
+  ::close(fd);
+  if (!written) throw runtime_error("broker: cannot write " + bindings_of(file_).string() + ": " + std::strerror(err));
 }
 
 void DedupTable::persist() const {
@@ -173,16 +186,10 @@ void DedupTable::persist() const {
 }
 
 void write_file_atomically(const std::filesystem::path& file, const std::string& text) {
-  const auto tmp = file.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    if (!out.flush()) throw runtime_error("broker: cannot write " + tmp);
-  }
-  ::chmod(tmp.c_str(), 0600);  // credential identities and policies: the broker's only
-  std::error_code ec;
-  std::filesystem::rename(tmp, file, ec);
-  if (ec) throw runtime_error("broker: cannot rename " + tmp + ": " + ec.message());
+  // Through the checked directory, under a name nobody can guess: a link planted at a fixed
+  // FILE.tmp would have the broker (root) write credential identities wherever it points.
+  if (!state_dir(file).replace(file.filename().string(), text, 0600))
+    throw runtime_error("broker: cannot write " + file.string() + ": " + open_error_text(errno));
 }
 
 }  // namespace mcp::broker

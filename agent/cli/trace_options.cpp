@@ -18,7 +18,7 @@
 #include "common/sampling_bounds.h"
 #include "common/trace_id_prefix.h"
 #include "loader/bpf_session.h"
-#include "config/loader.h"
+#include "config/parse_config.h"
 #include "runtime/config_spec.h"
 
 namespace mcp::cli {

@@ -3,7 +3,7 @@
 //
 // With --config FILE the agent.yaml sections that describe the data path apply as they do
 // in `run` (probes, syscalls, cuda, sampling, quotas, compliance, exporter, broker,
-// ready_file, services), read by the same code (config/loader.h, runtime/config_spec.h,
+// ready_file, services), read by the same code (config/parse_config.h, runtime/config_spec.h,
 // runtime/probe_set.h). Flags add to the file or override it:
 //   --uprobe/--usdt/--syscall add probes, which take -r/--target-qps/--trace-id-arg/--latency/
 //   --service/--tag as without a file (--latency: uprobes and syscalls; --string-arg: USDT

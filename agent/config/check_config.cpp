@@ -5,7 +5,7 @@
 #include <iostream>
 #include <memory>
 
-#include "config/loader.h"
+#include "config/parse_config.h"
 #include "loader/elf_symbols.h"
 #include "loader/target_resolver.h"
 

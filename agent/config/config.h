@@ -1,5 +1,5 @@
 // Config: the validated content of agent.yaml, an immutable value once built by
-// parse_config()/load_config() (config/loader.h). Every probe the file declares
+// parse_config()/load_config() (config/parse_config.h). Every probe the file declares
 // (uprobes, syscalls, CUDA libraries) is normalised into one ProbeSpec list whose key()
 // names its attachment, so a reload can diff old and new configurations probe by probe.
 #pragma once

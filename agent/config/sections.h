@@ -1,5 +1,5 @@
 // The readers of agent.yaml's sections, one file each (probes, outputs, limits,
-// compliance), called by parse_config() (loader.cpp); internal to mcp_config.
+// compliance), called by parse_config() (parse_config.cpp); internal to mcp_config.
 // Each reads its node through yaml::MapReader and records problems in `ctx`.
 #pragma once
 #include <filesystem>

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "config/config.h"
-#include "config/loader.h"
+#include "config/parse_config.h"
 
 namespace mcp::config::yaml {
 

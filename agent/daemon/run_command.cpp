@@ -10,7 +10,7 @@
 #include "audit/audit_log.h"
 #include "common/error.h"
 #include "common/setting_names.h"
-#include "config/loader.h"
+#include "config/parse_config.h"
 #include "control/tenant_quota.h"
 #include "forward/forwarder.h"
 #include "loader/kernel_features.h"

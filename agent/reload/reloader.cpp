@@ -7,7 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "config/loader.h"
+#include "config/parse_config.h"
 
 namespace mcp::reload {
 

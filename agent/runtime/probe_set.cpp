@@ -303,18 +303,23 @@ void ProbeSet::scan_cuda_libraries(Entry& e) {
     if (ent->d_name[0] < '0' || ent->d_name[0] > '9') continue;
     const pid_t pid = static_cast<pid_t>(std::atol(ent->d_name));
     if (!session_.traces(pid)) continue;
-    const auto maps = loader::read_proc_maps(pid);
-    for (const auto& m : maps) {
-      if (!m.executable || !cuda::is_cuda_library(m.path)) continue;
-      mcp_lib_mapped rec{};
-      rec.dev = kernel_key_of(m).dev;
-      rec.ino = m.inode;
-      rec.start = m.start;
-      rec.pid = static_cast<uint32_t>(pid);
-      attach_discovered(e, rec, maps);  // ktime 0: mapped before the agent watched
-    }
+    scan_process(e, pid, 0);  // ktime 0: mapped before the agent watched
   }
   closedir(d);
+}
+
+void ProbeSet::scan_process(Entry& e, pid_t pid, uint64_t ktime_ns) {
+  const auto maps = loader::read_proc_maps(pid);
+  for (const auto& m : maps) {
+    if (!m.executable || !cuda::is_cuda_library(m.path)) continue;
+    mcp_lib_mapped rec{};
+    rec.ktime_ns = ktime_ns;
+    rec.dev = kernel_key_of(m).dev;
+    rec.ino = m.inode;
+    rec.start = m.start;
+    rec.pid = static_cast<uint32_t>(pid);
+    attach_discovered(e, rec, maps);
+  }
 }
 
 void ProbeSet::attach_discovered(Entry& e, const mcp_lib_mapped& rec, const std::vector<loader::Mapping>& maps) {
@@ -388,8 +393,14 @@ void ProbeSet::poll_libraries() {
   const auto mapped = session_.take_mapped_libraries();
   if (mapped.empty() && !d->scan_pending) return;  // the usual poll: nothing to publish either
   const StatusPublisher publish(*this);
-  for (const auto& rec : mapped)
+  for (const auto& rec : mapped) {
+    if (rec.ino == 0) {
+      // The kernel could not look at this mapping (mmap lock busy): look at all of them.
+      scan_process(*d, static_cast<pid_t>(rec.pid), rec.ktime_ns);
+      continue;
+    }
     attach_discovered(*d, rec, loader::read_proc_maps(static_cast<pid_t>(rec.pid)));
+  }
   if (d->scan_pending) {
     d->scan_pending = false;
     scan_cuda_libraries(*d);

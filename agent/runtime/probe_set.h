@@ -201,6 +201,8 @@ class ProbeSet final : public ProbeLabels {
   bool cuda_file_attached(const mcp_file_key& key) const;
   // Discovery: the libraries every traced process maps now.
   void scan_cuda_libraries(Entry& e);
+  // The CUDA libraries process `pid` maps now; `ktime_ns`: when a mapping was reported (0: unknown).
+  void scan_process(Entry& e, pid_t pid, uint64_t ktime_ns);
   // `maps`: the mapping process's /proc/PID/maps, read once by the caller.
   void attach_discovered(Entry& e, const mcp_lib_mapped& rec, const std::vector<loader::Mapping>& maps);
   void tune_id(const Entry& e, uint32_t id);

@@ -6,7 +6,7 @@
 #include "broker/dedup_table.h"
 #include "broker/event_block.h"
 #include "broker/publish_check.h"
-#include "config/loader.h"
+#include "config/parse_config.h"
 #include "spool/segment_log.h"
 #include "mcp/v1/sampling.pb.h"
 #include "rules/ruleset.h"

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "config/loader.h"
+#include "config/parse_config.h"
 #include "fuzz_targets.h"
 #include "rules/ruleset.h"
 

@@ -5,6 +5,8 @@
 #include <fstream>
 #include <random>
 
+#include "common/error.h"
+
 namespace mcp::broker {
 namespace {
 
@@ -192,6 +194,33 @@ TEST(DedupTable, LoadsTheOlderFormatAsUnboundMarks) {
   EXPECT_EQ(table.high_water("agent-1", 0), 42u);
   EXPECT_TRUE(accept(table, "agent-1", 43, "token:aaaa"));
   std::filesystem::remove(file);
+}
+
+// Issue 51, finding 2 (the broker's state): the snapshot went through a fixed FILE.tmp and the
+// bindings were appended by name, so links planted there had the broker (root) overwrite or
+// append to whatever they pointed at. Now neither is written through a link.
+TEST(DedupTable, LinksPlantedBesideTheStateAreNeverWrittenThrough) {
+  const auto dir = std::filesystem::temp_directory_path() / ("mcp-dedup-links-" + std::to_string(std::random_device{}()));
+  std::filesystem::create_directory(dir);
+  const auto file = dir / "marks.json";
+  const auto victim = dir / "victim";
+  std::ofstream(victim) << "victim\n";
+  std::filesystem::create_symlink(victim, file.string() + ".tmp");
+  std::filesystem::create_symlink(victim, file.string() + ".bindings");
+  const auto victim_text = [&] {
+    std::ifstream in(victim);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  {
+    DedupTable table(file);
+    EXPECT_THROW(accept(table, "node-a", 1, "token:a"), Error) << "a binding was appended through the link";
+    table.persist();
+  }
+  EXPECT_EQ(victim_text(), "victim\n");
+  EXPECT_TRUE(std::filesystem::is_symlink(file.string() + ".tmp"));
+  EXPECT_FALSE(std::filesystem::is_symlink(file));
+  EXPECT_TRUE(std::filesystem::is_regular_file(file));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

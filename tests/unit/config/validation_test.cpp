@@ -1,7 +1,7 @@
 // Every validation path of agent.yaml: the first diagnostic names the right line:column.
 #include <gtest/gtest.h>
 
-#include "config/loader.h"
+#include "config/parse_config.h"
 #include "mcp_abi.h"
 
 namespace mcp::config {

@@ -4,6 +4,7 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
 
 #include "common/error.h"
@@ -131,13 +132,24 @@ TEST(MetricsServer, StopClosesTheListenerAndIsIdempotent) {
   EXPECT_FALSE(c.Get("/healthz"));
 }
 
+// A stop racing the listener thread's start once hung the destructor: each of the 20 servers
+// is destroyed right after start(), within a deadline, and its port is closed afterwards.
 TEST(MetricsServer, StopRightAfterStartDoesNotHang) {
   Registry r;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   for (int i = 0; i < 20; ++i) {
-    MetricsServer s(r, nullptr, any_port());
-    s.start();
-  }  // destructor stops
-  SUCCEED();
+    int port = 0;
+    {
+      MetricsServer s(r, nullptr, any_port());
+      s.start();
+      port = s.port();
+      ASSERT_GT(port, 0);
+    }  // the destructor stops it
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "stopping " << i + 1 << " servers took over 20 s";
+    httplib::Client c("127.0.0.1", port);
+    c.set_connection_timeout(1, 0);
+    EXPECT_FALSE(c.Get("/healthz")) << "server " << i << " still listens on " << port << " after it was destroyed";
+  }
 }
 
 TEST(MetricsServer, BusyPortFailsStartWithARuntimeError) {

@@ -14,7 +14,7 @@
 
 #include "metrics/server.h"
 #ifdef MCP_HAVE_CONFIG
-#include "config/loader.h"
+#include "config/parse_config.h"
 #endif
 #include "privilege/privilege.h"
 #include "test_util.h"

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "config/loader.h"
+#include "config/parse_config.h"
 
 namespace mcp::reload {
 namespace {

@@ -4,7 +4,7 @@
 #include <fstream>
 #include <unistd.h>
 
-#include "config/loader.h"
+#include "config/parse_config.h"
 #include "runtime/config_spec.h"
 #include "../../support/files.h"
 

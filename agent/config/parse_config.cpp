@@ -2,7 +2,7 @@
 // its reader (sections.h), all through the schema walker in yaml_reader.h, then checks what
 // spans sections. Problems are collected, not thrown one by one, so an operator sees all of
 // them in one run.
-#include "config/loader.h"
+#include "config/parse_config.h"
 
 #include "config/file_trust.h"
 
