@@ -1,18 +1,18 @@
-// mcp-agent: wires the subcommands; each library registers its own (common/command.h).
+// mcp-agent: wires the subcommands; each file of agent/commands/ registers its own (common/command.h).
 #include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <cstdio>
 
-#include "audit/audit_command.h"
-#include "cli/trace_command.h"
+#include "commands/audit.h"
+#include "commands/trace.h"
 #include "common/command.h"
 #include "common/error.h"
 #include "common/fd_limit.h"
-#include "config/check_config.h"
-#include "daemon/run_command.h"
-#include "subscribe/policy_command.h"
-#include "subscribe/subscribe_command.h"
+#include "commands/check_config.h"
+#include "commands/run.h"
+#include "commands/policy.h"
+#include "commands/subscribe.h"
 
 int main(int argc, char** argv) {
   mcp::raise_fd_limit();

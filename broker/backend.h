@@ -3,8 +3,9 @@
 // - embedded (make_embedded_backend): this process: the journal (state_dir/journal, or memory),
 //   dedup marks (state_dir/agents.json), bounded subscriber queues fed at store time, the
 //   policies file. Only this backend builds or scans a journal.
-// - JetStream (make_jetstream_backend, nats_backend.h): a stateless front end over a stream and a
-//   key-value bucket shared by every broker; stores are pipelined (store_async).
+// - JetStream (make_jetstream_backend, over the NATS client of jetstream_client.h): a stateless
+//   front end over a stream and a key-value bucket shared by every broker; stores are pipelined
+//   (store_async).
 // Every method is thread-safe. Refusals are grpc::Status values for the client; an unreachable
 // store throws mcp::Error (the front end answers INTERNAL / UNAVAILABLE).
 #pragma once

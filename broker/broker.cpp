@@ -25,6 +25,7 @@
 #include "broker/event_block.h"
 #include "broker/subscription_stream.h"
 #include "clock/hlc.h"
+#include "clock/unix_time.h"
 #include "common/call_error.h"
 #include "common/error.h"
 #include "common/event.h"
@@ -39,11 +40,7 @@ using grpc::ServerContext;
 using grpc::Status;
 using grpc::StatusCode;
 
-uint64_t unix_ns() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
-}
+using clock::unix_ns;
 
 // Publish is served over raw bytes (Impl's base class) so a message is bounded before it is
 // parsed; replies are serialised here.

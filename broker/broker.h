@@ -27,7 +27,7 @@
 // Backends (backend.h): by default (options.nats.servers empty) the embedded backend keeps the
 // journal (state_dir/journal, checksummed segments; memory when no state dir), dedup marks
 // (state_dir/agents.json) and policies (state_dir/policies.json) in this process. With NATS
-// servers set, the broker is a stateless front end over a JetStream cluster (nats_backend.h):
+// servers set, the broker is a stateless front end over a JetStream cluster (jetstream_client.h):
 // batches are acked once JetStream stored them (dedup by the JetStream message id), subscribers
 // get what every broker published (offsets are stream sequences; a full subscriber queue holds
 // the JetStream consumer back instead of dropping), and policies live in a key-value bucket

@@ -1,15 +1,12 @@
-// EventBlock (wire capability "events-v2", proto/mcp/v1/sampling.proto): the broker's checks on
-// a compact batch and the conversions between it and v1 Samples.
+// EventBlock (wire capability "events-v2", proto/mcp/v1/sampling.proto): what the broker does
+// with a compact batch beyond the wire library (lib/wire: codec, dictionary, validator, kinds,
+// v1 Sample conversions).
 //
 // - scan_event_block counts a serialized block's events before it is parsed, so a block is
 //   bounded by PublishLimits::max_batch_samples as v1 samples are (parsing then allocates at
 //   most that many events; the message size bounds the rest).
-// - check_event_block: every string and pair-set index in range, strings[0] == "" and
-//   pair_sets[0] empty when present (index 0 always means unset, even in an empty dictionary),
-//   keys and values of a pair set of equal length, a known kind, a non-zero threshold. UTF-8 of
-//   the strings is guaranteed by proto3 parsing. After it passes, nothing below reads out of range.
-// - block_to_samples / samples_to_block convert for v1 subscribers and compact subscribers of v1
-//   batches; samples_to_block builds the dictionaries (tags and attributes sorted by key).
+// - check_event_block: wire::check_block (wire/block_check.h) as a Verdict. After it passes,
+//   nothing below reads out of range.
 // - with_event_ids: the block's wire bytes with the broker's event ids added, copied instead of
 //   re-encoded (ingest's encode of every CompactEvent was about a tenth of the broker's CPU).
 // - filter_block: a subscriber's subset. Service and tags are decided once per dictionary entry
@@ -25,6 +22,8 @@
 #include "broker/downsample.h"
 #include "broker/publish_check.h"
 #include "mcp/v1/sampling.pb.h"
+#include "wire/block_check.h"
+#include "wire/samples.h"  // block_to_samples, samples_to_block: v1 subscribers and batches
 
 namespace mcp::broker {
 
@@ -39,8 +38,7 @@ std::shared_ptr<mcp::v1::EventBlock> make_arena_block(size_t wire_bytes);
 Verdict scan_event_block(std::string_view bytes, uint32_t max_events, uint32_t* events);
 Verdict check_event_block(const mcp::v1::EventBlock& block);
 
-// Index i of the block's dictionaries; "" / no pairs for 0. Only for checked blocks.
-const std::string& block_string(const mcp::v1::EventBlock& block, uint32_t index);
+using wire::block_string;  // index i of the block's strings; "" for 0
 
 // Writes to *out the wire bytes of a block that parse_event_block accepted, with
 // `event_id = ids[i]` appended to event i wherever ids[i] != 0. Protobuf keeps the last value of
@@ -48,12 +46,6 @@ const std::string& block_string(const mcp::v1::EventBlock& block, uint32_t index
 // False (and *out unusable) unless `bytes` holds exactly ids.size() events in well-formed
 // top-level fields; the caller then serializes its parsed block instead.
 bool with_event_ids(std::string_view bytes, const std::vector<uint64_t>& ids, std::string* out);
-
-// Appends one Sample per event (agent_id set on each).
-void block_to_samples(const mcp::v1::EventBlock& block, const std::string& agent_id,
-                      google::protobuf::RepeatedPtrField<mcp::v1::Sample>* out);
-void samples_to_block(const google::protobuf::RepeatedPtrField<mcp::v1::Sample>& samples,
-                      mcp::v1::EventBlock* out);
 
 enum class Filtered {
   kNone,  // no event passes

@@ -1,4 +1,4 @@
-// The JetStream backend (backend.h) over NatsBackend (nats_backend.h): batches are acked once
+// The JetStream backend (backend.h) over JetStreamClient (jetstream_client.h): batches are acked once
 // JetStream stored them (dedup by the JetStream message id instead of local marks), subscribers
 // get what every broker published (offsets are stream sequences; a slow subscriber is slowed by
 // flow control instead of losing its oldest packets: a full queue holds the consumer back), and
@@ -12,7 +12,7 @@
 #include "broker/backend.h"
 #include "broker/broker.h"
 #include "broker/dedup_table.h"
-#include "broker/nats_backend.h"
+#include "broker/jetstream_client.h"
 #include "broker/packet_forms.h"
 #include "common/error.h"
 
@@ -106,7 +106,7 @@ class JetStreamBackend final : public Backend {
                    std::shared_ptr<SubscriberQueue> queue, Metadata*,
                    std::unique_ptr<Subscription>* out) override {
     const SubscriptionFilter filter = SubscriptionFilter::from(req);
-    std::unique_ptr<NatsBackend::Feed> feed;
+    std::unique_ptr<JetStreamClient::Feed> feed;
     try {
       feed = nats_.subscribe(filter.service, req.resume_after());
     } catch (const Error& e) {
@@ -132,7 +132,7 @@ class JetStreamBackend final : public Backend {
  private:
   class Reader final : public Subscription {
    public:
-    Reader(std::unique_ptr<NatsBackend::Feed> feed, SubscriptionFilter filter, bool compact,
+    Reader(std::unique_ptr<JetStreamClient::Feed> feed, SubscriptionFilter filter, bool compact,
            std::shared_ptr<SubscriberQueue> queue)
         : feed_(std::move(feed)), filter_(std::move(filter)), compact_(compact), queue_(std::move(queue)),
           thread_([this] { run(); }) {}
@@ -158,7 +158,7 @@ class JetStreamBackend final : public Backend {
       }
     }
 
-    std::unique_ptr<NatsBackend::Feed> feed_;
+    std::unique_ptr<JetStreamClient::Feed> feed_;
     const SubscriptionFilter filter_;
     const bool compact_;
     const std::shared_ptr<SubscriberQueue> queue_;
@@ -171,7 +171,7 @@ class JetStreamBackend final : public Backend {
   DedupTable marks_;     // in memory: sequence marks only (bindings are bind_agent's)
   uint64_t checks_ = 0;
   std::atomic<bool> stop_{false};
-  NatsBackend nats_;
+  JetStreamClient nats_;
 };
 
 }  // namespace

@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
   // every subscriber has sent it. glibc's default trim threshold (128 KiB) hands that memory back
   // to the kernel after nearly every batch and faults it in again for the next (6% of the
   // broker's CPU at 200k events/s). Up to 16 MiB of free heap kept per malloc arena: 0.91x CPU per
-  // event (bench/RESULTS.md, system/e2e round 7). Fixed thresholds also stop glibc moving them.
+  // event (docs/performance.md, system/e2e round 7). Fixed thresholds also stop glibc moving them.
   mallopt(M_MMAP_THRESHOLD, 4 << 20);
   mallopt(M_TRIM_THRESHOLD, 16 << 20);
   // Connections are refused near the descriptor limit (listener.h): at the usual soft limit of

@@ -1,5 +1,5 @@
 // NatsBackendOptions: where the JetStream backend lives and the limits of what it keeps
-// (nats_backend.h). The defaults are the documented ones of mcp-broker --help: 24 h, 1 GiB,
+// (jetstream_client.h). The defaults are the documented ones of mcp-broker --help: 24 h, 1 GiB,
 // 3 replicas, a 2 minute duplicate window.
 #pragma once
 #include <chrono>

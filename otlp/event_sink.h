@@ -2,7 +2,7 @@
 // without a broker.
 //
 // Contract:
-// - consume() encodes the event into an open compact block (forward/event_block.h: the encoding
+// - consume() encodes the event into an open compact block (wire/event_block.h: the encoding
 //   agents send the broker, strings repaired to UTF-8); the block is offered to an Exporter
 //   (exporter.h) once it holds `block_events` events or has been open for the exporter's
 //   batch_interval (a timer thread sees to quiet periods), so the agent and the broker map
@@ -24,7 +24,7 @@
 #include <thread>
 
 #include "common/sink.h"
-#include "forward/event_block.h"
+#include "wire/event_block.h"
 #include "otlp/exporter.h"
 
 namespace mcp::otlp {

@@ -11,6 +11,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "clock/unix_time.h"
+#include "common/backoff.h"
 #include "common/error.h"
 #include "common/text_file.h"
 #include "opentelemetry/proto/collector/logs/v1/logs_service.grpc.pb.h"
@@ -25,11 +27,7 @@ namespace collector_logs = opentelemetry::proto::collector::logs::v1;
 namespace collector_metrics = opentelemetry::proto::collector::metrics::v1;
 using Clock = std::chrono::steady_clock;
 
-uint64_t unix_ns() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
-}
+using clock::unix_ns;
 
 // The OTLP specification's retryable gRPC codes (RESOURCE_EXHAUSTED: the collector asks us
 // to slow down).
@@ -235,7 +233,7 @@ class Exporter::Impl {
   // One Export with retries; true when the collector accepted it.
   template <typename Rpc>
   bool call(const char* what, Rpc rpc) {
-    auto backoff = options_.initial_backoff;
+    Backoff backoff(options_.initial_backoff, options_.max_backoff);  // one endpoint
     for (int attempt = 1;; ++attempt) {
       grpc::ClientContext ctx;
       for (const auto& [k, v] : options_.headers) ctx.AddMetadata(k, v);
@@ -262,13 +260,12 @@ class Exporter::Impl {
         return false;
       }
       std::unique_lock lock(mu_);
-      const auto until = Clock::now() + backoff;
+      const auto until = Clock::now() + backoff.failed();
       // A shutdown cuts the wait short only when its grace is over.
       cv_.wait_until(lock, until, [&] { return past_stop_deadline(); });
       if (past_stop_deadline()) return false;
       lock.unlock();
       retries_.fetch_add(1, std::memory_order_relaxed);
-      backoff = std::min(options_.max_backoff, backoff * 2);
     }
   }
 

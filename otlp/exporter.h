@@ -9,7 +9,8 @@
 // - One thread sends: a batch goes out once it holds batch_events events or its oldest event
 //   waited batch_interval. A retryable answer (UNAVAILABLE, DEADLINE_EXCEEDED, CANCELLED,
 //   ABORTED, OUT_OF_RANGE, DATA_LOSS, RESOURCE_EXHAUSTED) is retried with exponential backoff
-//   (initial_backoff doubling up to max_backoff, at most max_attempts calls); any other answer,
+//   (common/backoff.h: equal jitter, initial_backoff doubling up to max_backoff, at most
+//   max_attempts calls); any other answer,
 //   or the last attempt failing, counts the batch's events as `failed`. Each call has `timeout`.
 // - Every metrics_interval (0: never) the SampleMetrics totals are exported (cumulative Sums).
 // - TLS unless `insecure`; `ca_file` replaces the system's roots. `headers` go on every call

@@ -10,6 +10,8 @@
 #include "common/event.h"
 #include "common/mix64.h"
 #include "common/utf8.h"
+#include "wire/block_check.h"
+#include "wire/kind.h"
 
 namespace mcp::otlp {
 namespace {
@@ -35,10 +37,8 @@ uint64_t nonzero_id(uint64_t preferred) {
 
 bool has_trace_id(const mcp::v1::CompactEvent& e) { return (e.trace_id_high() | e.trace_id()) != 0; }
 
-const std::string& str(const mcp::v1::EventBlock& b, uint32_t index) {
-  static const std::string empty;
-  return index < static_cast<uint32_t>(b.strings_size()) ? b.strings(static_cast<int>(index)) : empty;
-}
+// Blocks reach the mapping unchecked (the agent's own encoder): out of range reads as "".
+const std::string& str(const mcp::v1::EventBlock& b, uint32_t index) { return wire::block_string(b, index); }
 
 void add_string(Attributes* attrs, std::string_view key, std::string_view value) {
   auto* kv = attrs->Add();
@@ -80,7 +80,7 @@ void add_pairs(const mcp::v1::EventBlock& b, uint32_t set, std::string_view pref
 void add_event_attributes(const mcp::v1::EventBlock& b, const mcp::v1::CompactEvent& e, Attributes* attrs) {
   add_double(attrs, kAdjustedCountAttribute, 1.0 / threshold_to_probability(e.threshold()));
   add_string(attrs, "mcp.probe", str(b, e.probe()));
-  const std::string_view kind = kind_name(e.kind());
+  const std::string_view kind = wire::kind_name(e.kind());
   add_string(attrs, "mcp.event.kind", kind.empty() ? "unknown" : kind);
   add_int(attrs, "thread.id", e.tid());
   add_int(attrs, "mcp.cpu", e.cpu());
@@ -162,17 +162,6 @@ void Requests::clear() {
   logs.Clear();
   spans = 0;
   log_records = 0;
-}
-
-std::string_view kind_name(mcp::v1::EventKind kind) {
-  switch (kind) {
-    case mcp::v1::EVENT_KIND_UPROBE: return "uprobe";
-    case mcp::v1::EVENT_KIND_URETPROBE: return "uretprobe";
-    case mcp::v1::EVENT_KIND_SYSCALL: return "syscall";
-    case mcp::v1::EVENT_KIND_CUDA: return "cuda";
-    case mcp::v1::EVENT_KIND_USDT: return "usdt";
-    default: return "";
-  }
 }
 
 // A span of one thread, for nesting the block's call trees.

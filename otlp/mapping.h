@@ -87,9 +87,6 @@ void add_kubernetes_attributes(
     const mcp::v1::EventBlock& block, const mcp::v1::CompactEvent& event,
     google::protobuf::RepeatedPtrField<opentelemetry::proto::common::v1::KeyValue>* attributes);
 
-// The wire kind's name as events spell it ("uprobe", "syscall", ...); "" for an unknown kind.
-std::string_view kind_name(mcp::v1::EventKind kind);
-
 // mcp::marks_error (common/event.h) for a wire event.
 bool marks_error(const mcp::v1::CompactEvent& e);
 

@@ -4,16 +4,12 @@
 #include "common/event.h"
 #include "common/utf8.h"
 #include "otlp/mapping.h"
+#include "wire/block_check.h"
 
 namespace mcp::otlp {
 namespace {
 
 namespace metrics = opentelemetry::proto::metrics::v1;
-
-const std::string& str(const mcp::v1::EventBlock& b, uint32_t index) {
-  static const std::string empty;
-  return index < static_cast<uint32_t>(b.strings_size()) ? b.strings(static_cast<int>(index)) : empty;
-}
 
 metrics::Sum* cumulative_sum(metrics::ScopeMetrics* scope, const char* name, const char* unit,
                              const char* description) {
@@ -41,7 +37,7 @@ void SampleMetrics::add_block(const mcp::v1::EventBlock& block) {
   }
   std::lock_guard lock(mu_);
   for (const auto& [key, t] : by_index) {
-    Totals& total = totals_[{valid_utf8(str(block, key.first)), valid_utf8(str(block, key.second))}];
+    Totals& total = totals_[{valid_utf8(wire::block_string(block, key.first)), valid_utf8(wire::block_string(block, key.second))}];
     total.calls += t.calls;
     total.errors += t.errors;
     total.events += t.events;

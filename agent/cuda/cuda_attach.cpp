@@ -74,7 +74,7 @@ AttachedCudaFile attach_cuda_file(loader::BpfSession& session, const std::string
     // A nested launch API is folded by an owner its return clears: those stay timed.
     if (!launch_latency && pipeline::is_launch_api(t.api->api) && !t.fold_nested) config.cuda_flags |= MCP_CUDA_CFG_AT_ENTRY;
     // Launches sample calls unless MCP_CUDA_WINDOWS=on: in PyTorch on an H200 windowed
-    // launches came out 8-18% low at rate 0.01 (bench/RESULTS.md, issue 34), while a launch's
+    // launches came out 8-18% low at rate 0.01 (docs/performance.md, "Launches in windows on the H200"), while a launch's
     // trap there is ~0.25 us of a 6-8 us launch. Only launches reported at entry can be
     // windowed: a timed launch feeds slow-launch detection, and a marked runtime launch must
     // be seen whenever its driver call is.

@@ -7,30 +7,28 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
-#include <random>
 #include <set>
 #include <sstream>
 #include <thread>
 
 #include <spdlog/spdlog.h>
 
+#include "clock/unix_time.h"
+#include "common/backoff.h"
 #include "common/error.h"
 #include "common/setting_names.h"
 #include "common/utf8.h"
 #include "forward/agent_id.h"
+#include "forward/batch_closer.h"
 #include "forward/channel.h"
-#include "forward/event_block.h"
+#include "wire/event_block.h"
 #include "spool/segment_log.h"
 #include "mcp/v1/sampling.grpc.pb.h"
 
 namespace mcp {
 namespace {
 
-uint64_t unix_ns() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
-}
+using clock::unix_ns;
 
 }  // namespace
 
@@ -67,7 +65,9 @@ class Forwarder::Impl {
   explicit Impl(ForwarderOptions options)
       : options_(std::move(options)),
         log_(SegmentLogOptions{options_.spool_dir, options_.spool_segment_bytes,
-                               options_.spool_max_bytes}) {
+                               options_.spool_max_bytes}),
+        closer_(BatchCloser::Rules{options_.batch_count, options_.batch_age, options_.batch_linger,
+                                   options_.batch_burst, options_.batch_gap}) {
     if (options_.brokers.empty()) throw usage_error("forwarder: no broker address");
     if (options_.batch_count == 0) throw usage_error("forwarder: batch count must be > 0");
     if (options_.agent_id.empty()) options_.agent_id = unique_agent_id();
@@ -91,17 +91,13 @@ class Forwarder::Impl {
   // full block is written to the spool here, on the caller's thread, and the sender woken.
   void consume(const Event& event) {
     flush_failed_.store(false, std::memory_order_relaxed);
-    bool shipped = false, started = false;
+    Wake wake = Wake::kNone;
     {
       std::lock_guard lock(qmu_);
       open_.add(event);
-      const size_t n = open_.size();
-      if (n == 1) oldest_ = std::chrono::steady_clock::now();
-      if (n >= options_.batch_count) shipped = ship_locked();
-      else started = n == 1 && !driven_;
+      wake = act_locked(closer_.added(open_.size()));
     }
-    if (shipped) wake_sender();
-    else if (started) rearm_sender();  // only callers without poll_done(): the sender times the block
+    notify(wake);
   }
 
   // The caller's burst is over (the runtime calls this after each ring poll): while the broker
@@ -109,17 +105,12 @@ class Forwarder::Impl {
   // has passed since the last batch: the sender times it); otherwise at batch_age, at
   // batch_count, or on the ack that leaves nothing in flight (the reader ships it then).
   void poll_done() {
-    bool shipped = false, timed = false;
+    Wake wake = Wake::kNone;
     {
       std::lock_guard lock(qmu_);
-      driven_ = true;
-      if (open_.size() == 0) return;
-      const auto now = std::chrono::steady_clock::now();
-      if (wire_idle_.load()) ship_or_time_locked(now, &shipped, &timed);
-      else if (now >= oldest_ + options_.batch_age) shipped = ship_locked();
+      wake = act_locked(closer_.burst_ended(open_.size(), wire_idle_.load()));
     }
-    if (shipped) wake_sender();
-    else if (timed) rearm_sender();
+    notify(wake);
   }
 
   void consume_counts(const std::vector<ProbeIntervalCounts>& counts) {
@@ -229,9 +220,7 @@ class Forwarder::Impl {
     // The spool holds the Batch with its events still encoded (Batch.events): the sender
     // ships it as stored, nothing is parsed back into per-event messages.
     batch_.Clear();
-    last_ship_ = std::chrono::steady_clock::now();
-    last_events_ = events;
-    gap_timed_ = false;
+    closer_.closed(events);
     if (events) open_.finish(*batch_.mutable_events());
     for (auto& c : counts_) *batch_.add_counts() = std::move(c);
     counts_.clear();
@@ -248,22 +237,24 @@ class Forwarder::Impl {
     return true;
   }
 
-  // Under qmu_, wire idle: batches are heavy (the last one held batch_burst events or more)
-  // and the previous went out less than batch_gap ago. Waiting then costs a little latency at
-  // a rate where batches are plentiful and saves the broker a batch's fixed cost (bench/RESULTS.md).
-  bool in_gap_locked(std::chrono::steady_clock::time_point now) const {
-    return heavy_locked() && now < last_ship_ + options_.batch_gap;
-  }
-  // Under qmu_: heavy traffic, the last batch held batch_burst events or more.
-  bool heavy_locked() const { return last_events_ >= options_.batch_burst; }
-  // Under qmu_, wire idle, open block not empty: ships it, or has the sender ship it when the
-  // gap ends (*timed: the caller calls rearm_sender(), once per block).
-  void ship_or_time_locked(std::chrono::steady_clock::time_point now, bool* shipped, bool* timed) {
-    if (!in_gap_locked(now)) {
-      *shipped = ship_locked();
-    } else if (!gap_timed_) {
-      gap_timed_ = *timed = true;
+  // Who to wake once qmu_ is released: the sender for a batch in the spool, or the sender as
+  // the timer of a block it must time (rearm).
+  enum class Wake { kNone, kSender, kTimer };
+  // Under qmu_: carries out the closer's answer.
+  Wake act_locked(BatchCloser::Action action) {
+    switch (action) {
+      case BatchCloser::Action::kClose:
+        return ship_locked() ? Wake::kSender : Wake::kNone;
+      case BatchCloser::Action::kTime:
+        return Wake::kTimer;
+      case BatchCloser::Action::kKeep:
+        break;
     }
+    return Wake::kNone;
+  }
+  void notify(Wake wake) {
+    if (wake == Wake::kSender) wake_sender();
+    else if (wake == Wake::kTimer) rearm_sender();
   }
 
   // A batch is in the spool: the sender checks the spool under mu_ before it sleeps, so
@@ -282,43 +273,28 @@ class Forwarder::Impl {
     scv_.notify_one();
   }
 
-  // Sender thread: ships the open block once it is due by age (batch_linger while the wire is
-  // idle and no poll_done() caller ends bursts, else batch_age) or, on an idle wire under heavy
-  // traffic, at the end of batch_gap; returns when to look again.
+  // Sender thread, the closer's timer: ships the open block once it is due; returns when to
+  // look again.
   std::chrono::steady_clock::time_point ship_if_due() {
-    const auto now = std::chrono::steady_clock::now();
-    auto next = now + std::chrono::milliseconds(50);
     std::lock_guard lock(qmu_);
-    if (open_.size() == 0) return next;
-    const bool idle = wire_idle_.load();
-    auto due = oldest_ + (idle && !driven_ ? options_.batch_linger : options_.batch_age);
-    if (idle && heavy_locked())  // at the gap's end
-      due = std::min(oldest_ + options_.batch_age,
-                     std::max(driven_ ? oldest_ : due, last_ship_ + options_.batch_gap));
-    if (now < due) return std::min(next, due);
-    ship_locked();  // the caller is the sender: no wake-up needed
-    return next;
+    const BatchCloser::Due due = closer_.due(open_.size(), wire_idle_.load());
+    if (due.close) ship_locked();  // the caller is the sender: no wake-up needed
+    return due.next;
   }
 
   // Reader thread: nothing is in flight any more. What waited for that goes now.
   void ship_on_idle() {
-    bool shipped = false, timed = false;
+    Wake wake = Wake::kNone;
     {
       std::lock_guard lock(qmu_);
-      if (open_.size() > 0) ship_or_time_locked(std::chrono::steady_clock::now(), &shipped, &timed);
+      wake = act_locked(closer_.wire_idle(open_.size()));
     }
-    if (shipped) wake_sender();
-    else if (timed) rearm_sender();
+    notify(wake);
   }
 
-  void sleep_backoff(std::chrono::milliseconds& backoff) {
-    static thread_local std::mt19937_64 rng(std::random_device{}());
-    // Full jitter: anywhere in [backoff/2, backoff], so restarted agents do not reconnect in step.
-    std::uniform_int_distribution<int64_t> pick(backoff.count() / 2, backoff.count());
-    const auto wait = std::chrono::milliseconds(pick(rng));
+  void sleep_backoff(std::chrono::milliseconds wait) {
     std::unique_lock lock(mu_);
     scv_.wait_for(lock, wait, [&] { return stop_.load(); });
-    backoff = std::min(backoff * 2, options_.backoff_max);
   }
 
   // Refused: every broker of the list, each at its last stream, turned the credential away
@@ -342,10 +318,11 @@ class Forwarder::Impl {
   }
 
   void send_loop() {
-    size_t address = 0;
-    auto backoff = options_.backoff_initial;
+    // Jittered, so restarted agents do not reconnect in step; the next broker after each failure.
+    Backoff backoff(options_.backoff_initial, options_.backoff_max, options_.brokers.size());
     bool first = true;
     for (;;) {
+      const size_t address = backoff.endpoint();
       {
         std::lock_guard lock(mu_);
         if (stop_) return;
@@ -362,220 +339,284 @@ class Forwarder::Impl {
         ++errors_;
         note_refusal(options_.brokers[address], progressed);
       }
-      if (progressed) backoff = options_.backoff_initial;
-      sleep_backoff(backoff);
-      address = (address + 1) % options_.brokers.size();
+      if (progressed) backoff.succeeded();
+      sleep_backoff(backoff.failed());
     }
   }
 
-  // One Publish stream: replays every unacknowledged batch in order, then follows the spool.
-  // Returns true when the broker acknowledged something (the connection was healthy).
-  bool run_stream(const std::string& address) {
-    {
-      std::lock_guard lock(mu_);
-      ended_ = grpc::Status(grpc::StatusCode::UNAVAILABLE, "no stream");  // until one ends
+  // One Publish stream to one broker, from its opening to its end. The sender thread (run())
+  // replays every unacknowledged batch in order, then follows the spool; the reader thread
+  // (read_loop()) takes the broker's acks and policies. The members are this stream's state;
+  // what outlives the stream is the Impl's, reached through impl_ under its locks.
+  class PublishSession {
+   public:
+    PublishSession(Impl& impl, std::string address) : impl_(impl), address_(std::move(address)) {}
+    ~PublishSession() {
+      if (!reader_.joinable()) return;  // run() finished; otherwise it was left by an exception
+      context_.TryCancel();
+      reader_.join();
+      std::lock_guard lock(impl_.mu_);
+      impl_.context_ = nullptr;
     }
-    std::shared_ptr<grpc::Channel> channel;
-    try {
-      channel = make_channel(address, options_.tls, options_.compression == Compression::kGzip);
-    } catch (const std::exception& e) {
-      spdlog::error("forward: {}", e.what());
-      return false;
-    }
-    auto stub = mcp::v1::Sampling::NewStub(channel);
-    grpc::ClientContext context;
-    // Read again for each stream: a projected ServiceAccount token (per-node credentials,
-    // --agent-token-review) is rotated by the kubelet. A file gone bad keeps the last token.
-    if (!options_.token_file.empty()) {
-      try {
-        token_ = read_token_file(options_.token_file);
-      } catch (const std::exception& e) {
-        spdlog::warn("forward: {}; using the token read before", e.what());
-      }
-    }
-    add_token(context, token_);
-    context.AddMetadata("x-mcp-agent-id", options_.agent_id);
-    {
-      std::lock_guard lock(mu_);
-      if (stop_) return false;
-      context_ = &context;
-    }
-    auto stream = stub->Publish(&context);
+    PublishSession(const PublishSession&) = delete;
+    PublishSession& operator=(const PublishSession&) = delete;
 
+    // Streams until the forwarder stops, the stream breaks or a write fails. True when the
+    // broker acknowledged something (the connection was healthy).
+    bool run() {
+      {
+        std::lock_guard lock(impl_.mu_);
+        impl_.ended_ = grpc::Status(grpc::StatusCode::UNAVAILABLE, "no stream");  // until one ends
+      }
+      if (!open()) return false;
+      bool ok = stream_->Write(hello_message());
+      impl_.wire_idle_.store(ok);
+      reader_ = std::thread([this] { read_loop(); });
+      while (ok) ok = send_round();
+      finish();
+      std::lock_guard lock(impl_.mu_);
+      return progressed_;
+    }
+
+   private:
     struct InFlight {
       uint64_t sequence;
       uint32_t events;
     };
-    std::deque<InFlight> in_flight;  // guarded by mu_
-    bool accepts_status = false;     // guarded by mu_: this stream's broker takes policy_status
-    bool broken = false;             // guarded by mu_
-    bool progressed = false;         // guarded by mu_
-    uint64_t skipped_through = 0;    // guarded by mu_: last unreadable batch sent past
 
-    mcp::v1::AgentMessage hello;
-    hello.mutable_hello()->set_agent_id(options_.agent_id);
-    hello.mutable_hello()->set_hostname(host_name());  // the broker's OTLP host.name
-    hello.mutable_hello()->set_version("0.1.0");
-    hello.mutable_hello()->add_capabilities("events-v2");
-    hello.mutable_hello()->add_capabilities("refused-acks");
-    hello.mutable_hello()->set_incarnation(log_.id());
-    bool ok = stream->Write(hello);
-    wire_idle_.store(ok);
-
-    // Acks wake only who waits for them: flush() when the spool empties, the sender when the
-    // in-flight window reopens, and a block held back while a batch was in flight.
-    std::thread reader([&] {
-      mcp::v1::BrokerMessage msg;
-      while (stream->Read(&msg)) {
-        if (msg.broker_hlc() && options_.on_broker_hlc) options_.on_broker_hlc(msg.broker_hlc());
-        if (msg.has_policies() && msg.policies().accepts_policy_status()) {
-          {
-            std::lock_guard lock(mu_);
-            accepts_status = true;
-            refusals_dirty_ = true;  // what this stream's broker has not heard yet
-          }
-          scv_.notify_all();
-        }
-        if (msg.has_ack()) {
-          const uint64_t seq = msg.ack().sequence();
-          bool reopened = false, idle_now = false, flushed = false;
-          {
-            // Under mu_ so flush() never sees the spool empty before acked_ counts the batch.
-            std::lock_guard lock(mu_);
-            log_.release_through(seq);
-            const bool was_full = in_flight.size() >= options_.max_in_flight;
-            while (!in_flight.empty() && in_flight.front().sequence <= seq) {
-              if (msg.ack().refused() && in_flight.front().sequence == seq) {
-                // Malformed (a misread spool): lost and counted, and nothing waits behind it.
-                ++unreadable_batches_;
-                unreadable_events_ += in_flight.front().events;
-                spdlog::error("forward: the broker refused batch {} ({}); its {} events are lost", seq,
-                              msg.ack().reason(), in_flight.front().events);
-              } else {
-                acked_ += in_flight.front().events;
-              }
-              in_flight.pop_front();
-            }
-            if (in_flight.empty() && skipped_through > seq) log_.release_through(skipped_through);
-            reopened = was_full && in_flight.size() < options_.max_in_flight;
-            if (in_flight.empty()) idle_now = !wire_idle_.exchange(true);
-            flushed = log_.last_offset() == 0;
-            progressed = true;
-            connected_ = true;
-          }
-          if (flushed) fcv_.notify_all();
-          if (reopened) scv_.notify_one();
-          if (idle_now) ship_on_idle();
-        } else if (msg.has_policies()) {
-          std::vector<PolicyUpdate> updates;
-          for (const auto& p : msg.policies().policies()) {
-            PolicyUpdate u{p.service(), p.probe(), p.sampling_rate(), p.target_qps()};
-            for (const auto& [key, value] : p.service_labels()) u.service_labels[key] = value;
-            u.trace_id_prefix = p.trace_id_prefix();
-            u.removed = p.sampling_rate() == 0 && p.target_qps() == 0;
-            updates.push_back(std::move(u));
-          }
-          if (msg.policies().full_set() && options_.on_policy_set) {
-            std::erase_if(updates, [](const PolicyUpdate& u) { return u.removed; });
-            options_.on_policy_set(updates);
-          } else if (options_.on_policy) {
-            for (const auto& u : updates) options_.on_policy(u);
-          }
+    // Channel, credentials and the stream; false when none could be opened (or stopping).
+    bool open() {
+      const ForwarderOptions& options = impl_.options_;
+      std::shared_ptr<grpc::Channel> channel;
+      try {
+        channel = make_channel(address_, options.tls, options.compression == Compression::kGzip);
+      } catch (const std::exception& e) {
+        spdlog::error("forward: {}", e.what());
+        return false;
+      }
+      stub_ = mcp::v1::Sampling::NewStub(channel);
+      // Read again for each stream: a projected ServiceAccount token (per-node credentials,
+      // --agent-token-review) is rotated by the kubelet. A file gone bad keeps the last token.
+      if (!options.token_file.empty()) {
+        try {
+          impl_.token_ = read_token_file(options.token_file);
+        } catch (const std::exception& e) {
+          spdlog::warn("forward: {}; using the token read before", e.what());
         }
       }
+      add_token(context_, impl_.token_);
+      context_.AddMetadata("x-mcp-agent-id", options.agent_id);
       {
-        std::lock_guard lock(mu_);
-        broken = true;
+        std::lock_guard lock(impl_.mu_);
+        if (impl_.stop_) return false;
+        impl_.context_ = &context_;
       }
-      scv_.notify_all();
-    });
+      stream_ = stub_->Publish(&context_);
+      return true;
+    }
 
-    uint64_t cursor = 0;  // next sequence to send; 0: the spool's first unacknowledged batch
-    mcp::v1::AgentMessage msg;
-    while (ok) {
-      const auto due = ship_if_due();
+    mcp::v1::AgentMessage hello_message() const {
+      mcp::v1::AgentMessage msg;
+      auto* hello = msg.mutable_hello();
+      hello->set_agent_id(impl_.options_.agent_id);
+      hello->set_hostname(host_name());  // the broker's OTLP host.name
+      hello->set_version(MCP_VERSION);
+      hello->add_capabilities("events-v2");
+      hello->add_capabilities("refused-acks");
+      hello->set_incarnation(impl_.log_.id());
+      return msg;
+    }
+
+    // Under mu_: this stream's broker takes the refusals and has not heard the latest.
+    bool status_due_locked() const { return accepts_status_ && impl_.refusals_dirty_; }
+
+    // Sender thread, one turn: ships the open block when due, waits for work, then writes the
+    // policy status and as many batches as the in-flight window has room for. False: the
+    // stream is over (stopping, broken, or a write failed).
+    bool send_round() {
+      const size_t window = impl_.options_.max_in_flight;
+      const auto due = impl_.ship_if_due();
       size_t room = 0;
       {
-        std::unique_lock lock(mu_);
-        scv_.wait_until(lock, due, [&] {
-          return stop_ || broken || rearm_ || (accepts_status && refusals_dirty_) ||
-                 (in_flight.size() < options_.max_in_flight && log_.last_offset() >= cursor &&
-                  log_.last_offset() != 0);
+        std::unique_lock lock(impl_.mu_);
+        impl_.scv_.wait_until(lock, due, [&] {
+          return impl_.stop_ || broken_ || impl_.rearm_ || status_due_locked() ||
+                 (in_flight_.size() < window && impl_.log_.last_offset() >= cursor_ && impl_.log_.last_offset() != 0);
         });
-        rearm_ = false;
-        if (stop_ || broken) break;
-        room = options_.max_in_flight - std::min(options_.max_in_flight, in_flight.size());
-        if (accepts_status && refusals_dirty_) {
-          *msg.mutable_policy_status() = refusals_;
-          refusals_dirty_ = false;
+        impl_.rearm_ = false;
+        if (impl_.stop_ || broken_) return false;
+        room = window - std::min(window, in_flight_.size());
+        if (status_due_locked()) {
+          *msg_.mutable_policy_status() = impl_.refusals_;
+          impl_.refusals_dirty_ = false;
         }
       }
-      if (msg.has_policy_status()) {
-        if (!stream->Write(msg)) {
-          ok = false;
-          break;
-        }
-        msg.Clear();
+      if (msg_.has_policy_status()) {
+        if (!stream_->Write(msg_)) return false;
+        msg_.Clear();
       }
-      if (room == 0) continue;
-      for (auto& record : log_.read_from(cursor, room)) {
-        auto* batch = msg.mutable_batch();
+      return room == 0 || send_batches(room);
+    }
+
+    // Sender thread: up to `room` spooled batches from cursor_ on. False: a write failed.
+    bool send_batches(size_t room) {
+      for (auto& record : impl_.log_.read_from(cursor_, room)) {
+        auto* batch = msg_.mutable_batch();
         if (record.damaged || !batch->ParseFromString(record.payload)) {
-          // Counted once per batch (a replay meets it again), never silent.
-          bool flushed = false;
-          {
-            std::lock_guard lock(mu_);
-            if (record.offset > unreadable_through_) {
-              unreadable_through_ = record.offset;
-              ++unreadable_batches_;
-              unreadable_events_ += record.items;
-              spdlog::error("forward: spooled batch {} cannot be read back; its {} events are lost", record.offset,
-                            record.items);
-            }
-            // Release it once everything before it is acknowledged, so it never holds a flush.
-            if (in_flight.empty()) {
-              log_.release_through(record.offset);
-              flushed = log_.last_offset() == 0;
-            } else {
-              skipped_through = record.offset;
-            }
-          }
-          if (flushed) fcv_.notify_all();
-          cursor = record.offset + 1;
+          skip_unreadable(record);
+          cursor_ = record.offset + 1;
           continue;
         }
         batch->set_sequence(record.offset);
         {
-          std::lock_guard lock(mu_);
-          in_flight.push_back({record.offset, record.items});
-          wire_idle_.store(false);
+          std::lock_guard lock(impl_.mu_);
+          in_flight_.push_back({record.offset, record.items});
+          impl_.wire_idle_.store(false);
         }
-        if (!stream->Write(msg)) {
-          ok = false;
-          break;
+        if (!stream_->Write(msg_)) return false;
+        cursor_ = record.offset + 1;
+        std::lock_guard lock(impl_.mu_);
+        impl_.sent_ += record.items;
+      }
+      return true;
+    }
+
+    // Sender thread: a spooled batch that does not parse back is counted once per batch (a
+    // replay meets it again), never silent, and released once everything before it is
+    // acknowledged, so it never holds a flush.
+    void skip_unreadable(const SegmentLog::Record& record) {
+      bool flushed = false;
+      {
+        std::lock_guard lock(impl_.mu_);
+        if (record.offset > impl_.unreadable_through_) {
+          impl_.unreadable_through_ = record.offset;
+          ++impl_.unreadable_batches_;
+          impl_.unreadable_events_ += record.items;
+          spdlog::error("forward: spooled batch {} cannot be read back; its {} events are lost", record.offset,
+                        record.items);
         }
-        cursor = record.offset + 1;
-        std::lock_guard lock(mu_);
-        sent_ += record.items;
+        if (in_flight_.empty()) {
+          impl_.log_.release_through(record.offset);
+          flushed = impl_.log_.last_offset() == 0;
+        } else {
+          skipped_through_ = record.offset;
+        }
+      }
+      if (flushed) impl_.fcv_.notify_all();
+    }
+
+    // Reader thread: until the stream ends. Acks wake only who waits for them: flush() when
+    // the spool empties, the sender when the in-flight window reopens, and a block held back
+    // while a batch was in flight.
+    void read_loop() {
+      mcp::v1::BrokerMessage msg;
+      while (stream_->Read(&msg)) {
+        if (msg.broker_hlc() && impl_.options_.on_broker_hlc) impl_.options_.on_broker_hlc(msg.broker_hlc());
+        if (msg.has_policies() && msg.policies().accepts_policy_status()) {
+          {
+            std::lock_guard lock(impl_.mu_);
+            accepts_status_ = true;
+            impl_.refusals_dirty_ = true;  // what this stream's broker has not heard yet
+          }
+          impl_.scv_.notify_all();
+        }
+        if (msg.has_ack()) {
+          on_ack(msg.ack());
+        } else if (msg.has_policies()) {
+          on_policies(msg.policies());
+        }
+      }
+      {
+        std::lock_guard lock(impl_.mu_);
+        broken_ = true;
+      }
+      impl_.scv_.notify_all();
+    }
+
+    // Reader thread: releases every batch up to the acknowledged one.
+    void on_ack(const mcp::v1::Ack& ack) {
+      const uint64_t seq = ack.sequence();
+      bool reopened = false, idle_now = false, flushed = false;
+      {
+        // Under mu_ so flush() never sees the spool empty before acked_ counts the batch.
+        std::lock_guard lock(impl_.mu_);
+        impl_.log_.release_through(seq);
+        const bool was_full = in_flight_.size() >= impl_.options_.max_in_flight;
+        while (!in_flight_.empty() && in_flight_.front().sequence <= seq) {
+          if (ack.refused() && in_flight_.front().sequence == seq) {
+            // Malformed (a misread spool): lost and counted, and nothing waits behind it.
+            ++impl_.unreadable_batches_;
+            impl_.unreadable_events_ += in_flight_.front().events;
+            spdlog::error("forward: the broker refused batch {} ({}); its {} events are lost", seq, ack.reason(),
+                          in_flight_.front().events);
+          } else {
+            impl_.acked_ += in_flight_.front().events;
+          }
+          in_flight_.pop_front();
+        }
+        if (in_flight_.empty() && skipped_through_ > seq) impl_.log_.release_through(skipped_through_);
+        reopened = was_full && in_flight_.size() < impl_.options_.max_in_flight;
+        if (in_flight_.empty()) idle_now = !impl_.wire_idle_.exchange(true);
+        flushed = impl_.log_.last_offset() == 0;
+        progressed_ = true;
+        impl_.connected_ = true;
+      }
+      if (flushed) impl_.fcv_.notify_all();
+      if (reopened) impl_.scv_.notify_one();
+      if (idle_now) impl_.ship_on_idle();
+    }
+
+    // Reader thread: a push of policies, to on_policy_set (a full set) or on_policy.
+    void on_policies(const mcp::v1::PolicyPush& push) const {
+      const ForwarderOptions& options = impl_.options_;
+      std::vector<PolicyUpdate> updates;
+      for (const auto& p : push.policies()) {
+        PolicyUpdate u{p.service(), p.probe(), p.sampling_rate(), p.target_qps()};
+        for (const auto& [key, value] : p.service_labels()) u.service_labels[key] = value;
+        u.trace_id_prefix = p.trace_id_prefix();
+        u.removed = p.sampling_rate() == 0 && p.target_qps() == 0;
+        updates.push_back(std::move(u));
+      }
+      if (push.full_set() && options.on_policy_set) {
+        std::erase_if(updates, [](const PolicyUpdate& u) { return u.removed; });
+        options.on_policy_set(updates);
+      } else if (options.on_policy) {
+        for (const auto& u : updates) options.on_policy(u);
       }
     }
-    // Cancelled only when stopping: a stream the broker ended keeps its status, so its reason
-    // (a refusal) reaches the log instead of CANCELLED.
-    if (stop_) context.TryCancel();
-    reader.join();
-    const grpc::Status status = stream->Finish();
-    {
-      std::lock_guard lock(mu_);
-      context_ = nullptr;
-      if (!stop_) {
-        spdlog::warn("forward: stream to {} ended: {} ({})", address,
-                     status.ok() ? "closed" : status.error_message(),
+
+    // Sender thread: ends the stream and records how it ended.
+    void finish() {
+      // Cancelled only when stopping: a stream the broker ended keeps its status, so its reason
+      // (a refusal) reaches the log instead of CANCELLED.
+      if (impl_.stop_) context_.TryCancel();
+      reader_.join();
+      const grpc::Status status = stream_->Finish();
+      std::lock_guard lock(impl_.mu_);
+      impl_.context_ = nullptr;
+      if (!impl_.stop_) {
+        spdlog::warn("forward: stream to {} ended: {} ({})", address_, status.ok() ? "closed" : status.error_message(),
                      static_cast<int>(status.error_code()));
       }
-      ended_ = status;  // send_loop weighs it with the error count, in one step
+      impl_.ended_ = status;  // send_loop weighs it with the error count, in one step
     }
-    return progressed;
-  }
+
+    Impl& impl_;
+    const std::string address_;
+    grpc::ClientContext context_;
+    std::unique_ptr<mcp::v1::Sampling::Stub> stub_;
+    std::unique_ptr<grpc::ClientReaderWriter<mcp::v1::AgentMessage, mcp::v1::BrokerMessage>> stream_;
+    std::deque<InFlight> in_flight_;  // guarded by impl_.mu_: written, not yet acknowledged
+    bool accepts_status_ = false;     // guarded by impl_.mu_: this broker takes policy_status
+    bool broken_ = false;             // guarded by impl_.mu_: the reader saw the stream end
+    bool progressed_ = false;         // guarded by impl_.mu_: something was acknowledged
+    uint64_t skipped_through_ = 0;    // guarded by impl_.mu_: last unreadable batch sent past
+    uint64_t cursor_ = 0;             // sender: next sequence to send; 0: the first unacknowledged
+    mcp::v1::AgentMessage msg_;       // sender: reused for each message written
+    std::thread reader_;
+  };
+
+  bool run_stream(const std::string& address) { return PublishSession(*this, address).run(); }
 
   ForwarderOptions options_;
   std::string token_;
@@ -585,14 +626,10 @@ class Forwarder::Impl {
   mutable std::mutex qmu_;
   EventBlockEncoder open_;                    // guarded by qmu_: the batch being filled
   std::vector<mcp::v1::ProbeCounts> counts_;  // guarded by qmu_
-  std::chrono::steady_clock::time_point oldest_{};  // guarded by qmu_: the open block's first event
   mcp::v1::Batch batch_;                      // guarded by qmu_: reused for each shipped batch
   std::string record_;                        // guarded by qmu_: its serialized bytes
   uint64_t append_dropped_ = 0;               // guarded by qmu_: events of batches the spool refused
-  bool driven_ = false;                       // guarded by qmu_: someone calls poll_done()
-  std::chrono::steady_clock::time_point last_ship_{};  // guarded by qmu_: the last batch closed
-  uint32_t last_events_ = 0;                  // guarded by qmu_: and its events
-  bool gap_timed_ = false;                    // guarded by qmu_: the sender ships the block at the gap's end
+  BatchCloser closer_;                        // guarded by qmu_: when the open block closes
 
   mutable std::mutex mu_;
   std::condition_variable scv_;  // the sender: new batches, window reopened, rearm, stop, broken

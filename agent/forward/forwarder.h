@@ -1,11 +1,12 @@
 // Forwarder: the EventSink that ships kept events to an mcp-broker over gRPC.
 //
-// consume() encodes the event into the open compact block (forward/event_block.h, capability
+// consume() encodes the event into the open compact block (wire/event_block.h, capability
 // "events-v2") on the caller's thread, with no per-event message or queue node. A block is
 // closed into a Batch and written ahead into the spool (segment files with CRC32 when
 // `spool_dir` is set, memory otherwise), whose offset becomes the batch sequence, by whichever
-// thread finds it due: the consumer when it reaches `batch_count` or when poll_done() ends a
-// burst while the broker has acknowledged everything sent (Nagle's rule, the other way round;
+// thread finds it due (the rules live in forward/batch_closer.h): the consumer when it reaches
+// `batch_count` or when poll_done() ends a burst while the broker has acknowledged everything
+// sent (Nagle's rule, the other way round;
 // under heavy traffic not before `batch_gap` after the previous batch); the ack that leaves
 // nothing in flight; or the age timer (`batch_age`; `batch_linger` while idle, only for callers
 // that never call poll_done(); the gap's end). One sender thread streams
@@ -90,7 +91,7 @@ struct ForwarderOptions {
   // Heavy traffic (the previous batch held at least batch_burst events): a batch ships on an
   // idle wire only batch_gap after the previous one, so at 200k events/s the broker gets about
   // 430 events per batch instead of 180: about a fifth less CPU per event in broker, agent and
-  // subscriber for 0.7 ms more P95 (bench/RESULTS.md, system/e2e round 8). Lighter traffic is
+  // subscriber for 0.7 ms more P95 (docs/performance.md, system/e2e round 8). Lighter traffic is
   // not held: below batch_burst events per round trip, a batch still ships as soon as
   // everything sent is acknowledged.
   size_t batch_burst = 64;

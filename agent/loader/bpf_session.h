@@ -4,6 +4,10 @@
 // attachment whose id indexes the counters and configuration maps.
 // Thread safety: add/remove from one thread; counters, thresholds and probe
 // lookups may be used concurrently from the control and consumer threads.
+// Its member functions are split by job: bpf_session.cpp (open, close, probe lookups),
+// attach.cpp, detach.cpp, probe_ids.cpp (ids, quarantine), session_maps.cpp (KernelMaps),
+// process_watch.cpp (the traced tree, library mappings), window_scheduler.cpp (sampling
+// windows and the reapers); bpf_object_fit.h and uprobe_multi_link.h hold what needs no session.
 #pragma once
 #include <sys/types.h>
 
@@ -24,18 +28,21 @@
 #include <thread>
 #include <vector>
 
+#include "common/unique_handle.h"
+#include "loader/bpf_handles.h"
 #include "loader/estimate_modes.h"
 #include "loader/kernel_maps.h"
+#include "loader/map_io.h"
 #include "loader/sampling_windows.h"
 #include "loader/target_resolver.h"
 #include "mcp_abi.h"
 
-struct mcp_bpf;
-struct bpf_link;
-struct ring_buffer;
 struct bpf_program;
+struct bpf_map;
 
 namespace mcp::loader {
+
+class UsdtSpecIds;
 
 // The largest ring buffer: the map's size is 32 bits, and a bigger one is memory no node spares.
 inline constexpr uint64_t kMaxRingbufBytes = uint64_t{1} << 30;
@@ -57,6 +64,8 @@ struct SessionOptions {
   // it: 40 bytes a slot on each CPU (330 KiB a CPU at the most), so a front end that knows how
   // many probes it will ever hold asks for fewer.
   uint32_t probe_slots = MCP_MAX_PROBES;
+  // The map element calls (loader/map_io.h); null: libbpf's. Tests pass one that fails.
+  std::shared_ptr<const MapIo> map_io;
 };
 
 struct ProbeConfig {
@@ -246,25 +255,36 @@ class BpfSession : public KernelMaps {
   uint64_t ringbuf_bytes() const { return ringbuf_bytes_; }
   // Bytes produced and not yet consumed (the ring's two position pages, read-only).
   uint64_t ringbuf_pending_bytes() const;
-  struct mcp_bpf* skeleton() { return skel_; }
+  // Map calls that failed where no caller could be told (loader/map_io.h MapFailures):
+  // mcp_bpf_map_failures_total.
+  uint64_t map_failures() const { return map_failures_.count(); }
 
  private:
   // A uprobe_multi link several probes share (add_uprobe_group): closed with the last.
   struct SharedLink {
-    int fd;
+    UniqueFd fd;
     std::function<void()> after_close;  // what the link held that its close frees (USDT specs)
-    explicit SharedLink(int f, std::function<void()> after = {}) : fd(f), after_close(std::move(after)) {}
+    explicit SharedLink(UniqueFd f, std::function<void()> after = {})
+        : fd(std::move(f)), after_close(std::move(after)) {}
     ~SharedLink();
     SharedLink(const SharedLink&) = delete;
     SharedLink& operator=(const SharedLink&) = delete;
   };
-  // A libbpf link, the fd of a uprobe-session link (libbpf 1.1 cannot make those), or a
-  // probe's share of a group's link.
+  // One attachment of a probe: a libbpf link, the fd of a link libbpf 1.1 cannot make
+  // (uprobe_multi, uprobe sessions, perf events of program copies), or a probe's share of a
+  // group's link. Detached when it goes (bpftrace's AttachedProbe): move-only, so a link
+  // handed on (to a batch, a reaper) is closed once, by whoever holds it last. A close waits
+  // for an RCU grace period: many go together through close_together() or the reapers.
   struct Link {
-    bpf_link* link = nullptr;
-    int fd = -1;
+    Link() = default;
+    explicit Link(bpf_link* l) : link(l) {}
+    explicit Link(UniqueFd f) : fd(std::move(f)) {}
+    explicit Link(std::shared_ptr<const SharedLink> s) : shared(std::move(s)) {}
+    // Detaches now.
+    void reset() { *this = Link{}; }
+    BpfLinkHandle link;
+    UniqueFd fd;
     std::shared_ptr<const SharedLink> shared;
-    void destroy();
   };
   // The programs of a probe: an entry (and return), or one session program.
   struct Programs {
@@ -314,7 +334,8 @@ class BpfSession : public KernelMaps {
                           const UprobeTarget& target = {});
   // The probe's threshold (and, given, its window end) into probe_configs, the rest kept.
   void write_threshold(uint32_t id, uint64_t threshold, std::optional<uint64_t> window_end_ns = std::nullopt);
-  ProbeCounters read_counters(int map_fd, uint32_t key) const;
+  // A per-CPU counters map's entry, summed; zeros (counted in map_failures_) when unreadable.
+  ProbeCounters read_counters(const bpf_map* map, uint32_t key) const;
   // Deletes the pending latency entries of `id` (all ids: 0); counts them orphaned.
   // Only entries made before `before_ktime` (CLOCK_MONOTONIC ns) when given: a sampling
   // window's leftovers, not the next window's calls in flight.
@@ -372,7 +393,10 @@ class BpfSession : public KernelMaps {
   std::vector<uint32_t> batch_ids_;
   std::vector<Link> batch_links_;
 
-  struct mcp_bpf* skel_ = nullptr;
+  SkeletonHandle skel_;
+  mcp_bpf* skel() const { return skel_.get(); }
+  std::shared_ptr<const MapIo> map_io_;
+  mutable MapFailures map_failures_;
   uint64_t ringbuf_bytes_ = 0;
   const volatile uint64_t* consumer_pos_ = nullptr;  // mmapped ring positions
   const volatile uint64_t* producer_pos_ = nullptr;
@@ -384,7 +408,6 @@ class BpfSession : public KernelMaps {
   // USDT probes attached by the agent (one uprobe_multi link each, specs written here) where
   // the kernel has multi links and cookies; else by libbpf, a perf uprobe per site.
   bool usdt_multi_ = false;
-  struct UsdtSpecIds;
   std::shared_ptr<UsdtSpecIds> usdt_specs_;
   Link attach_usdt_sites(uint32_t id, const UprobeTarget& target, pid_t pid);
   bool task_pt_regs_ = true;    // KernelFeatures: else syscalls attach entry and exit
@@ -399,7 +422,7 @@ class BpfSession : public KernelMaps {
   std::array<uint64_t, MCP_MAX_PROBES> swept_orphans_{};  // counted by sweep_pending
   std::array<bool, MCP_MAX_PROBES> trace_id_probes_{};   // configured with a trace-id argument
   bool decides_on_trace_id(const ProbeInfo& info) const;  // ProbeInfo::trace_id; under mu_
-  std::vector<bpf_link*> process_links_;
+  std::vector<BpfLinkHandle> process_links_;
   // Window toggles exclude every other change of a probe's links (remove, files, detach_all).
   std::mutex toggle_mu_;
   std::condition_variable_any window_cv_;
@@ -418,9 +441,9 @@ class BpfSession : public KernelMaps {
   std::deque<Reap> reap_queue_;
   std::vector<std::jthread> reapers_;  // the window thread adds, stop_windows() joins
   std::atomic<size_t> reap_busy_{0};   // reapers inside a close
-  bpf_link* lib_watch_link_ = nullptr;  // under lib_mu_
+  BpfLinkHandle lib_watch_link_;  // under lib_mu_
   int lib_watchers_ = 0;
-  ::ring_buffer* lib_ring_ = nullptr;
+  RingBufferHandle lib_ring_;
   std::vector<mcp_lib_mapped> lib_pending_;
   std::mutex lib_mu_;
   uint64_t next_target_key_ = 1;  // under mu_

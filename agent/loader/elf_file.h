@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "common/error.h"
+#include "common/unique_handle.h"
 
 namespace mcp::loader {
 
@@ -23,10 +24,10 @@ class ElfFile {
   static std::optional<ElfFile> open(const std::string& path, std::string* why = nullptr) {
     if (elf_version(EV_CURRENT) == EV_NONE) return fail(why, "libelf initialisation failed");
     ElfFile f;
-    f.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (f.fd_ < 0) return fail(why, "cannot open " + path + ": " + std::strerror(errno));
-    f.elf_ = elf_begin(f.fd_, ELF_C_READ, nullptr);
-    if (!f.elf_ || elf_kind(f.elf_) != ELF_K_ELF) return fail(why, path + " is not an ELF file");
+    f.fd_.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!f.fd_) return fail(why, "cannot open " + path + ": " + std::strerror(errno));
+    f.elf_.reset(elf_begin(f.fd_.get(), ELF_C_READ, nullptr));
+    if (!f.elf_ || elf_kind(f.elf_.get()) != ELF_K_ELF) return fail(why, path + " is not an ELF file");
     return f;
   }
   // open(), throwing mcp::Error (runtime) with the reason.
@@ -36,14 +37,9 @@ class ElfFile {
     if (!f) throw runtime_error(why);
     return std::move(*f);
   }
-  ElfFile(ElfFile&& o) noexcept : fd_(std::exchange(o.fd_, -1)), elf_(std::exchange(o.elf_, nullptr)) {}
+  ElfFile(ElfFile&&) noexcept = default;
   ElfFile& operator=(ElfFile&&) = delete;
-  ElfFile(const ElfFile&) = delete;
-  ~ElfFile() {
-    if (elf_) elf_end(elf_);
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Elf* get() const { return elf_; }
+  Elf* get() const { return elf_.get(); }
 
   // Calls fn(section name, note header, note name bytes, descriptor bytes) for each note of each
   // SHT_NOTE section until fn returns false. gelf_getnote bounds every note by its section's data,
@@ -51,12 +47,12 @@ class ElfFile {
   template <class Fn>
   void for_each_note(Fn&& fn) const {
     size_t shstrndx = 0;
-    const bool names = elf_getshdrstrndx(elf_, &shstrndx) == 0;
+    const bool names = elf_getshdrstrndx(elf_.get(), &shstrndx) == 0;
     Elf_Scn* scn = nullptr;
-    while ((scn = elf_nextscn(elf_, scn)) != nullptr) {
+    while ((scn = elf_nextscn(elf_.get(), scn)) != nullptr) {
       GElf_Shdr sh;
       if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE) continue;
-      const char* section = names ? elf_strptr(elf_, shstrndx, sh.sh_name) : nullptr;
+      const char* section = names ? elf_strptr(elf_.get(), shstrndx, sh.sh_name) : nullptr;
       Elf_Data* data = elf_getdata(scn, nullptr);
       if (!data || !data->d_buf) continue;
       const auto* base = static_cast<const char*>(data->d_buf);
@@ -73,8 +69,9 @@ class ElfFile {
     if (why) *why = std::move(text);
     return std::nullopt;
   }
-  int fd_ = -1;
-  Elf* elf_ = nullptr;
+  // Declared in this order so the Elf ends before its descriptor closes.
+  UniqueFd fd_;
+  UniqueHandle<Elf*, elf_end> elf_;
 };
 
 }  // namespace mcp::loader

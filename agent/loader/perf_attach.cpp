@@ -15,23 +15,10 @@
 #include <vector>
 
 #include "common/error.h"
+#include "loader/map_io.h"
 
 namespace mcp::loader {
 namespace {
-
-std::string errno_text(int err) { return std::strerror(err < 0 ? -err : err); }
-
-// An owned descriptor, closed unless released.
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f) : fd(f) {}
-  ~Fd() {
-    if (fd >= 0) close(fd);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int release() { return std::exchange(fd, -1); }
-};
 
 std::string read_line(const std::string& path) {
   std::ifstream f(path);
@@ -41,12 +28,12 @@ std::string read_line(const std::string& path) {
 }
 
 // The copy of `prog` with its own cookie map; its descriptor.
-Fd load_copy(const bpf_program* prog, const bpf_map* cookie_slot, uint64_t cookie) {
+UniqueFd load_copy(const bpf_program* prog, const bpf_map* cookie_slot, uint64_t cookie) {
   const int slot_fd = bpf_map__fd(cookie_slot);
-  Fd map(bpf_map_create(BPF_MAP_TYPE_ARRAY, "mcp_cookie", sizeof(uint32_t), sizeof(uint64_t), 1, nullptr));
-  if (map.fd < 0) throw runtime_error("cannot create a probe's cookie map: " + errno_text(errno));
+  UniqueFd map(bpf_map_create(BPF_MAP_TYPE_ARRAY, "mcp_cookie", sizeof(uint32_t), sizeof(uint64_t), 1, nullptr));
+  if (!map) throw runtime_error("cannot create a probe's cookie map: " + errno_text(errno));
   const uint32_t zero = 0;
-  if (bpf_map_update_elem(map.fd, &zero, &cookie, BPF_ANY) != 0)
+  if (bpf_map_update_elem(map.get(), &zero, &cookie, BPF_ANY) != 0)
     throw runtime_error("cannot write a probe's cookie: " + errno_text(errno));
   const bpf_insn* loaded = bpf_program__insns(prog);
   std::vector<bpf_insn> insns(loaded, loaded + bpf_program__insn_cnt(prog));
@@ -55,7 +42,7 @@ Fd load_copy(const bpf_program* prog, const bpf_map* cookie_slot, uint64_t cooki
     bpf_insn& in = insns[i];
     if (in.code != (BPF_LD | BPF_IMM | BPF_DW)) continue;
     if (in.src_reg == BPF_PSEUDO_MAP_FD && in.imm == slot_fd) {
-      in.imm = map.fd;
+      in.imm = map.get();
       patched++;
     }
     i++;  // the second half of the 16-byte load
@@ -64,30 +51,30 @@ Fd load_copy(const bpf_program* prog, const bpf_map* cookie_slot, uint64_t cooki
   std::string log(1 << 20, '\0');
   LIBBPF_OPTS(bpf_prog_load_opts, opts, .expected_attach_type = bpf_program__expected_attach_type(prog),
               .log_level = 0, .log_size = static_cast<uint32_t>(log.size()), .log_buf = log.data());
-  Fd fd(bpf_prog_load(bpf_program__type(prog), bpf_program__name(prog), "Dual BSD/GPL", insns.data(),
+  UniqueFd fd(bpf_prog_load(bpf_program__type(prog), bpf_program__name(prog), "Dual BSD/GPL", insns.data(),
                       insns.size(), &opts));
-  if (fd.fd < 0) {
+  if (!fd) {
     spdlog::debug("verifier log of {}'s copy:\n{}", bpf_program__name(prog), log.c_str());
     throw runtime_error(std::string("cannot load a copy of ") + bpf_program__name(prog) + ": " + errno_text(errno));
   }
-  return Fd(fd.release());
+  return fd;
 }
 
 // Opens the perf event, gives it the program, enables it; the event's descriptor.
-int attach_event(perf_event_attr& attr, pid_t pid, const Fd& prog, const std::string& what) {
+UniqueFd attach_event(perf_event_attr& attr, pid_t pid, const UniqueFd& prog, const std::string& what) {
   attr.size = sizeof(attr);
   // A uprobe or tracepoint event with no pid fires on every CPU whatever cpu it names.
-  Fd event(static_cast<int>(syscall(__NR_perf_event_open, &attr, pid > 0 ? pid : -1, pid > 0 ? -1 : 0, -1,
+  UniqueFd event(static_cast<int>(syscall(__NR_perf_event_open, &attr, pid > 0 ? pid : -1, pid > 0 ? -1 : 0, -1,
                                     PERF_FLAG_FD_CLOEXEC)));
-  if (event.fd < 0) throw runtime_error("cannot open a perf event for " + what + ": " + errno_text(errno));
-  if (ioctl(event.fd, PERF_EVENT_IOC_SET_BPF, prog.fd) != 0 || ioctl(event.fd, PERF_EVENT_IOC_ENABLE, 0) != 0)
+  if (!event) throw runtime_error("cannot open a perf event for " + what + ": " + errno_text(errno));
+  if (ioctl(event.get(), PERF_EVENT_IOC_SET_BPF, prog.get()) != 0 || ioctl(event.get(), PERF_EVENT_IOC_ENABLE, 0) != 0)
     throw runtime_error("cannot attach a program to " + what + ": " + errno_text(errno));
-  return event.release();
+  return event;
 }
 
 }  // namespace
 
-int attach_uprobe_copy(const bpf_program* prog, const bpf_map* cookie_slot, uint64_t cookie, bool retprobe,
+UniqueFd attach_uprobe_copy(const bpf_program* prog, const bpf_map* cookie_slot, uint64_t cookie, bool retprobe,
                        const std::string& path, uint64_t offset, pid_t pid) {
   const std::string pmu_dir = "/sys/bus/event_source/devices/uprobe/";
   const std::string type = read_line(pmu_dir + "type");
@@ -102,11 +89,11 @@ int attach_uprobe_copy(const bpf_program* prog, const bpf_map* cookie_slot, uint
   }
   attr.config1 = reinterpret_cast<uint64_t>(path.c_str());
   attr.config2 = offset;
-  Fd copy = load_copy(prog, cookie_slot, cookie);
+  UniqueFd copy = load_copy(prog, cookie_slot, cookie);
   return attach_event(attr, pid, copy, (retprobe ? "uretprobe " : "uprobe ") + path);
 }
 
-int attach_tracepoint_copy(const bpf_program* prog, const bpf_map* cookie_slot, uint64_t cookie,
+UniqueFd attach_tracepoint_copy(const bpf_program* prog, const bpf_map* cookie_slot, uint64_t cookie,
                            const std::string& category, const std::string& name) {
   std::string id;
   for (const char* root : {"/sys/kernel/tracing/events/", "/sys/kernel/debug/tracing/events/"})
@@ -115,7 +102,7 @@ int attach_tracepoint_copy(const bpf_program* prog, const bpf_map* cookie_slot, 
   perf_event_attr attr{};
   attr.type = PERF_TYPE_TRACEPOINT;
   attr.config = std::stoull(id);
-  Fd copy = load_copy(prog, cookie_slot, cookie);
+  UniqueFd copy = load_copy(prog, cookie_slot, cookie);
   return attach_event(attr, -1, copy, "tracepoint " + category + ":" + name);
 }
 

@@ -10,14 +10,16 @@
 #include <cstdint>
 #include <string>
 
+#include "common/unique_handle.h"
+
 struct bpf_program;
 struct bpf_map;
 
 namespace mcp::loader {
 
-int attach_uprobe_copy(const bpf_program* prog, const bpf_map* cookie_slot, uint64_t cookie, bool retprobe,
-                       const std::string& path, uint64_t offset, pid_t pid);
-int attach_tracepoint_copy(const bpf_program* prog, const bpf_map* cookie_slot, uint64_t cookie,
-                           const std::string& category, const std::string& name);
+UniqueFd attach_uprobe_copy(const bpf_program* prog, const bpf_map* cookie_slot, uint64_t cookie, bool retprobe,
+                            const std::string& path, uint64_t offset, pid_t pid);
+UniqueFd attach_tracepoint_copy(const bpf_program* prog, const bpf_map* cookie_slot, uint64_t cookie,
+                                const std::string& category, const std::string& name);
 
 }  // namespace mcp::loader

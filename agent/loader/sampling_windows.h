@@ -27,7 +27,7 @@ inline constexpr double kWindowMaxRate = 0.5;
 // The smallest coverage: below it the windows of a short run would be too few to estimate
 // from, so the rest of the reduction is the in-window draw.
 inline constexpr double kWindowMinFraction = 0.01;
-// How long each window stays attached (bench/RESULTS.md, "sampling windows": attaching and
+// How long each window stays attached (docs/performance.md, "Sampling windows": attaching and
 // detaching one probe costs the agent ~0.1-0.3 ms here). At f = 0.01 a period is 200 ms: a
 // 5 s run has 25 windows.
 inline constexpr std::chrono::microseconds kWindowLength{2000};

@@ -510,6 +510,7 @@ void Runtime::register_metrics(metrics::Registry& reg) {
   });
   reg.add_callback(metrics::kRingbufCapacity, [&session] { return static_cast<double>(session.ringbuf_bytes()); });
   reg.add_callback(metrics::kUprobeSessions, [&session] { return session.uprobe_sessions() ? 1.0 : 0.0; });
+  reg.add_callback(metrics::kBpfMapFailures, [&session] { return static_cast<double>(session.map_failures()); });
   reg.add_collector(metrics::kKernelFeature, [] {
     std::vector<metrics::Sample> out;
     for (const auto& f : loader::KernelFeatures::get().list()) out.push_back({{f.name, f.since}, f.present ? 1.0 : 0.0});

@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "common/error.h"
+#include "wire/samples.h"
 
 namespace mcp {
 

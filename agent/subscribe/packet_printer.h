@@ -13,7 +13,7 @@
 #include <string_view>
 
 #include "common/event.h"
-#include "forward/event_block.h"
+#include "wire/event_block.h"
 #include "mcp/v1/sampling.pb.h"
 #include "output/formatter.h"
 

@@ -2,11 +2,11 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include <random>
 #include <thread>
 
 #include <spdlog/spdlog.h>
 
+#include "common/backoff.h"
 #include "common/error.h"
 #include "common/journal_headers.h"
 #include "common/sampling_bounds.h"
@@ -36,11 +36,10 @@ SubscribeStats SubscribeClient::stats() const {
 }
 
 void SubscribeClient::run(const std::function<bool(const mcp::v1::SamplePacket&)>& on_packet) {
-  std::mt19937_64 rng(std::random_device{}());
-  auto backoff = options_.backoff_initial;
-  size_t address = 0;
+  Backoff backoff(options_.backoff_initial, options_.backoff_max, options_.brokers.size());
   bool first = true;
   while (!stop_) {
+    const size_t address = backoff.endpoint();
     auto channel = make_channel(options_.brokers[address], options_.tls, false,
                                 options_.receive_window_bytes);
     auto stub = mcp::v1::Sampling::NewStub(channel);
@@ -130,13 +129,10 @@ void SubscribeClient::run(const std::function<bool(const mcp::v1::SamplePacket&)
     }
     spdlog::warn("subscribe: stream from {} ended ({}); reconnecting", options_.brokers[address],
                  status.ok() ? "closed" : status.error_message());
-    if (got_any) backoff = options_.backoff_initial;
-    std::uniform_int_distribution<int64_t> pick(backoff.count() / 2, backoff.count());
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(pick(rng));
+    if (got_any) backoff.succeeded();
+    const auto deadline = std::chrono::steady_clock::now() + backoff.failed();
     while (!stop_ && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    backoff = std::min(backoff * 2, options_.backoff_max);
-    address = (address + 1) % options_.brokers.size();
   }
 }
 

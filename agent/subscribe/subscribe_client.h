@@ -39,7 +39,7 @@ struct SubscribeOptions {
   int receive_window_bytes = 0;
   // Packets the broker may queue for this subscriber (0: the broker's maximum).
   uint32_t queue_packets = 0;
-  // Ask for SamplePacket.events (compact "events-v2", forward/event_block.h); a broker that
+  // Ask for SamplePacket.events (compact "events-v2", wire/event_block.h); a broker that
   // predates it sends samples, so consumers handle both (subscribe/packet_printer.h does).
   bool compact = false;
   // How long the broker may hold a packet so later ones share its write (fewer, larger writes:

@@ -15,7 +15,7 @@
 
 #include "broker/event_block.h"
 #include "broker/publish_check.h"
-#include "forward/event_block.h"
+#include "wire/event_block.h"
 #include "events.h"          // tests/support: make_event
 #include "subscribe/packet_printer.h"
 

@@ -39,34 +39,18 @@ SafeDir::SafeDir(const std::filesystem::path& dir, std::string_view what) : path
   // that somebody else made: they could point it anywhere.
   if (::lstat(dir.c_str(), &st) == 0 && S_ISLNK(st.st_mode) && !trusted_owner(st.st_uid))
     throw refuse(fmt::format("it is a symbolic link owned by uid {}", st.st_uid));
-  fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd_ < 0) throw runtime_error(fmt::format("{}: cannot open directory {}: {}", what, dir.string(), std::strerror(errno)));
-  std::string why = ::fstat(fd_, &st) == 0 ? unsafe_reason(st) : std::strerror(errno);
+  fd_.reset(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd_) throw runtime_error(fmt::format("{}: cannot open directory {}: {}", what, dir.string(), std::strerror(errno)));
+  std::string why = ::fstat(fd_.get(), &st) == 0 ? unsafe_reason(st) : std::strerror(errno);
   if (!why.empty()) {
-    ::close(fd_);
-    fd_ = -1;
+    fd_.reset();
     throw refuse(why);
   }
 }
 
-SafeDir::~SafeDir() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-SafeDir::SafeDir(SafeDir&& other) noexcept : path_(std::move(other.path_)), fd_(other.fd_) { other.fd_ = -1; }
-
-SafeDir& SafeDir::operator=(SafeDir&& other) noexcept {
-  if (this != &other) {
-    if (fd_ >= 0) ::close(fd_);
-    path_ = std::move(other.path_);
-    fd_ = other.fd_;
-    other.fd_ = -1;
-  }
-  return *this;
-}
 
 int SafeDir::open(const std::string& name, int flags, mode_t mode) const {
-  return ::openat(fd_, name.c_str(), flags | O_NOFOLLOW | O_CLOEXEC, mode);
+  return ::openat(fd_.get(), name.c_str(), flags | O_NOFOLLOW | O_CLOEXEC, mode);
 }
 
 std::string SafeDir::write_temporary(const std::string& name, std::string_view text, mode_t mode) const {
@@ -99,16 +83,16 @@ std::string SafeDir::write_temporary(const std::string& name, std::string_view t
     err = errno;
   }
   if (ok) return tmp;
-  ::unlinkat(fd_, tmp.c_str(), 0);
+  ::unlinkat(fd_.get(), tmp.c_str(), 0);
   errno = err;
   return {};
 }
 
 bool SafeDir::settle(const std::string& tmp, const std::string& name, bool keep_existing) const {
-  const bool ok = keep_existing ? ::linkat(fd_, tmp.c_str(), fd_, name.c_str(), 0) == 0
-                                : ::renameat(fd_, tmp.c_str(), fd_, name.c_str()) == 0;
+  const bool ok = keep_existing ? ::linkat(fd_.get(), tmp.c_str(), fd_.get(), name.c_str(), 0) == 0
+                                : ::renameat(fd_.get(), tmp.c_str(), fd_.get(), name.c_str()) == 0;
   const int err = errno;
-  if (!ok || keep_existing) ::unlinkat(fd_, tmp.c_str(), 0);
+  if (!ok || keep_existing) ::unlinkat(fd_.get(), tmp.c_str(), 0);
   errno = err;
   return ok;
 }
@@ -123,7 +107,7 @@ bool SafeDir::create(const std::string& name, std::string_view text, mode_t mode
   return !tmp.empty() && settle(tmp, name, true);
 }
 
-bool SafeDir::remove(const std::string& name) const { return ::unlinkat(fd_, name.c_str(), 0) == 0; }
+bool SafeDir::remove(const std::string& name) const { return ::unlinkat(fd_.get(), name.c_str(), 0) == 0; }
 
 std::string open_error_text(int err) {
   if (err == ELOOP) return "a symbolic link is there, and links are not followed here";

@@ -20,6 +20,8 @@
 #include <string>
 #include <string_view>
 
+#include "common/unique_handle.h"
+
 namespace mcp {
 
 class SafeDir {
@@ -27,12 +29,11 @@ class SafeDir {
   SafeDir() = default;  // none: every call fails with EBADF
   // Opens `dir` and checks it (above). Throws mcp::Error (runtime) "WHAT: refusing DIR: why".
   SafeDir(const std::filesystem::path& dir, std::string_view what);
-  ~SafeDir();
-  SafeDir(SafeDir&& other) noexcept;
-  SafeDir& operator=(SafeDir&& other) noexcept;
+  SafeDir(SafeDir&& other) noexcept = default;
+  SafeDir& operator=(SafeDir&& other) noexcept = default;
 
   const std::filesystem::path& path() const { return path_; }
-  int fd() const { return fd_; }
+  int fd() const { return fd_.get(); }
   // openat(2) of `name` (one path component) with O_NOFOLLOW | O_CLOEXEC added: the new
   // descriptor, or -1 with errno (ELOOP: a link is there).
   int open(const std::string& name, int flags, mode_t mode = 0600) const;
@@ -51,7 +52,7 @@ class SafeDir {
   bool settle(const std::string& tmp, const std::string& name, bool keep_existing) const;
 
   std::filesystem::path path_;
-  int fd_ = -1;
+  UniqueFd fd_;
 };
 
 // strerror(err), said plainly for the ELOOP of a link that O_NOFOLLOW refused.

@@ -42,6 +42,10 @@ inline constexpr MetricSpec kKernelFeature{
     "mcp_kernel_feature",
     "1 when the kernel has the BPF feature (loader/kernel_features.h), 0 when the agent runs without it; since: the Linux version that brought it.",
     MetricType::kGauge, "feature,since"};
+inline constexpr MetricSpec kBpfMapFailures{
+    "mcp_bpf_map_failures_total",
+    "BPF map reads and writes that failed where nothing could report the error (a probe's removal, the sampling-window thread, a counter read); the log names the map.",
+    MetricType::kCounter, ""};
 
 // Sampling windows (loader/sampling_windows.h): probes below rate 0.5 attached only part of the time.
 inline constexpr MetricSpec kSamplingWindows{
@@ -133,7 +137,7 @@ inline constexpr std::array kAgentMetrics{
     kRingbufCapacity, kProbeRate, kSamplingProbability, kQueueDepth,  kSpoolBytes,
     kForwardErrors, kForwardDropped, kForwardUnreadable, kReloads,   kReloadFailures, kAuditRecords, kAuditFailures, kAuditDroppedEvents, kClockDrift,     kClockResidual,
     kProbeState,  kProbeReattach, kUprobeSessions, kKernelFeature, kSamplingWindows, kWindowCoverage,
-    kEstimateMode};
+    kEstimateMode, kBpfMapFailures};
 
 // A Markdown table of `specs` (name, type, labels, help) for the docs; the broker's table is
 // generated from broker::kBrokerMetrics the same way.

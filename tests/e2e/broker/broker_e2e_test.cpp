@@ -22,7 +22,7 @@
 #include "forward/forwarder.h"
 #include "mcp/v1/sampling.grpc.pb.h"
 #include "subscribe/subscribe_client.h"
-#include "subscribe/subscribe_command.h"
+#include "commands/subscribe.h"
 
 namespace mcp {
 namespace {

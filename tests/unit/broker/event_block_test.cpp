@@ -15,150 +15,25 @@ Verdict parse(const mcp::v1::EventBlock& block, mcp::v1::EventBlock* out, Publis
   return parse_event_block(block.SerializeAsString(), limits, out);
 }
 
-TEST(EventBlock, ConvertsToSamplesWithEveryStringResolved) {
-  const auto block = compact_block(3, 100);
-  mcp::v1::EventBlock parsed;
-  ASSERT_TRUE(parse(block, &parsed).ok());
-  google::protobuf::RepeatedPtrField<mcp::v1::Sample> samples;
-  block_to_samples(parsed, "agent-1", &samples);
-  ASSERT_EQ(samples.size(), 3);
-  const auto& s = samples[0];
-  EXPECT_EQ(s.kind(), "syscall");
-  EXPECT_EQ(s.probe(), "syscall:getppid");
-  EXPECT_EQ(s.comm(), "app");
-  EXPECT_EQ(s.service(), "checkout");
-  EXPECT_EQ(s.tags().at("zone"), "b");
-  EXPECT_EQ(s.attributes().at("k"), "v");
-  EXPECT_EQ(s.cuda().api(), "cudaLaunchKernel");
-  EXPECT_EQ(s.cuda().kernel(), "vec_add");
-  EXPECT_EQ(s.ret(), -5);
-  EXPECT_EQ(s.agent_id(), "agent-1");
-  EXPECT_EQ(s.args(0), 100u);
-  EXPECT_EQ(samples[1].service(), "api");
-  EXPECT_EQ(samples[1].tags().at("zone"), "a");
-  EXPECT_TRUE(samples[1].container_id().empty());
-}
-
-TEST(EventBlock, SamplesRoundTripThroughABlock) {
-  google::protobuf::RepeatedPtrField<mcp::v1::Sample> samples;
-  block_to_samples(compact_block(7, 1), "a", &samples);
-  mcp::v1::EventBlock block;
-  samples_to_block(samples, &block);
-  EXPECT_TRUE(check_event_block(block).ok());
-  EXPECT_LT(block.strings_size(), 7 * 3) << "each distinct string is sent once";
-  google::protobuf::RepeatedPtrField<mcp::v1::Sample> again;
-  block_to_samples(block, "a", &again);
-  ASSERT_EQ(again.size(), samples.size());
-  for (int i = 0; i < samples.size(); ++i)
-    EXPECT_EQ(again[i].SerializeAsString(), samples[i].SerializeAsString()) << i;
-}
-
-// The full W3C trace id (both halves) and th survive the broker's Sample <-> block conversions,
-// so v1 subscribers and the broker's OTLP export see the application's id.
-TEST(EventBlock, TraceIdCrossesTheBrokerBothWays) {
-  auto block = compact_block(2, 1);
-  block.add_strings("fd70a3d70a3d71");
-  auto* e = block.mutable_events(0);
-  e->set_trace_id_high(0x4bf92f3577b34da6ull);
-  e->set_trace_id(0xa3ce929d0e0e4736ull);
-  e->set_th(static_cast<uint32_t>(block.strings_size() - 1));
-  google::protobuf::RepeatedPtrField<mcp::v1::Sample> samples;
-  block_to_samples(block, "a", &samples);
-  EXPECT_EQ(samples[0].trace_id_high(), 0x4bf92f3577b34da6ull);
-  EXPECT_EQ(samples[0].trace_id(), 0xa3ce929d0e0e4736ull);
-  EXPECT_EQ(samples[0].th(), "fd70a3d70a3d71");
-  EXPECT_EQ(samples[1].trace_id_high(), 0u);
-  mcp::v1::EventBlock back;
-  samples_to_block(samples, &back);
-  EXPECT_EQ(back.events(0).trace_id_high(), 0x4bf92f3577b34da6ull);
-  EXPECT_EQ(back.events(0).trace_id(), 0xa3ce929d0e0e4736ull);
-  EXPECT_EQ(back.strings(static_cast<int>(back.events(0).th())), "fd70a3d70a3d71");
-  EXPECT_EQ(back.events(1).trace_id_high(), 0u);
-}
-
-TEST(EventBlock, PodIdentityCrossesTheBrokerBothWays) {
-  auto block = compact_block(2);
-  block.add_strings("0a1b");                                  // 12
-  block.add_strings("5f2d8a4e-6c1b-4b0f-9a3e-1d2c3b4a5e6f");  // 13
-  block.mutable_events(1)->set_container_id(12);
-  block.mutable_events(1)->set_pod_uid(13);
-  block.add_strings("web-1");  // 14
-  block.add_strings("shop");   // 15
-  block.add_strings("app");    // 16
-  block.mutable_events(1)->set_pod_name(14);
-  block.mutable_events(1)->set_pod_namespace(15);
-  block.mutable_events(1)->set_container_name(16);
-  auto* labels = block.add_pair_sets();
-  labels->add_keys(16);
-  labels->add_values(14);
-  block.mutable_events(1)->set_pod_labels(static_cast<uint32_t>(block.pair_sets_size() - 1));
-  mcp::v1::EventBlock parsed;
-  ASSERT_TRUE(parse(block, &parsed).ok());
-  google::protobuf::RepeatedPtrField<mcp::v1::Sample> samples;
-  block_to_samples(parsed, "a", &samples);
-  EXPECT_EQ(samples[1].container_id(), "0a1b");
-  EXPECT_EQ(samples[1].pod_uid(), "5f2d8a4e-6c1b-4b0f-9a3e-1d2c3b4a5e6f");
-  EXPECT_TRUE(samples[0].pod_uid().empty());
-  mcp::v1::EventBlock again;
-  samples_to_block(samples, &again);
-  google::protobuf::RepeatedPtrField<mcp::v1::Sample> back;
-  block_to_samples(again, "a", &back);
-  EXPECT_EQ(back[1].pod_uid(), "5f2d8a4e-6c1b-4b0f-9a3e-1d2c3b4a5e6f");
-  EXPECT_EQ(back[1].container_id(), "0a1b");
-  EXPECT_EQ(back[1].pod_name(), "web-1");
-  EXPECT_EQ(back[1].pod_namespace(), "shop");
-  EXPECT_EQ(back[1].container_name(), "app");
-  EXPECT_EQ(back[1].pod_labels().at("app"), "web-1");
-  EXPECT_TRUE(back[0].pod_name().empty());
-  block.mutable_events(0)->set_pod_uid(17);  // one past the dictionary
-  EXPECT_EQ(parse(block, &parsed).code, Verdict::kInvalid);
-}
-
+// The broker's part of ingest: events counted before the block is parsed (kTooLarge), bytes
+// that are no block, and the wire validator's refusals as kInvalid (its cases: tests/unit/wire).
 TEST(EventBlock, HostileIndicesAndCountsAreRefused) {
   mcp::v1::EventBlock out;
   auto bad = compact_block(2);
   bad.mutable_events(1)->set_probe(12);  // one past the dictionary
-  EXPECT_EQ(parse(bad, &out).code, Verdict::kInvalid);
-  bad = compact_block(2);
-  bad.mutable_events(1)->set_tags(4);
-  EXPECT_EQ(parse(bad, &out).code, Verdict::kInvalid);
-  bad = compact_block(2);
-  bad.mutable_events(0)->mutable_cuda()->set_kernel(UINT32_MAX);
-  EXPECT_EQ(parse(bad, &out).code, Verdict::kInvalid);
-  bad = compact_block(2);
-  bad.mutable_pair_sets(1)->add_keys(1);  // more keys than values
-  EXPECT_EQ(parse(bad, &out).code, Verdict::kInvalid);
-  bad = compact_block(2);
-  bad.mutable_pair_sets(2)->set_values(0, 99);
-  EXPECT_EQ(parse(bad, &out).code, Verdict::kInvalid);
-  bad = compact_block(2);
-  bad.set_strings(0, "x");
-  EXPECT_EQ(parse(bad, &out).code, Verdict::kInvalid);
+  const Verdict v = parse(bad, &out);
+  EXPECT_EQ(v.code, Verdict::kInvalid);
+  EXPECT_EQ(v.reason, "event 1: probe index 12 out of range");
   bad = compact_block(2);
   bad.mutable_events(0)->set_threshold(0);
   EXPECT_EQ(parse(bad, &out).code, Verdict::kInvalid);
-  bad = compact_block(2);
-  bad.mutable_events(0)->set_kind(static_cast<mcp::v1::EventKind>(77));
-  EXPECT_EQ(parse(bad, &out).code, Verdict::kInvalid);
+  EXPECT_EQ(check_event_block(bad).code, Verdict::kInvalid);
   PublishLimits small;
   small.max_batch_samples = 5;
   EXPECT_EQ(parse(compact_block(6), &out, small).code, Verdict::kTooLarge);
   EXPECT_TRUE(parse(compact_block(5), &out, small).ok());
   const std::string garbage = "\x1a\xff\xff\xff\xff\x0f";  // events field longer than the bytes
   EXPECT_EQ(parse_event_block(garbage, {}, &out).code, Verdict::kInvalid);
-}
-
-TEST(EventBlock, EmptyDictionariesMeanUnsetAndStillCheck) {
-  mcp::v1::EventBlock b;
-  auto* e = b.add_events();
-  e->set_kind(mcp::v1::EVENT_KIND_UPROBE);
-  e->set_threshold(UINT64_MAX);
-  mcp::v1::EventBlock out;
-  ASSERT_TRUE(parse(b, &out).ok());
-  google::protobuf::RepeatedPtrField<mcp::v1::Sample> samples;
-  block_to_samples(out, "a", &samples);
-  EXPECT_EQ(samples[0].probe(), "");
-  EXPECT_TRUE(samples[0].tags().empty());
 }
 
 // The broker adds event ids to the bytes it received instead of re-encoding the block: what it

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "config/check_config.h"
+#include "commands/check_config.h"
 
 namespace mcp::config {
 namespace {

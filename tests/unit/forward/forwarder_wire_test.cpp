@@ -10,7 +10,7 @@
 #include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
 
-#include "forward/event_block.h"
+#include "wire/event_block.h"
 #include "forward/forwarder.h"
 #include "mcp/v1/sampling.grpc.pb.h"
 #include "output/formatter.h"

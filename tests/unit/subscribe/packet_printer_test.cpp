@@ -8,7 +8,8 @@
 #include <vector>
 
 #include "common/error.h"
-#include "forward/event_block.h"
+#include "wire/event_block.h"
+#include "wire/samples.h"
 #include "golden_events.h"
 #include "output/formatter.h"
 #include "subscribe/packet_printer.h"
