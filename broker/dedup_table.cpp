@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "common/safe_file.h"
+#include "common/unique_handle.h"
 
 namespace mcp::broker {
 
@@ -157,12 +158,10 @@ void DedupTable::append_binding(const std::string& agent, const std::string& cre
   const std::string line = nlohmann::json{{"agent", agent}, {"credential", credential}}.dump() + "\n";
   const SafeDir dir = state_dir(file_);
   const std::string name = bindings_of(file_).filename().string();
-  const int fd = dir.open(name, O_WRONLY | O_APPEND | O_CREAT, 0600);
-  if (fd < 0) throw runtime_error("broker: cannot write " + bindings_of(file_).string() + ": " + open_error_text(errno));
-  const bool written = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
-  const int err = errno;
-  ::close(fd);
-  if (!written) throw runtime_error("broker: cannot write " + bindings_of(file_).string() + ": " + std::strerror(err));
+  const UniqueFd fd(dir.open(name, O_WRONLY | O_APPEND | O_CREAT, 0600));
+  if (!fd) throw runtime_error("broker: cannot write " + bindings_of(file_).string() + ": " + open_error_text(errno));
+  if (::write(fd.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+    throw runtime_error("broker: cannot write " + bindings_of(file_).string() + ": " + std::strerror(errno));
 }
 
 void DedupTable::persist() const {

@@ -48,7 +48,6 @@ SafeDir::SafeDir(const std::filesystem::path& dir, std::string_view what) : path
   }
 }
 
-
 int SafeDir::open(const std::string& name, int flags, mode_t mode) const {
   return ::openat(fd_.get(), name.c_str(), flags | O_NOFOLLOW | O_CLOEXEC, mode);
 }
