@@ -100,4 +100,49 @@ bool is_loopback_listen(const std::string& listen) {
   return host == "localhost" || host == "::1" || host.starts_with("127.");
 }
 
+namespace {
+constexpr std::string_view kNodeIdentityPrefix = "node:";
+}  // namespace
+
+grpc::Status Access::check(const grpc::ServerContextBase& ctx, uint8_t role, std::string* identity) const {
+  using grpc::Status;
+  using grpc::StatusCode;
+  std::string_view header;
+  const auto& md = ctx.client_metadata();
+  if (const auto it = md.find("authorization"); it != md.end())
+    header = std::string_view(it->second.data(), it->second.size());
+  const std::string_view bearer =
+      header.starts_with("Bearer ") ? header.substr(std::string_view("Bearer ").size()) : std::string_view();
+  if (!tokens_.empty() || review_) {
+    uint8_t roles = tokens_.empty() ? 0 : roles_for_header(tokens_, header);
+    std::optional<std::string> node;
+    if (roles == 0 && review_ && (node = review_(bearer))) roles = kPublish;
+    if (roles == 0) return Status(StatusCode::UNAUTHENTICATED, "missing or wrong bearer token");
+    if (role != 0 && (roles & role) == 0)
+      return Status(StatusCode::PERMISSION_DENIED,
+                    "this token has the roles '" + role_names(roles) + "', not '" + role_names(role) + "'");
+    if (node && identity != nullptr) {
+      *identity = std::string(kNodeIdentityPrefix) + *node;
+      return Status::OK;
+    }
+  }
+  if (identity == nullptr) return Status::OK;
+  const auto auth = ctx.auth_context();
+  if (auth && auth->IsPeerAuthenticated()) {
+    *identity = "x509:";
+    for (const auto& id : auth->GetPeerIdentity()) *identity += std::string(id.data(), id.size());
+  } else if (!tokens_.empty()) {
+    *identity = token_identity(bearer);
+  }
+  return Status::OK;
+}
+
+grpc::Status Access::check_publisher(const std::string& identity, const std::string& agent_id) {
+  if (!identity.starts_with(kNodeIdentityPrefix)) return grpc::Status::OK;
+  const std::string node = identity.substr(kNodeIdentityPrefix.size());
+  if (agent_id == node) return grpc::Status::OK;
+  return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                      "the credential of node '" + node + "' may publish only as agent id '" + node + "'");
+}
+
 }  // namespace mcp::broker

@@ -10,8 +10,15 @@
 // with both, the token decides the roles and the certificate must still verify.
 // identity(): what a Publish binds its agent id to (dedup_table.h): "x509:<peer identity>" when
 // the client presented a certificate, else "token:<first 16 hex of SHA-256(token)>", else "".
+// An agent's own ServiceAccount token (review_token, token_review.h) has the publish role only
+// and the identity "node:<node name>": it may publish as that agent id alone (check_publisher).
+// Access::check is all of authentication for every RPC: the broker asks nothing else.
 #pragma once
+#include <grpcpp/grpcpp.h>
+
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,5 +45,23 @@ std::string token_identity(std::string_view token);
 
 // True for a listen address only this host can reach: 127.0.0.0/8, [::1], localhost, unix:.
 bool is_loopback_listen(const std::string& listen);
+
+class Access {
+ public:
+  // Asked about a bearer token no grant holds: the node it belongs to, or nullopt.
+  using ReviewToken = std::function<std::optional<std::string>(std::string_view token)>;
+
+  Access(std::vector<TokenGrant> tokens, ReviewToken review) : tokens_(std::move(tokens)), review_(std::move(review)) {}
+
+  // `role` 0: any valid credential. UNAUTHENTICATED without one, PERMISSION_DENIED without the
+  // role. *identity (when asked for): what a Publish binds its agent id to.
+  grpc::Status check(const grpc::ServerContextBase& ctx, uint8_t role, std::string* identity = nullptr) const;
+  // PERMISSION_DENIED when a node's own credential names another agent id.
+  static grpc::Status check_publisher(const std::string& identity, const std::string& agent_id);
+
+ private:
+  std::vector<TokenGrant> tokens_;  // empty: no token authentication
+  ReviewToken review_;              // unset: a token no grant holds is refused
+};
 
 }  // namespace mcp::broker

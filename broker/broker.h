@@ -54,6 +54,7 @@
 #include "broker/nats_options.h"
 #include "broker/policy_key.h"
 #include "broker/publish_check.h"
+#include "clock/clock_source.h"
 #include "mcp/v1/sampling.pb.h"
 #include "otlp/exporter.h"
 
@@ -93,6 +94,10 @@ struct BrokerOptions {
   // Distinct (service, probe) pairs counted in Stats and /metrics; past it new pairs are counted
   // together as ("_other", "_other") and in StatsReply.probe_series_overflow.
   size_t max_probe_series = 10000;
+  // What the broker reads time from: agent expiry and dedup marks (realtime), policy stamps
+  // (realtime), subscriber linger (monotonic). Injectable so tests drive expiry and linger
+  // by advancing a clock::SimulatedClockSource instead of sleeping.
+  std::shared_ptr<clock::ClockSource> clock;  // null: the system's (clock_source.h)
 };
 
 class Broker {

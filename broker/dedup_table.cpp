@@ -38,10 +38,9 @@ std::string hex_of(uint64_t v) {
 
 }  // namespace
 
-DedupTable::DedupTable(std::filesystem::path file) : file_(std::move(file)) {
+DedupTable::DedupTable(std::filesystem::path file, uint64_t now_us) : file_(std::move(file)) {
   if (file_.empty()) return;
-  const auto loaded_s = static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+  const uint64_t loaded_s = now_us / 1000000;
   try {
     if (std::filesystem::exists(file_)) {
       std::ifstream in(file_);

@@ -42,12 +42,6 @@ inline constexpr uint64_t kClockAllowanceUs = uint64_t{3600} * 1000000;  // agen
 inline constexpr size_t kMaxIncarnations = 16;
 inline constexpr uint64_t kIncarnationIdleUs = uint64_t{600} * 1000000;  // 10 min
 
-// The clock `now_us` counts in: wall-clock microseconds since the epoch.
-inline uint64_t unix_us() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
-}
-
 enum class Admission {
   kNew,                // store it, then record()
   kDuplicate,          // at or below the mark: ack as duplicate, do not store
@@ -58,9 +52,13 @@ enum class Admission {
 
 class DedupTable {
  public:
-  // Loads the file (and its bindings) when it exists; throws mcp::Error (runtime) when it is
-  // unreadable JSON.
-  explicit DedupTable(std::filesystem::path file = {});
+  // Every `now_us` below is wall-clock microseconds since the epoch, read by the caller from its
+  // clock (BrokerOptions::clock), so tests can drive expiry with a simulated one.
+  // In memory: nothing to load.
+  DedupTable() = default;
+  // Loads the file (and its bindings) when it exists; an id loaded without "seen" counts as seen
+  // at `now_us`. Throws mcp::Error (runtime) when it is unreadable JSON.
+  DedupTable(std::filesystem::path file, uint64_t now_us);
 
   Admission check(const std::string& agent, uint64_t incarnation, const std::string& credential,
                   uint64_t sequence, uint64_t now_us) const;

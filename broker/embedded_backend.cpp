@@ -22,6 +22,7 @@
 #include "broker/packet_forms.h"
 #include "broker/policy_store.h"
 #include "broker/subscriber_queue.h"
+#include "clock/clock_source.h"
 #include "common/journal_headers.h"
 #include "spool/segment_log.h"
 
@@ -40,20 +41,22 @@ struct Subscriber {
 class EmbeddedBackend final : public Backend {
  public:
   EmbeddedBackend(const BrokerOptions& options, PolicyListener push)
-      : push_(std::move(push)),
+      : clock_(options.clock ? options.clock : clock::system_clock_source()),
+        push_(std::move(push)),
         journal_(SegmentLogOptions{
             options.state_dir.empty() ? std::filesystem::path() : options.state_dir / "journal",
             4ull << 20,
             options.state_dir.empty() ? std::min<uint64_t>(options.journal_max_bytes, 64ull << 20)
                                       : options.journal_max_bytes}),
-        dedup_(options.state_dir.empty() ? std::filesystem::path() : options.state_dir / "agents.json"),
+        dedup_(options.state_dir.empty() ? std::filesystem::path() : options.state_dir / "agents.json",
+               now_us()),
         agent_expiry_(options.agent_expiry),
-        policies_(options.state_dir.empty() ? std::filesystem::path()
-                                            : options.state_dir / "policies.json") {
+        policies_(options.state_dir.empty() ? std::filesystem::path() : options.state_dir / "policies.json",
+                  clock_) {
     for (const auto& record : journal_.newest_segments(2)) {
       mcp::v1::SamplePacket packet;
       if (packet.ParseFromString(record.payload))
-        dedup_.advance(packet.agent_id(), packet.incarnation(), packet.sequence(), unix_us());
+        dedup_.advance(packet.agent_id(), packet.incarnation(), packet.sequence(), now_us());
     }
     expire_agents();
     snapshot_segment_ = journal_.newest_segment_start();
@@ -68,8 +71,8 @@ class EmbeddedBackend final : public Backend {
     const uint64_t seq = packet.sequence();
     const uint64_t incarnation = packet.incarnation();
     std::lock_guard lock(mu_);
-    const uint64_t now_us = unix_us();
-    switch (dedup_.check(agent_id, incarnation, credential, seq, now_us)) {
+    const uint64_t now = now_us();
+    switch (dedup_.check(agent_id, incarnation, credential, seq, now)) {
       case Admission::kDuplicate:
         *duplicate = true;
         return Status::OK;
@@ -93,7 +96,7 @@ class EmbeddedBackend final : public Backend {
     packet.set_journal(journal_.id());
     const uint64_t offset = journal_.append(packet.SerializeAsString(), batch.events());
     const uint64_t segment = journal_.newest_segment_start();
-    dedup_.record(agent_id, incarnation, credential, seq, now_us);  // a binding is appended at once
+    dedup_.record(agent_id, incarnation, credential, seq, now);  // a binding is appended at once
     if (segment != snapshot_segment_) {
       snapshot_segment_ = segment;
       expire_agents();
@@ -167,6 +170,7 @@ class EmbeddedBackend final : public Backend {
   }
 
  private:
+  const std::shared_ptr<clock::ClockSource> clock_;  // BrokerOptions::clock: expiry, marks, policy stamps
   PolicyListener push_;
   mutable std::mutex mu_;  // guards everything below
   bool stopping_ = false;
@@ -216,8 +220,11 @@ class EmbeddedBackend final : public Backend {
     const uint64_t live_from_;
   };
 
+  // The dedup table's clock: wall-clock µs since the epoch.
+  uint64_t now_us() const { return static_cast<uint64_t>(clock_->realtime_ns() / 1000); }
+
   void expire_agents() {
-    if (const size_t gone = dedup_.expire(unix_us(), agent_expiry_))
+    if (const size_t gone = dedup_.expire(now_us(), agent_expiry_))
       spdlog::info("broker: forgot {} agent ids unseen for {} s (--agent-expiry); {} known", gone,
                    agent_expiry_.count(), dedup_.agents());
   }

@@ -1,6 +1,5 @@
 #include "broker/policy_store.h"
 
-#include <chrono>
 #include <cmath>
 #include <fstream>
 
@@ -61,7 +60,8 @@ void check_prefix_room(const std::map<PolicyKey, mcp::v1::Policy>& stored, const
                       " trace_id_prefix rules already, the most an agent holds: remove one first");
 }
 
-PolicyStore::PolicyStore(std::filesystem::path file) : file_(std::move(file)) {
+PolicyStore::PolicyStore(std::filesystem::path file, std::shared_ptr<clock::ClockSource> clock)
+    : file_(std::move(file)), clock_(clock ? std::move(clock) : clock::system_clock_source()) {
   if (file_.empty() || !std::filesystem::exists(file_)) return;
   const std::filesystem::path quarantine = file_.string() + ".quarantine";
   nlohmann::json records;
@@ -111,10 +111,7 @@ mcp::v1::Policy PolicyStore::apply(const mcp::v1::Policy& policy) {
   validate_policy(policy);
   check_prefix_room(policies_, policy);
   mcp::v1::Policy stored = policy;
-  stored.set_updated_unix_ns(static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(
-          std::chrono::system_clock::now().time_since_epoch())
-          .count()));
+  stored.set_updated_unix_ns(static_cast<uint64_t>(clock_->realtime_ns()));
   policies_[key_of(stored)] = stored;
   persist();
   return stored;

@@ -7,6 +7,7 @@
 #pragma once
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "mcp/v1/sampling.pb.h"
 
 #include "broker/policy_key.h"
+#include "clock/clock_source.h"
 #include "common/sampling_bounds.h"
 
 namespace mcp::broker {
@@ -36,10 +38,11 @@ void check_prefix_room(const std::map<PolicyKey, mcp::v1::Policy>& stored, const
 
 class PolicyStore {
  public:
-  // Loads the file when it exists, quarantining what does not validate (see above).
-  explicit PolicyStore(std::filesystem::path file = {});
+  // Loads the file when it exists, quarantining what does not validate (see above). `clock`
+  // stamps updated_unix_ns (its realtime); null: the system's.
+  explicit PolicyStore(std::filesystem::path file = {}, std::shared_ptr<clock::ClockSource> clock = nullptr);
 
-  // validate_policy() and check_prefix_room(), then stamps and stores.
+  // validate_policy() and check_prefix_room(), then stamps (updated_unix_ns) and stores.
   mcp::v1::Policy apply(const mcp::v1::Policy& policy);
   std::vector<mcp::v1::Policy> list() const;
   // Removes the policy of `key`; false when there was none.
@@ -48,6 +51,7 @@ class PolicyStore {
  private:
   void persist() const;
   std::filesystem::path file_;
+  std::shared_ptr<clock::ClockSource> clock_;
   std::map<PolicyKey, mcp::v1::Policy> policies_;
 };
 

@@ -20,7 +20,7 @@ void SubscriberQueue::set_linger(std::chrono::milliseconds linger, Schedule sche
   schedule_ = std::move(schedule);
 }
 
-bool SubscriberQueue::wake_after_push_locked(std::chrono::steady_clock::time_point* schedule_at) {
+bool SubscriberQueue::wake_after_push_locked(bool* schedule) {
   if (!armed_) return false;
   if (linger_.count() == 0 || !schedule_ || packets_.size() >= kWakeAt) {
     armed_ = false;
@@ -28,14 +28,14 @@ bool SubscriberQueue::wake_after_push_locked(std::chrono::steady_clock::time_poi
   }
   if (!scheduled_) {
     scheduled_ = true;
-    *schedule_at = std::chrono::steady_clock::now() + linger_;
+    *schedule = true;
   }
   return false;
 }
 
 // Outside mu_: the writer takes it; the scheduler may take its own lock.
-void SubscriberQueue::wake(std::chrono::steady_clock::time_point schedule_at, bool now) {
-  if (schedule_at != std::chrono::steady_clock::time_point{}) schedule_(schedule_at);
+void SubscriberQueue::wake(bool schedule, bool now) {
+  if (schedule) schedule_(linger_);  // set before the first push, never changed after
   if (now) {
     std::lock_guard ready(ready_mu_);
     if (on_ready_) on_ready_();
@@ -44,28 +44,28 @@ void SubscriberQueue::wake(std::chrono::steady_clock::time_point schedule_at, bo
 
 void SubscriberQueue::push(PacketPtr packet, uint64_t events) {
   bool now = false;
-  std::chrono::steady_clock::time_point at{};
+  bool schedule = false;
   {
     std::lock_guard lock(mu_);
     if (closed_) return;
     if (packets_.size() >= capacity_) drop_oldest_locked();
     packets_.emplace_back(std::move(packet), events);
-    now = wake_after_push_locked(&at);
+    now = wake_after_push_locked(&schedule);
   }
-  wake(at, now);
+  wake(schedule, now);
 }
 
 bool SubscriberQueue::push_wait(PacketPtr packet, uint64_t events) {
   bool now = false;
-  std::chrono::steady_clock::time_point at{};
+  bool schedule = false;
   {
     std::unique_lock lock(mu_);
     room_.wait(lock, [&] { return closed_ || packets_.size() < capacity_; });
     if (closed_) return false;
     packets_.emplace_back(std::move(packet), events);
-    now = wake_after_push_locked(&at);
+    now = wake_after_push_locked(&schedule);
   }
-  wake(at, now);
+  wake(schedule, now);
   return true;
 }
 
@@ -79,7 +79,7 @@ void SubscriberQueue::flush() {
       now = true;
     }
   }
-  wake({}, now);
+  wake(false, now);
 }
 
 PacketPtr SubscriberQueue::pop(bool* ended) {
@@ -116,7 +116,7 @@ void SubscriberQueue::close(grpc::Status status) {
     now = std::exchange(armed_, false);
   }
   room_.notify_all();
-  wake({}, now);
+  wake(false, now);
 }
 
 void SubscriberQueue::detach() {

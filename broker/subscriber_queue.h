@@ -10,7 +10,8 @@
 //   writer is woken once per idle period, not per packet, and never two at a time.
 // - With a linger (set_linger), the first push after an idle period does not wake the writer
 //   but asks `schedule` to call flush() `linger` later, so the packets pushed meanwhile share
-//   one write; kWakeAt queued packets wake it at once.
+//   one write; kWakeAt queued packets wake it at once. The queue reads no clock: "later" is
+//   the scheduler's (wake_timer.h, on BrokerOptions::clock).
 // Thread-safe.
 #pragma once
 #include <chrono>
@@ -44,7 +45,8 @@ class SubscriberQueue {
   void push(PacketPtr packet, uint64_t events);
   void push(PacketPtr packet) { const auto n = static_cast<uint64_t>(packet->samples_size()); push(std::move(packet), n); }
   static constexpr size_t kWakeAt = 64;
-  using Schedule = std::function<void(std::chrono::steady_clock::time_point)>;
+  // Asked to call flush() once `after` (the linger) has passed.
+  using Schedule = std::function<void(std::chrono::nanoseconds after)>;
   // Before the first push.
   void set_linger(std::chrono::milliseconds linger, Schedule schedule);
   // The scheduled wake-up: wakes an idle writer when anything is queued.
@@ -72,8 +74,9 @@ class SubscriberQueue {
  private:
   void drop_oldest_locked();
   // After a push: whether to wake the writer now (a linger schedules it instead).
-  bool wake_after_push_locked(std::chrono::steady_clock::time_point* schedule_at);
-  void wake(std::chrono::steady_clock::time_point schedule_at, bool now);
+  // *schedule: whether to ask schedule_ for a flush() (the first push of an idle period).
+  bool wake_after_push_locked(bool* schedule);
+  void wake(bool schedule, bool now);
 
   const size_t capacity_;
   mutable std::mutex mu_;

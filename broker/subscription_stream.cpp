@@ -18,8 +18,8 @@ void SubscriptionStream::start(const mcp::v1::SubscriptionRequest& req, Backend&
   batched_ = req.batched();
   const auto linger = std::min(std::chrono::milliseconds(req.linger_ms()), max_linger);
   if (batched_ && linger.count() > 0)
-    queue_->set_linger(linger, [&timer, queue = std::weak_ptr<SubscriberQueue>(queue_)](auto when) {
-      timer.at(when, queue);
+    queue_->set_linger(linger, [&timer, queue = std::weak_ptr<SubscriberQueue>(queue_)](auto after) {
+      timer.after(after, queue);
     });
   Backend::Metadata metadata;
   const grpc::Status status = backend.subscribe(req, ctx_->peer(), queue_, &metadata, &feed_);

@@ -62,6 +62,17 @@ inline Event make_call_event(uint64_t i, const std::string& service = "checkout"
   return e;
 }
 
+// An end marker: one event a test publishes through the same agent (forwarder) after the events
+// it counts, once those are acknowledged. One agent's batches are stored and delivered to each
+// subscriber in order, so a subscriber that has the marker has had every batch stored before it,
+// repeats and replays included: "nothing more arrives" is then a plain count, not a sleep.
+// args[0] = kEndMarker + n (no test counts that far); `service` must pass the subscriber's filter.
+constexpr uint64_t kEndMarker = 1'000'000'000;
+inline Event make_end_marker(const std::string& service = "checkout", uint64_t n = 0) {
+  return make_call_event(kEndMarker + n, service);
+}
+inline bool is_end_marker(const mcp::v1::Sample& s) { return s.args_size() > 0 && s.args(0) >= kEndMarker; }
+
 // A subscriber and an agent's forwarder as the e2e suites use them: reconnects within 200 ms.
 inline SubscribeOptions subscribe_options(const std::string& address, const std::string& service = "") {
   SubscribeOptions o;
@@ -212,6 +223,29 @@ class Collector {
   mcp::v1::Sample first() const {
     std::lock_guard lock(mu_);
     return samples_.empty() ? mcp::v1::Sample() : samples_.front();
+  }
+  // The samples whose args[0] is `arg` (an end marker's copies), and whether there is one.
+  std::vector<mcp::v1::Sample> with_arg(uint64_t arg) const {
+    std::lock_guard lock(mu_);
+    std::vector<mcp::v1::Sample> out;
+    for (const auto& s : samples_)
+      if (s.args_size() > 0 && s.args(0) == arg) out.push_back(s);
+    return out;
+  }
+  bool has_arg(uint64_t arg) const { return !with_arg(arg).empty(); }
+  // count() and distinct() of the samples other than end markers (is_end_marker).
+  size_t count_unmarked() const {
+    std::lock_guard lock(mu_);
+    size_t n = 0;
+    for (const auto& s : samples_) n += is_end_marker(s) ? 0 : 1;
+    return n;
+  }
+  size_t distinct_unmarked() const {
+    std::lock_guard lock(mu_);
+    std::set<uint64_t> ids;
+    for (const auto& s : samples_)
+      if (!is_end_marker(s)) ids.insert(s.args_size() > 0 ? s.args(0) : UINT64_MAX);
+    return ids.size();
   }
   std::string error() const {
     std::lock_guard lock(mu_);

@@ -36,6 +36,8 @@ using test::unix_ns;
 using test::make_call_event;
 using test::kQuarter;
 using test::wait_until;
+using test::kEndMarker;
+using test::make_end_marker;
 
 constexpr std::string_view kProbe = "/usr/bin/worker:handle_request";
 
@@ -76,11 +78,12 @@ TEST_F(BrokerE2E, SubscriberReceivesExactlyTheForwardedEventsWithTheAgentsFields
     ASSERT_TRUE(fwd.flush_for(20s));
     EXPECT_EQ(fwd.stats().acked, kN);
     EXPECT_EQ(fwd.stats().dropped_oldest, 0u);
+    fwd.consume(make_end_marker());  // stored after all kN: nothing extra may precede it
+    ASSERT_TRUE(fwd.flush_for(20s));
   }
-  ASSERT_TRUE(wait_until([&] { return collector.count() >= kN; }, 10s)) << collector.count();
-  std::this_thread::sleep_for(200ms);  // nothing extra may follow
-  EXPECT_EQ(collector.count(), kN);
-  EXPECT_EQ(collector.distinct(), kN);
+  ASSERT_TRUE(wait_until([&] { return collector.has_arg(kEndMarker); }, 10s)) << collector.count();
+  EXPECT_EQ(collector.count_unmarked(), kN);
+  EXPECT_EQ(collector.distinct_unmarked(), kN);
 
   const mcp::v1::Sample s = collector.first();
   EXPECT_EQ(s.kind(), "uprobe");
@@ -102,8 +105,8 @@ TEST_F(BrokerE2E, SubscriberReceivesExactlyTheForwardedEventsWithTheAgentsFields
 
   const auto stats = broker_stats(broker.address());
   ASSERT_EQ(stats.probes_size(), 1);
-  EXPECT_EQ(stats.probes(0).events(), kN);
-  EXPECT_DOUBLE_EQ(stats.probes(0).adjusted_count(), 4.0 * kN);  // weight 4 each
+  EXPECT_EQ(stats.probes(0).events(), kN + 1);  // and the end marker
+  EXPECT_DOUBLE_EQ(stats.probes(0).adjusted_count(), 4.0 * (kN + 1));  // weight 4 each
 }
 
 TEST_F(BrokerE2E, BrokerKilledMidStreamAndRestartedStillDeliversEachEventOnce) {
@@ -126,19 +129,29 @@ TEST_F(BrokerE2E, BrokerKilledMidStreamAndRestartedStillDeliversEachEventOnce) {
     }
   });
   ASSERT_TRUE(wait_until([&] { return fwd.stats().acked >= kN / 4; }, 20s));
+  const uint64_t errors_before_kill = fwd.stats().forward_errors;
   broker->stop(SIGKILL);  // no goodbye: unacked batches and the journal tail are in flight
   const uint64_t acked_at_kill = fwd.stats().acked;
-  std::this_thread::sleep_for(300ms);
+  // stop() has reaped the process (its port is free: the broker binds with SO_REUSEADDR). The
+  // restart waits until both clients have lost their streams, so each reconnects to a new broker
+  // rather than racing it. (EXPECT: the producer thread must still be joined.)
+  EXPECT_TRUE(wait_until([&] {
+    return fwd.stats().forward_errors > errors_before_kill && collector.stats().reconnects >= 1;
+  }, 10s)) << "forward errors " << fwd.stats().forward_errors << ", subscriber reconnects "
+           << collector.stats().reconnects;
   broker = std::make_unique<BrokerProcess>(
       std::vector<std::string>{"--state-dir", state.string()}, dir_ / "broker2.log", port);
   producer.join();
   ASSERT_TRUE(fwd.flush_for(30s)) << "acked " << fwd.stats().acked;
   EXPECT_LT(acked_at_kill, kN) << "the kill was not mid-stream";
+  // Stored after every batch of this agent, replays included: once the subscriber has it, any
+  // repeat (or the journal replay after its resume) has been delivered.
+  fwd.consume(make_end_marker());
+  ASSERT_TRUE(fwd.flush_for(30s)) << "acked " << fwd.stats().acked;
 
-  ASSERT_TRUE(wait_until([&] { return collector.count() >= kN; }, 20s)) << collector.count();
-  std::this_thread::sleep_for(300ms);
-  EXPECT_EQ(collector.count(), kN);
-  EXPECT_EQ(collector.distinct(), kN);
+  ASSERT_TRUE(wait_until([&] { return collector.has_arg(kEndMarker); }, 20s)) << collector.count();
+  EXPECT_EQ(collector.count_unmarked(), kN);
+  EXPECT_EQ(collector.distinct_unmarked(), kN);
   const auto fs = fwd.stats();
   EXPECT_GE(fs.reconnects, 1u);
   EXPECT_EQ(fs.dropped_oldest, 0u);
@@ -169,20 +182,25 @@ TEST_F(BrokerE2E, StalledSubscriberLosesOnlyItsOwnOldestPacketsAndIsTold) {
     for (uint64_t i = 0; i < kN; ++i) fwd.consume(make_call_event(i));
     ASSERT_TRUE(fwd.flush_for(20s));
     EXPECT_EQ(fwd.stats().acked, kN);  // the stalled subscriber did not hold the agent back
+    // The end marker, stored after all kN. The slow subscriber's queue drops its oldest packets,
+    // so the marker (the newest) is never dropped, and the first packet after drops carries
+    // their count: once the marker is in, every delivery and every drop report is.
+    fwd.consume(make_end_marker());
+    ASSERT_TRUE(fwd.flush_for(20s));
   }
   // The fast subscriber gets everything while the slow one is still stalled.
-  ASSERT_TRUE(wait_until([&] { return fast.count() >= kN; }, 20s)) << fast.count();
-  EXPECT_EQ(fast.distinct(), kN);
+  ASSERT_TRUE(wait_until([&] { return fast.has_arg(kEndMarker); }, 20s)) << fast.count();
+  EXPECT_EQ(fast.count_unmarked(), kN);
+  EXPECT_EQ(fast.distinct_unmarked(), kN);
   EXPECT_EQ(fast.stats().dropped_samples, 0u);
 
   releaser.now();
-  ASSERT_TRUE(wait_until(
-      [&] { return slow.count() + slow.stats().dropped_samples >= kN; }, 20s))
+  ASSERT_TRUE(wait_until([&] { return slow.has_arg(kEndMarker); }, 20s))
       << slow.count() << " + " << slow.stats().dropped_samples;
-  std::this_thread::sleep_for(200ms);
   const auto ss = slow.stats();
   EXPECT_GT(ss.dropped_packets, 0u);
-  EXPECT_EQ(slow.count() + ss.dropped_samples, kN);  // every loss was reported
+  EXPECT_EQ(slow.count_unmarked() + ss.dropped_samples, kN);  // every loss was reported
+  EXPECT_EQ(slow.with_arg(kEndMarker).size(), 1u);
   EXPECT_EQ(slow.distinct(), slow.count());
   EXPECT_GT(broker_stats(broker.address()).subscriber_dropped_packets(), 0u);
 }

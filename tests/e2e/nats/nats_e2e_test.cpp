@@ -41,6 +41,8 @@ using test::NatsCluster;
 using test::batch_message;
 using test::hello_message;
 using test::publish_messages;
+using test::kEndMarker;
+using test::make_end_marker;
 
 
 
@@ -89,13 +91,23 @@ class NatsE2E : public ::testing::Test {
   ForwarderOptions forwarder(std::vector<std::string> brokers) {
     return test::forwarder_options(std::move(brokers), "nats-e2e-agent", 30s);
   }
-  // Waits until `collector` has `n` samples, then a little longer so extras would show.
-  void expect_exactly(const Collector& collector, size_t n) {
-    ASSERT_TRUE(wait_until([&] { return collector.count() >= n; }, 30s))
-        << collector.count() << " of " << n << "; " << collector.error();
-    std::this_thread::sleep_for(500ms);
-    EXPECT_EQ(collector.count(), n);
-    EXPECT_EQ(collector.distinct(), n);
+  // Publishes the end marker (service `service`, args[0] = kEndMarker + n) through `fwd`, the
+  // agent whose events the test counts, once everything it was given is acknowledged: JetStream
+  // stores it after all of them (an ack means stored), and each subscriber's ordered consumer
+  // delivers in stream order. True when the marker is acknowledged too.
+  [[nodiscard]] static bool publish_end_marker(Forwarder& fwd, const std::string& service = "checkout",
+                                               uint64_t n = 0) {
+    if (!fwd.flush_for(30s)) return false;
+    fwd.consume(make_end_marker(service, n));
+    return fwd.flush_for(30s);
+  }
+  // Waits until `collector` has the end marker `marker`: every sample stored before it, repeats
+  // and replays included, has been delivered by then. Then exactly `n` others, each once.
+  void expect_exactly(const Collector& collector, size_t n, uint64_t marker = kEndMarker) {
+    ASSERT_TRUE(wait_until([&] { return collector.has_arg(marker); }, 30s))
+        << collector.count() << " of " << n << " and no end marker; " << collector.error();
+    EXPECT_EQ(collector.count_unmarked(), n);
+    EXPECT_EQ(collector.distinct_unmarked(), n);
   }
 
   std::filesystem::path dir_;
@@ -114,6 +126,7 @@ TEST_F(NatsE2E, SubscriberOnBrokerBReceivesExactlyTheEventsPublishedThroughBroke
     for (uint64_t i = 0; i < kN; ++i) fwd.consume(make_call_event(i));
     ASSERT_TRUE(fwd.flush_for(30s)) << "acked " << fwd.stats().acked;
     EXPECT_EQ(fwd.stats().acked, kN);
+    ASSERT_TRUE(publish_end_marker(fwd));
   }
   expect_exactly(collector, kN);
   const auto first = collector.samples().front();
@@ -123,7 +136,7 @@ TEST_F(NatsE2E, SubscriberOnBrokerBReceivesExactlyTheEventsPublishedThroughBroke
   EXPECT_NE(first.event_id(), 0u);
   const auto stats = broker_stats(a_->address());
   ASSERT_EQ(stats.probes_size(), 1);
-  EXPECT_EQ(stats.probes(0).events(), kN);
+  EXPECT_EQ(stats.probes(0).events(), kN + 1);  // and the end marker
   EXPECT_EQ(stats.duplicate_batches(), 0u);
 }
 
@@ -139,12 +152,25 @@ TEST_F(NatsE2E, ServiceFilterAndSamplingRateOnBrokerBMatchTheEmbeddedSemantics) 
   ASSERT_TRUE(wait_until([&] { return broker_stats(b_->address()).subscribers() == 3; }, 10s));
 
   constexpr uint64_t kN = 3000;  // thirds: checkout, cart.v2, cart_v2
-  {
-    Forwarder fwd(forwarder({a_->address()}));
-    const char* services[] = {"checkout", "cart.v2", "cart_v2"};
-    for (uint64_t i = 0; i < kN; ++i) fwd.consume(make_call_event(i, services[i % 3]));
-    ASSERT_TRUE(fwd.flush_for(30s));
+  const auto passes_half = [](const mcp::v1::Sample& s) {
+    return broker::keep_at_rate(s.trace_id() != 0 ? s.trace_id() : s.event_id(), 0.5);
+  };
+  Forwarder fwd(forwarder({a_->address()}));
+  const char* services[] = {"checkout", "cart.v2", "cart_v2"};
+  for (uint64_t i = 0; i < kN; ++i) fwd.consume(make_call_event(i, services[i % 3]));
+  ASSERT_TRUE(fwd.flush_for(30s));
+  // End markers of service cart.v2, the one every filter here passes. The rate keeps a marker
+  // only when its event id (the broker's, not chosen here) passes the hash: markers follow one at
+  // a time until the unthinned `cart` shows one that does, the end marker for cart_half.
+  uint64_t half_marker = 0;
+  for (uint64_t m = 0; m < 64 && half_marker == 0; ++m) {
+    ASSERT_TRUE(publish_end_marker(fwd, "cart.v2", m));
+    ASSERT_TRUE(wait_until([&] { return cart.has_arg(kEndMarker + m); }, 30s)) << "end marker " << m;
+    const auto copies = cart.with_arg(kEndMarker + m);
+    EXPECT_EQ(copies.size(), 1u);
+    if (passes_half(copies.front())) half_marker = kEndMarker + m;
   }
+  ASSERT_NE(half_marker, 0u) << "64 end markers, none kept at rate 0.5";
   expect_exactly(all, kN);
   expect_exactly(cart, kN / 3);
   for (const auto& s : cart.samples()) EXPECT_EQ(s.service(), "cart.v2");
@@ -153,17 +179,15 @@ TEST_F(NatsE2E, ServiceFilterAndSamplingRateOnBrokerBMatchTheEmbeddedSemantics) 
   // probability halved (threshold 2^62 -> 2^61, weight 4 -> 8).
   std::set<uint64_t> expected;
   for (const auto& s : cart.samples())
-    if (broker::keep_at_rate(s.trace_id() != 0 ? s.trace_id() : s.event_id(), 0.5))
-      expected.insert(s.args(0));
-  ASSERT_TRUE(wait_until([&] { return cart_half.count() >= expected.size(); }, 10s));
-  std::this_thread::sleep_for(300ms);
+    if (!test::is_end_marker(s) && passes_half(s)) expected.insert(s.args(0));
+  ASSERT_TRUE(wait_until([&] { return cart_half.has_arg(half_marker); }, 30s)) << cart_half.count();
   std::set<uint64_t> got;
   for (const auto& s : cart_half.samples()) {
-    got.insert(s.args(0));
+    if (!test::is_end_marker(s)) got.insert(s.args(0));
     EXPECT_EQ(s.threshold(), kQuarter / 2);
   }
   EXPECT_EQ(got, expected);
-  EXPECT_EQ(cart_half.count(), expected.size());
+  EXPECT_EQ(cart_half.count_unmarked(), expected.size());
   EXPECT_GT(expected.size(), kN / 3 / 4);  // the hash is not degenerate
 }
 
@@ -239,6 +263,12 @@ TEST_F(NatsE2E, BatchReplayedThroughTheOtherBrokerIsAckedAsDuplicateAndDelivered
   EXPECT_TRUE(replay.duplicate());
   const mcp::v1::Ack other_agent = publish_batch(b_->address(), "someone-else", 7, 100, 10);
   EXPECT_FALSE(other_agent.duplicate());
+  // The end marker: the replayer's next batch, through B as the replay went. Every batch above
+  // was acknowledged (stored, or refused as a duplicate) before it was sent, so the stream holds
+  // it after all of them and the subscriber's ordered consumer delivers it last.
+  const mcp::v1::Ack marker = publish_batch(b_->address(), "replayer", 8, kEndMarker, 1);
+  EXPECT_EQ(marker.sequence(), 8u);
+  EXPECT_FALSE(marker.duplicate());
   expect_exactly(collector, 20);  // the replay is not delivered; the other agent's batch is
   EXPECT_EQ(broker_stats(b_->address()).duplicate_batches(), 1u);
 }
@@ -358,6 +388,7 @@ TEST_F(NatsE2E, StreamLeaderKilledMidStreamStillDeliversExactlyN) {
   producer.join();
   ASSERT_TRUE(fwd.flush_for(45s)) << "acked " << fwd.stats().acked;
   EXPECT_LT(acked_at_kill, kN) << "the kill was not mid-stream";
+  ASSERT_TRUE(publish_end_marker(fwd));
   expect_exactly(collector, kN);
   std::cout << "[ measure ] killed " << cluster_->name(victim) << " at " << acked_at_kill
             << " acked; forwarder reconnects " << fwd.stats().reconnects << "\n";
@@ -383,6 +414,7 @@ TEST_F(NatsE2E, BrokerAKilledMidStreamAgentFailsOverToBWithNothingLostOrRepeated
   producer.join();
   ASSERT_TRUE(fwd.flush_for(45s)) << "acked " << fwd.stats().acked;
   EXPECT_LT(acked_at_kill, kN) << "the kill was not mid-stream";
+  ASSERT_TRUE(publish_end_marker(fwd));  // through B, after every replay B acknowledged
   expect_exactly(collector, kN);
   const auto fs = fwd.stats();
   EXPECT_GE(fs.reconnects, 1u);
@@ -413,6 +445,7 @@ TEST_F(NatsE2E, SubscriberWhoseBrokerIsKilledResumesOnTheOtherWithoutGapOrRepeat
   producer.join();
   ASSERT_TRUE(fwd.flush_for(30s));
   EXPECT_LT(received_at_kill, kN) << "the kill was not mid-stream";
+  ASSERT_TRUE(publish_end_marker(fwd));
   expect_exactly(collector, kN);
 }
 

@@ -21,6 +21,8 @@ namespace {
 using namespace std::chrono_literals;
 using test::BrokerProcess;
 using test::Collector;
+using test::kEndMarker;
+using test::make_end_marker;
 using test::make_call_event;
 using test::wait_until;
 
@@ -108,16 +110,22 @@ TEST_F(CrossClusterE2E, ALeafLinkCutForThirtySecondsUnderLoadStillDeliversEachEv
   link_->restore();
   producer.join();
   ASSERT_TRUE(fwd.flush_for(30s));
+  // The end marker takes the events' own path: this agent, broker A, A's stream (after every
+  // event, all acknowledged), then as a checkout event through the source into B's stream, which
+  // copies A's messages in A's order. A repeat, or a cart event the source let through, would be
+  // stored before it in B's stream, so each subscriber that has it has had everything it counts.
+  fwd.consume(make_end_marker("checkout"));
+  ASSERT_TRUE(fwd.flush_for(30s));
 
-  ASSERT_TRUE(wait_until([&] { return at_b.count() >= kN; }, 60s)) << at_b.count() << " of " << kN;
-  ASSERT_TRUE(wait_until([&] { return at_a.count() >= 2 * kN; }, 30s)) << at_a.count();
-  std::this_thread::sleep_for(1s);  // room for a repeat to show
-  EXPECT_EQ(at_b.count(), kN);
-  EXPECT_EQ(at_b.distinct(), kN);
-  EXPECT_EQ(all_at_b.count(), kN) << "only the sourced service crosses";
+  ASSERT_TRUE(wait_until([&] { return at_b.has_arg(kEndMarker); }, 60s)) << at_b.count() << " of " << kN;
+  ASSERT_TRUE(wait_until([&] { return all_at_b.has_arg(kEndMarker); }, 30s)) << all_at_b.count();
+  ASSERT_TRUE(wait_until([&] { return at_a.has_arg(kEndMarker); }, 30s)) << at_a.count();
+  EXPECT_EQ(at_b.count_unmarked(), kN);
+  EXPECT_EQ(at_b.distinct_unmarked(), kN);
+  EXPECT_EQ(all_at_b.count_unmarked(), kN) << "only the sourced service crosses";
   for (const auto& s : all_at_b.samples()) EXPECT_EQ(s.service(), "checkout");
-  EXPECT_EQ(at_a.count(), 2 * kN);
-  EXPECT_EQ(at_a.distinct(), 2 * kN);
+  EXPECT_EQ(at_a.count_unmarked(), 2 * kN);
+  EXPECT_EQ(at_a.distinct_unmarked(), 2 * kN);
 }
 
 // What B's own agents publish stays in B: the link carries only what B sources.
@@ -129,15 +137,24 @@ TEST_F(CrossClusterE2E, EventsPublishedInBStayInB) {
   Forwarder fwd(forwarder(broker_b_->address()));
   for (uint64_t i = 0; i < 300; ++i) fwd.consume(make_call_event(i, "checkout"));
   ASSERT_TRUE(fwd.flush_for(30s));
-  ASSERT_TRUE(wait_until([&] { return at_b.count() >= 300; }, 30s)) << at_b.count();
-  // A marker through A shows A's subscriber is live: everything before it would have arrived.
+  // B's end marker, through the same agent and broker: stored in B's stream after the 300.
+  fwd.consume(make_end_marker("checkout"));
+  ASSERT_TRUE(fwd.flush_for(30s));
+  ASSERT_TRUE(wait_until([&] { return at_b.has_arg(kEndMarker); }, 30s)) << at_b.count();
+  EXPECT_EQ(at_b.count_unmarked(), 300u);
+  EXPECT_EQ(at_b.distinct_unmarked(), 300u);
+  // A marker through A shows A's subscriber is live and caught up with A's stream. What A must
+  // not get has no path to A in a passing run, so no end marker can close this wait: B's own
+  // marker would follow B's samples across the link only if they crossed. Its absence is waited
+  // for, bounded (no ordering here bounds the link's transit), after A's marker, which was sent
+  // only once at_b had B's.
   Forwarder marker(forwarder(broker_a_->address()));
-  marker.consume(make_call_event(999999, "marker"));
+  marker.consume(make_end_marker("marker", 1));
   ASSERT_TRUE(marker.flush_for(30s));
-  ASSERT_TRUE(wait_until([&] { return at_a.count() >= 1; }, 30s));
-  std::this_thread::sleep_for(500ms);
+  ASSERT_TRUE(wait_until([&] { return at_a.has_arg(kEndMarker + 1); }, 30s)) << at_a.count();
+  EXPECT_FALSE(wait_until([&] { return at_a.has_arg(kEndMarker); }, 500ms)) << "B's end marker crossed to A";
   EXPECT_EQ(at_a.count(), 1u);
-  EXPECT_EQ(at_b.count(), 300u);
+  EXPECT_EQ(at_b.count(), 301u);  // the 300 and B's end marker: A's marker stays in A
 }
 
 }  // namespace

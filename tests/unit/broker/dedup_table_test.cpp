@@ -125,12 +125,12 @@ TEST(DedupTable, MarksAndBindingsSurviveARestart) {
   const auto file = std::filesystem::temp_directory_path() /
                     ("mcp-dedup-" + std::to_string(std::random_device{}()) + ".json");
   {
-    DedupTable table(file);
+    DedupTable table(file, kNowUs);
     accept(table, "agent-1", 42, "token:aaaa");
     accept(table, "agent-1", 9, "token:aaaa", 7);
     table.persist();
   }
-  DedupTable reloaded(file);
+  DedupTable reloaded(file, kNowUs);
   EXPECT_EQ(reloaded.check("agent-1", 0, "token:aaaa", 42, kNowUs), Admission::kDuplicate);
   EXPECT_EQ(reloaded.check("agent-1", 7, "token:aaaa", 9, kNowUs), Admission::kDuplicate);
   EXPECT_EQ(reloaded.check("agent-1", 0, "token:bbbb", 43, kNowUs), Admission::kForeignCredential);
@@ -144,20 +144,20 @@ TEST(DedupTable, BindingsMadeSinceTheSnapshotSurviveAKillWithoutRewritingIt) {
   const auto file = std::filesystem::temp_directory_path() /
                     ("mcp-dedup-bind-" + std::to_string(std::random_device{}()) + ".json");
   {
-    DedupTable table(file);
+    DedupTable table(file, kNowUs);
     accept(table, "early", 1, "token:aaaa");
     table.persist();
     for (int i = 0; i < 2000; ++i) accept(table, "node-" + std::to_string(i), 1, "token:" + std::to_string(i));
     // killed here: no persist()
   }
   EXPECT_LT(std::filesystem::file_size(file), 200u) << "the snapshot was rewritten per binding";
-  DedupTable reloaded(file);
+  DedupTable reloaded(file, kNowUs);
   EXPECT_EQ(reloaded.credential("early"), "token:aaaa");
   EXPECT_EQ(reloaded.credential("node-1999"), "token:1999");
   EXPECT_EQ(reloaded.check("node-5", 0, "token:6", kNowUs, kNowUs), Admission::kForeignCredential);
   reloaded.persist();
   EXPECT_FALSE(std::filesystem::exists(file.string() + ".bindings"));
-  EXPECT_EQ(DedupTable(file).credential("node-1999"), "token:1999");
+  EXPECT_EQ(DedupTable(file, kNowUs).credential("node-1999"), "token:1999");
   std::filesystem::remove(file);
 }
 
@@ -168,7 +168,7 @@ TEST(DedupTable, AnIdUnseenForThePeriodIsForgottenAndTheLastSeenTimeSurvivesARes
                     ("mcp-dedup-expire-" + std::to_string(std::random_device{}()) + ".json");
   constexpr uint64_t kDayUs = uint64_t{86400} * 1000000;
   {
-    DedupTable table(file);
+    DedupTable table(file, kNowUs);
     table.record("gone", 0, "token:g", 5, kNowUs);
     table.record("kept", 0, "token:k", 5, kNowUs);
     table.record("kept", 0, "token:k", 6, kNowUs + 20 * kDayUs);
@@ -179,7 +179,7 @@ TEST(DedupTable, AnIdUnseenForThePeriodIsForgottenAndTheLastSeenTimeSurvivesARes
     EXPECT_EQ(table.check("gone", 0, "token:other", 1, kNowUs), Admission::kNew);
     table.persist();
   }
-  DedupTable reloaded(file);
+  DedupTable reloaded(file, kNowUs);
   EXPECT_EQ(reloaded.credential("kept"), "token:k");
   EXPECT_EQ(reloaded.expire(kNowUs + 49 * kDayUs, std::chrono::hours(24 * 30)), 0u);
   EXPECT_EQ(reloaded.expire(kNowUs + 51 * kDayUs, std::chrono::hours(24 * 30)), 1u) << "seen was not kept";
@@ -190,9 +190,22 @@ TEST(DedupTable, LoadsTheOlderFormatAsUnboundMarks) {
   const auto file = std::filesystem::temp_directory_path() /
                     ("mcp-dedup-old-" + std::to_string(std::random_device{}()) + ".json");
   std::ofstream(file) << R"({"agent-1": 42})";
-  DedupTable table(file);
+  DedupTable table(file, kNowUs);
   EXPECT_EQ(table.high_water("agent-1", 0), 42u);
   EXPECT_TRUE(accept(table, "agent-1", 43, "token:aaaa"));
+  std::filesystem::remove(file);
+}
+
+// The load time is the caller's clock (BrokerOptions::clock), not the host's: an id from a file
+// without "seen" counts as seen then, and expires a whole period after it.
+TEST(DedupTable, AnIdLoadedWithoutASeenTimeCountsFromTheLoadTimeGiven) {
+  const auto file = std::filesystem::temp_directory_path() /
+                    ("mcp-dedup-loaded-" + std::to_string(std::random_device{}()) + ".json");
+  std::ofstream(file) << R"({"agent-1": {"sequence": 42, "credential": "token:aaaa"}})";
+  constexpr uint64_t kLoadUs = kNowUs + uint64_t{5} * 1000000;
+  DedupTable table(file, kLoadUs);
+  EXPECT_EQ(table.expire(kLoadUs + uint64_t{60} * 1000000, std::chrono::seconds(60)), 0u);
+  EXPECT_EQ(table.expire(kLoadUs + uint64_t{61} * 1000000, std::chrono::seconds(60)), 1u);
   std::filesystem::remove(file);
 }
 
@@ -212,7 +225,7 @@ TEST(DedupTable, LinksPlantedBesideTheStateAreNeverWrittenThrough) {
     return std::string(std::istreambuf_iterator<char>(in), {});
   };
   {
-    DedupTable table(file);
+    DedupTable table(file, kNowUs);
     EXPECT_THROW(accept(table, "node-a", 1, "token:a"), Error) << "a binding was appended through the link";
     table.persist();
   }

@@ -8,6 +8,7 @@
 #include <random>
 #include <sstream>
 
+#include "clock/clock_source.h"
 #include "common/error.h"
 #include "common/trace_id_prefix.h"
 
@@ -234,6 +235,20 @@ TEST(PolicyStore, RefusesAPrefixRulePastWhatAnAgentHolds) {
   p.set_probe("handle");
   p.set_trace_id_prefix(hex(kMaxTraceIdPrefixRules));
   store.apply(p);
+}
+
+// updated_unix_ns is the realtime of the store's clock (BrokerOptions::clock), not the host's.
+TEST(PolicyStore, StampsAPolicyWithItsClocksWallTime) {
+  auto sim_clock = std::make_shared<clock::SimulatedClockSource>(clock::SimulatedClockOptions{.read_cost_ns = 0});
+  PolicyStore store({}, sim_clock);
+  mcp::v1::Policy p;
+  p.set_service("checkout");
+  p.set_probe("handle_request");
+  p.set_sampling_rate(0.25);
+  EXPECT_EQ(store.apply(p).updated_unix_ns(), uint64_t{1'700'000'000'000'000'000});
+  sim_clock->advance(int64_t{7'000'000'000});
+  EXPECT_EQ(store.apply(p).updated_unix_ns(), uint64_t{1'700'000'007'000'000'000});
+  EXPECT_EQ(store.list().at(0).updated_unix_ns(), uint64_t{1'700'000'007'000'000'000});
 }
 
 }  // namespace

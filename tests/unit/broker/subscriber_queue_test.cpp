@@ -7,6 +7,8 @@
 #include <future>
 #include <thread>
 
+#include "clock/clock_source.h"
+
 namespace mcp::broker {
 namespace {
 
@@ -99,6 +101,9 @@ TEST(SubscriberQueue, PushWaitWaitsForRoomAndGivesUpOnClose) {
   ASSERT_TRUE(q.push_wait(packet(1, 1), 1));
   std::atomic<bool> second_in{false};
   std::thread feeder([&] { second_in = q.push_wait(packet(2, 1), 1); });
+  // "Still blocked" has no event to wait on (the queue shows no waiting feeder): give the feeder
+  // a short while to wrongly get in. A pass does not depend on it; a broken push_wait would be
+  // caught by it nearly always.
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_FALSE(second_in.load());
   EXPECT_EQ(pop(q)->offset(), 1u);
@@ -114,16 +119,15 @@ TEST(SubscriberQueue, PushWaitWaitsForRoomAndGivesUpOnClose) {
 // waking; packets pushed meanwhile wait for it; kWakeAt of them wake the writer at once.
 TEST(SubscriberQueue, WithALingerTheFirstPushSchedulesAndFlushWakesOnce) {
   int wakes = 0;
-  std::vector<std::chrono::steady_clock::time_point> scheduled;
+  std::vector<std::chrono::nanoseconds> scheduled;
   SubscriberQueue q(1024, [&] { ++wakes; });
-  q.set_linger(std::chrono::milliseconds(20), [&](auto when) { scheduled.push_back(when); });
+  q.set_linger(std::chrono::milliseconds(20), [&](auto after) { scheduled.push_back(after); });
   EXPECT_EQ(pop(q), nullptr);  // idle
-  const auto before = std::chrono::steady_clock::now();
   q.push(packet(1, 1));
   q.push(packet(2, 1));
   EXPECT_EQ(wakes, 0);
   ASSERT_EQ(scheduled.size(), 1u);  // one wake-up per idle period
-  EXPECT_GE(scheduled[0], before + std::chrono::milliseconds(20));
+  EXPECT_EQ(scheduled[0], std::chrono::milliseconds(20));  // the linger, from now
   q.flush();
   EXPECT_EQ(wakes, 1);
   std::vector<std::pair<PacketPtr, uint64_t>> taken;
@@ -137,16 +141,17 @@ TEST(SubscriberQueue, WithALingerTheFirstPushSchedulesAndFlushWakesOnce) {
   EXPECT_EQ(wakes, 2);
 }
 
+// On the system's clock (the broker's default): real time.
 TEST(WakeTimer, FlushesEachQueueAtItsTimeAndSkipsAQueueThatIsGone) {
   WakeTimer timer;
   std::promise<std::chrono::steady_clock::time_point> woken;
   auto q = std::make_shared<SubscriberQueue>(8, [&] { woken.set_value(std::chrono::steady_clock::now()); });
-  q->set_linger(std::chrono::milliseconds(30), [&timer, weak = std::weak_ptr<SubscriberQueue>(q)](auto when) {
-    timer.at(when, weak);
+  q->set_linger(std::chrono::milliseconds(30), [&timer, weak = std::weak_ptr<SubscriberQueue>(q)](auto after) {
+    timer.after(after, weak);
   });
   auto gone = std::make_shared<SubscriberQueue>(8, [] { FAIL() << "a destroyed queue was flushed"; });
-  gone->set_linger(std::chrono::milliseconds(1), [&timer, weak = std::weak_ptr<SubscriberQueue>(gone)](auto when) {
-    timer.at(when, weak);
+  gone->set_linger(std::chrono::milliseconds(1), [&timer, weak = std::weak_ptr<SubscriberQueue>(gone)](auto after) {
+    timer.after(after, weak);
   });
   EXPECT_EQ(pop(*q), nullptr);
   EXPECT_EQ(pop(*gone), nullptr);
@@ -157,6 +162,69 @@ TEST(WakeTimer, FlushesEachQueueAtItsTimeAndSkipsAQueueThatIsGone) {
   auto f = woken.get_future();
   ASSERT_EQ(f.wait_for(std::chrono::seconds(5)), std::future_status::ready);
   EXPECT_GE(f.get() - pushed, std::chrono::milliseconds(30));
+}
+
+// A lingering subscription on a simulated clock (BrokerOptions::clock): its packet waits for the
+// linger to pass on that clock, whatever real time does, and is delivered once it has. poke()
+// returns after the timer has read the clock and flushed what was due, so "not yet" is a fact
+// here, not a guess after a sleep.
+TEST(WakeTimer, ALingeringPacketIsDeliveredOnceTheLingerHasPassedOnTheClockAndNotBefore) {
+  auto sim_clock = std::make_shared<clock::SimulatedClockSource>(clock::SimulatedClockOptions{.read_cost_ns = 0});
+  WakeTimer timer(sim_clock);
+  std::atomic<int> wakes{0};
+  auto q = std::make_shared<SubscriberQueue>(8, [&] { ++wakes; });
+  constexpr auto kLinger = std::chrono::seconds(10);  // real seconds would fail the test's limit
+  q->set_linger(kLinger, [&timer, weak = std::weak_ptr<SubscriberQueue>(q)](auto after) { timer.after(after, weak); });
+  EXPECT_EQ(pop(*q), nullptr);  // the writer is idle
+  q->push(packet(1, 1));
+  EXPECT_EQ(timer.pending(), 1u);
+
+  sim_clock->advance(std::chrono::nanoseconds(kLinger - std::chrono::milliseconds(1)).count());
+  timer.poke();
+  EXPECT_EQ(wakes.load(), 0) << "the writer was woken 1 ms before the linger passed";
+  EXPECT_EQ(timer.pending(), 1u);
+  EXPECT_EQ(q->size(), 1u);
+
+  sim_clock->advance(std::chrono::nanoseconds(std::chrono::milliseconds(1)).count());
+  timer.poke();
+  EXPECT_EQ(wakes.load(), 1) << "the linger passed on the clock and the writer was not woken";
+  EXPECT_EQ(timer.pending(), 0u);
+  ASSERT_NE(pop(*q), nullptr);
+
+  // The next idle period lingers again, from when its first packet came.
+  EXPECT_EQ(pop(*q), nullptr);
+  q->push(packet(2, 1));
+  timer.poke();
+  EXPECT_EQ(wakes.load(), 1);
+  sim_clock->advance(std::chrono::nanoseconds(kLinger).count());
+  timer.poke();
+  EXPECT_EQ(wakes.load(), 2);
+}
+
+// Deadlines are ordered on the clock, not by when they were asked for.
+TEST(WakeTimer, OnASimulatedClockQueuesAreFlushedInTheOrderOfTheirDeadlines) {
+  auto sim_clock = std::make_shared<clock::SimulatedClockSource>(clock::SimulatedClockOptions{.read_cost_ns = 0});
+  WakeTimer timer(sim_clock);
+  std::atomic<int> long_wakes{0}, short_wakes{0};
+  auto slow = std::make_shared<SubscriberQueue>(8, [&] { ++long_wakes; });
+  slow->set_linger(std::chrono::milliseconds(500), [&timer, weak = std::weak_ptr<SubscriberQueue>(slow)](auto after) {
+    timer.after(after, weak);
+  });
+  auto fast = std::make_shared<SubscriberQueue>(8, [&] { ++short_wakes; });
+  fast->set_linger(std::chrono::milliseconds(100), [&timer, weak = std::weak_ptr<SubscriberQueue>(fast)](auto after) {
+    timer.after(after, weak);
+  });
+  EXPECT_EQ(pop(*slow), nullptr);
+  EXPECT_EQ(pop(*fast), nullptr);
+  slow->push(packet(1, 1));
+  fast->push(packet(1, 1));
+  sim_clock->advance(std::chrono::nanoseconds(std::chrono::milliseconds(100)).count());
+  timer.poke();
+  EXPECT_EQ(short_wakes.load(), 1);
+  EXPECT_EQ(long_wakes.load(), 0);
+  sim_clock->advance(std::chrono::nanoseconds(std::chrono::milliseconds(400)).count());
+  timer.poke();
+  EXPECT_EQ(long_wakes.load(), 1);
 }
 
 }  // namespace
