@@ -21,13 +21,13 @@ int main(int argc, char** argv) {
   CLI::App app{"mcp-agent: sampled eBPF tracing of user functions, syscalls and CUDA launches"};
   app.require_subcommand(1);
   mcp::CommandAction action;
-  mcp::cli::add_version_command(app, action);
-  mcp::cli::add_trace_command(app, action);
-  mcp::add_subscribe_command(app, action);
-  mcp::add_policy_command(app, action);
-  mcp::daemon::add_run_command(app, action);
-  mcp::add_check_config_command(app, action);
-  mcp::audit::add_audit_command(app, action);
+  mcp::commands::add_version_command(app, action);
+  mcp::commands::add_trace_command(app, action);
+  mcp::commands::add_subscribe_command(app, action);
+  mcp::commands::add_policy_command(app, action);
+  mcp::commands::add_run_command(app, action);
+  mcp::commands::add_check_config_command(app, action);
+  mcp::commands::add_audit_command(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

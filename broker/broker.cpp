@@ -12,15 +12,15 @@
 
 #include <spdlog/spdlog.h>
 
-#include "broker/backend.h"
-#include "broker/grpc_endpoint.h"
-#include "broker/ingest.h"
-#include "broker/ingest_stats.h"
+#include "broker/store/backend.h"
+#include "broker/net/grpc_endpoint.h"
+#include "broker/ingest/ingest.h"
+#include "broker/ingest/ingest_stats.h"
 #include "broker/otlp_handoff.h"
-#include "broker/policy_fanout.h"
+#include "broker/policy/policy_fanout.h"
 #include "broker/publish_stream.h"
 #include "broker/subscription_stream.h"
-#include "broker/wake_timer.h"
+#include "broker/fanout/wake_timer.h"
 #include "clock/hlc.h"
 #include "common/error.h"
 #include "mcp/v1/sampling.grpc.pb.h"

@@ -1,12 +1,12 @@
 // Broker: the mcp-broker gRPC server (service mcp.v1.Sampling) and its state.
 //
 // Publish: an agent's batches, v1 `samples` or a compact `events` block (capability "events-v2",
-// event_block.h: parsed and checked once, event ids set once, stored as one encoded block), are
-// deduplicated by (agent id, sequence), stored by the backend (backend.h), fanned out and
+// ingest/event_block.h: parsed and checked once, event ids set once, stored as one encoded block), are
+// deduplicated by (agent id, sequence), stored by the backend (store/backend.h), fanned out and
 // acknowledged. Subscribers that set `compact` get blocks, others Samples (packet_forms.h); an
 // unfiltered compact subscriber gets the same encoded packet as every other.
 // Publish and Subscribe run on gRPC's callback API (no thread per stream): publish streams in
-// broker.cpp, subscriptions in subscription_stream.h (batched and lingering ones included).
+// publish_stream.h, subscriptions in subscription_stream.h (batched and lingering ones included).
 // Subscribe: filter by service and tags, downsample by rate (see downsample.h); a subscriber
 // resuming with resume_after = its last packet offset gets what it missed, then live packets,
 // so a consumer that reconnects across a broker restart sees no gap or repeat.
@@ -24,7 +24,7 @@
 // nothing refused is stored, counted in Stats (except Stats.refused_publishes) or acked, and the
 // stream ends with that status.
 //
-// Backends (backend.h): by default (options.nats.servers empty) the embedded backend keeps the
+// Backends (store/backend.h): by default (options.nats.servers empty) the embedded backend keeps the
 // journal (state_dir/journal, checksummed segments; memory when no state dir), dedup marks
 // (state_dir/agents.json) and policies (state_dir/policies.json) in this process. With NATS
 // servers set, the broker is a stateless front end over a JetStream cluster (jetstream_client.h):
@@ -38,67 +38,19 @@
 // when full, so a collector that is down or slow never holds back ingest or subscribers.
 #pragma once
 #include <chrono>
-#include <cstdint>
-#include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
-
-#include <functional>
-#include <map>
-#include <string_view>
 #include <vector>
 
-#include "broker/access.h"
-#include "broker/listener.h"
-#include "broker/nats_options.h"
-#include "broker/policy_key.h"
-#include "broker/publish_check.h"
-#include "clock/clock_source.h"
+#include "broker/net/listener.h"
+#include "broker/options.h"
+#include "broker/policy/policy_key.h"
 #include "mcp/v1/sampling.pb.h"
 #include "otlp/exporter.h"
 
 namespace mcp::broker {
-
-struct BrokerOptions {
-  std::string listen = "127.0.0.1:9090";  // port 0 picks a free port, see Broker::port()
-  // With a unix:PATH listen the socket is made 0660 and this group's, so only root and its
-  // members can connect (the packaged broker: mcp-sampling); empty: 0600, its owner and root.
-  std::string socket_group;
-  std::string tls_ca;                     // with tls_cert/tls_key: require client certificates
-  std::string tls_cert;
-  std::string tls_key;
-  std::vector<TokenGrant> tokens;         // empty: no token authentication
-  // Asked about a bearer token that no grant in `tokens` holds: the node name of an agent's
-  // own credential (token_review.h), which may then publish as that agent id only, or nullopt.
-  // Unset: such a token is refused.
-  std::function<std::optional<std::string>(std::string_view token)> review_token;
-  bool insecure = false;                  // allow a non-loopback listen without authentication
-  PublishLimits limits;
-  std::filesystem::path state_dir;        // empty: nothing survives a restart
-  size_t subscriber_queue = 1024;         // packets per subscriber before its oldest are dropped
-                                          // (a subscriber may ask for fewer)
-  // The longest a batched subscription may ask its packets to wait for a shared write
-  // (SubscriptionRequest.linger_ms).
-  std::chrono::milliseconds subscriber_linger_max{100};
-  uint64_t journal_max_bytes = 256ull << 20;
-  // An agent id unseen this long is forgotten (its dedup marks and credential binding); 0: never.
-  std::chrono::seconds agent_expiry{30 * 24 * 3600};
-  NatsBackendOptions nats;                // servers empty: the embedded backend
-  otlp::ExporterOptions otlp;             // endpoint empty: no OTLP export
-  // A connection must finish its handshake (TLS, HTTP/2 settings) within this, and one with no
-  // call open for connection_idle is closed (0: never): idle connections once held descriptors
-  // until the broker had none left (issue 51). TCP connections are accepted by listener.h.
-  std::chrono::milliseconds handshake_timeout{10000};
-  std::chrono::milliseconds connection_idle{5 * 60 * 1000};
-  // Distinct (service, probe) pairs counted in Stats and /metrics; past it new pairs are counted
-  // together as ("_other", "_other") and in StatsReply.probe_series_overflow.
-  size_t max_probe_series = 10000;
-  // What the broker reads time from: agent expiry and dedup marks (realtime), policy stamps
-  // (realtime), subscriber linger (monotonic). Injectable so tests drive expiry and linger
-  // by advancing a clock::SimulatedClockSource instead of sleeping.
-  std::shared_ptr<clock::ClockSource> clock;  // null: the system's (clock_source.h)
-};
 
 class Broker {
  public:

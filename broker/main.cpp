@@ -11,9 +11,9 @@
 
 #include "broker/broker.h"
 #include "broker/broker_metrics.h"
-#include "broker/nats_naming.h"
-#include "broker/policy_controller.h"
-#include "broker/token_review.h"
+#include "broker/store/nats_naming.h"
+#include "broker/k8s/policy_controller.h"
+#include "broker/k8s/token_review.h"
 #include "common/duration.h"
 #include "common/error.h"
 #include "common/fd_limit.h"

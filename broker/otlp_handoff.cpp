@@ -2,7 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "broker/event_block.h"
+#include "broker/ingest/event_block.h"
 
 namespace mcp::broker {
 

@@ -6,7 +6,7 @@
 #include <memory>
 #include <optional>
 
-#include "broker/backend.h"
+#include "broker/store/backend.h"
 #include "otlp/exporter.h"
 
 namespace mcp::broker {

@@ -2,8 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "broker/event_block.h"
-#include "broker/ingest.h"
+#include "broker/ingest/event_block.h"
+#include "broker/ingest/ingest.h"
 
 namespace mcp::broker {
 

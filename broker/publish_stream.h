@@ -22,9 +22,9 @@
 #include <optional>
 #include <string>
 
-#include "broker/backend.h"
-#include "broker/policy_fanout.h"
-#include "broker/publish_check.h"
+#include "broker/store/backend.h"
+#include "broker/policy/policy_fanout.h"
+#include "broker/ingest/publish_check.h"
 #include "otlp/mapping.h"
 
 namespace mcp::broker {

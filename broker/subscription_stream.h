@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "broker/backend.h"
-#include "broker/subscriber_queue.h"
-#include "broker/wake_timer.h"
+#include "broker/store/backend.h"
+#include "broker/fanout/subscriber_queue.h"
+#include "broker/fanout/wake_timer.h"
 
 namespace mcp::broker {
 

@@ -3,7 +3,7 @@
 // file, which is read again whenever the file changes (inode, size or mtime: the kubelet
 // swaps a projected token's symlink when it rotates it).
 // Writes (PUT, PATCH) send a JSON body and return the whole response body, e.g. a status
-// subresource update (the SamplingPolicy controller, broker/policy_controller.h).
+// subresource update (the SamplingPolicy controller, broker/k8s/policy_controller.h).
 // One request at a time (a ListWatch owns one client on its thread); stop() may be called
 // from any thread: it aborts the request in flight and makes every later one fail at once.
 #pragma once

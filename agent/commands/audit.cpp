@@ -7,7 +7,8 @@
 #include "audit/audit_log.h"
 #include "common/error.h"
 
-namespace mcp::audit {
+namespace mcp::commands {
+using namespace mcp::audit;  // the audit library this command fronts
 namespace {
 
 namespace fs = std::filesystem;
@@ -64,4 +65,4 @@ void add_audit_command(CLI::App& app, CommandAction& action) {
   v->callback([flags, &action] { action = [flags] { return verify(*flags); }; });
 }
 
-}  // namespace mcp::audit
+}  // namespace mcp::commands

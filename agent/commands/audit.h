@@ -7,8 +7,8 @@
 
 #include "common/command.h"
 
-namespace mcp::audit {
+namespace mcp::commands {
 
 void add_audit_command(CLI::App& app, CommandAction& action);
 
-}  // namespace mcp::audit
+}  // namespace mcp::commands

@@ -9,7 +9,8 @@
 #include "loader/elf_symbols.h"
 #include "loader/target_resolver.h"
 
-namespace mcp::config {
+namespace mcp::commands {
+using namespace mcp::config;  // the config library this command fronts
 
 int run_check_config(const std::string& file, std::ostream& out, std::ostream& err) {
   try {
@@ -48,17 +49,13 @@ int run_check_config(const std::string& file, std::ostream& out, std::ostream& e
   }
 }
 
-}  // namespace mcp::config
-
-namespace mcp {
-
 void add_check_config_command(CLI::App& app, CommandAction& action) {
   auto* cmd = app.add_subcommand("check-config", "Validate an agent.yaml; print FILE:LINE:COL: reason for each problem");
   auto file = std::make_shared<std::string>();
   cmd->add_option("FILE", *file, "agent.yaml to check")->required();
   cmd->callback([&action, file] {
-    action = [file] { return config::run_check_config(*file, std::cout, std::cerr); };
+    action = [file] { return run_check_config(*file, std::cout, std::cerr); };
   });
 }
 
-}  // namespace mcp
+}  // namespace mcp::commands

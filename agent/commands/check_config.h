@@ -13,12 +13,9 @@ namespace CLI {
 class App;
 }
 
-namespace mcp::config {
+namespace mcp::commands {
 
 int run_check_config(const std::string& file, std::ostream& out, std::ostream& err);
-
-}  // namespace mcp::config
-
-namespace mcp {
 void add_check_config_command(CLI::App& app, CommandAction& action);
-}
+
+}  // namespace mcp::commands

@@ -11,7 +11,7 @@
 #include "forward/forwarder.h"
 #include "mcp/v1/sampling.grpc.pb.h"
 
-namespace mcp {
+namespace mcp::commands {
 namespace {
 
 struct PolicyFlags {
@@ -107,4 +107,4 @@ void add_policy_command(CLI::App& app, CommandAction& action) {
   });
 }
 
-}  // namespace mcp
+}  // namespace mcp::commands

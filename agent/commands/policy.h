@@ -6,8 +6,8 @@
 
 #include "common/command.h"
 
-namespace mcp {
+namespace mcp::commands {
 
 void add_policy_command(CLI::App& app, CommandAction& action);
 
-}  // namespace mcp
+}  // namespace mcp::commands

@@ -25,7 +25,7 @@
 #include "runtime/probe_set.h"
 #include "runtime/runtime.h"
 
-namespace mcp::daemon {
+namespace mcp::commands {
 namespace {
 
 // agent.yaml's key for a setting lower layers name (common/setting_names.h).
@@ -196,4 +196,4 @@ void add_run_command(CLI::App& app, CommandAction& action) {
   });
 }
 
-}  // namespace mcp::daemon
+}  // namespace mcp::commands

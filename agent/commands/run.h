@@ -8,8 +8,8 @@
 
 #include "common/command.h"
 
-namespace mcp::daemon {
+namespace mcp::commands {
 
 void add_run_command(CLI::App& app, CommandAction& action);
 
-}  // namespace mcp::daemon
+}  // namespace mcp::commands

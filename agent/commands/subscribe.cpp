@@ -14,7 +14,7 @@
 #include "subscribe/packet_printer.h"
 #include "subscribe/subscribe_client.h"
 
-namespace mcp {
+namespace mcp::commands {
 namespace {
 
 struct SubscribeFlags {
@@ -149,4 +149,4 @@ void add_subscribe_command(CLI::App& app, CommandAction& action) {
   });
 }
 
-}  // namespace mcp
+}  // namespace mcp::commands

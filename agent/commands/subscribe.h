@@ -11,10 +11,10 @@
 #include "common/command.h"
 #include "common/setting_names.h"
 
-namespace mcp {
+namespace mcp::commands {
 
 void add_subscribe_command(CLI::App& app, CommandAction& action);
 // The flags of the broker clients (`subscribe`, `policy`) for settings lower layers name.
 std::string broker_client_flag_for(Setting s);
 
-}  // namespace mcp
+}  // namespace mcp::commands

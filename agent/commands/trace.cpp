@@ -29,7 +29,8 @@
 #define MCP_VERSION "0.0.0"
 #endif
 
-namespace mcp::cli {
+namespace mcp::commands {
+using namespace mcp::cli;  // the cli library this command fronts
 namespace {
 
 std::string executable_of(const TraceOptions& o) {
@@ -354,4 +355,4 @@ void add_version_command(CLI::App& app, CommandAction& action) {
   });
 }
 
-}  // namespace mcp::cli
+}  // namespace mcp::commands

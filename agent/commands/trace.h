@@ -4,9 +4,9 @@
 
 #include "common/command.h"
 
-namespace mcp::cli {
+namespace mcp::commands {
 
 void add_trace_command(CLI::App& app, CommandAction& action);
 void add_version_command(CLI::App& app, CommandAction& action);
 
-}  // namespace mcp::cli
+}  // namespace mcp::commands

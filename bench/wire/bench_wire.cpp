@@ -13,8 +13,8 @@
 #include <cstdio>
 #include <string>
 
-#include "broker/event_block.h"
-#include "broker/publish_check.h"
+#include "broker/ingest/event_block.h"
+#include "broker/ingest/publish_check.h"
 #include "wire/event_block.h"
 #include "events.h"          // tests/support: make_event
 #include "subscribe/packet_printer.h"
@@ -51,7 +51,7 @@ void BM_EncodeBlock(benchmark::State& state) {
 
 // The broker's ingest of one compact batch: parse and check on an arena, set every event id,
 // then the bytes it stores and fans out: re-encoded from the parsed block (before) or the
-// received bytes with the ids added (broker/event_block.h with_event_ids, after).
+// received bytes with the ids added (broker/ingest/event_block.h with_event_ids, after).
 void run_broker_ingest(benchmark::State& state, bool reencode) {
   const std::string wire = block_bytes();
   const std::string agent = "bench-agent";

@@ -3,9 +3,9 @@
 #include <cstring>
 #include <string_view>
 
-#include "broker/dedup_table.h"
-#include "broker/event_block.h"
-#include "broker/publish_check.h"
+#include "broker/store/dedup_table.h"
+#include "broker/ingest/event_block.h"
+#include "broker/ingest/publish_check.h"
 #include "config/parse_config.h"
 #include "spool/segment_log.h"
 #include "mcp/v1/sampling.pb.h"

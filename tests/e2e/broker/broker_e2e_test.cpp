@@ -455,7 +455,7 @@ TEST_F(BrokerE2E, SubscribeCommandPrintsJsonLinesWithTheAgentsFieldNames) {
   BrokerProcess broker({}, dir_ / "broker.log");
   CLI::App app;
   CommandAction action;
-  add_subscribe_command(app, action);
+  commands::add_subscribe_command(app, action);
   const std::string address = broker.address();
   const std::string out_path = (dir_ / "sub.json").string();
   const char* argv[] = {"mcp-agent", "subscribe", "--broker", address.c_str(), "--max-packets",

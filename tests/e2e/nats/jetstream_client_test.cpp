@@ -1,4 +1,4 @@
-// The broker's JetStream client (broker/jetstream_client.h) against one real nats-server: async
+// The broker's JetStream client (broker/store/jetstream_client.h) against one real nats-server: async
 // publishes that JetStream refuses (the stream is gone: "no responders") are resent with the
 // same id, off the library's ack thread, until the stream is back; each batch is acknowledged
 // once, after it is stored. One that cannot be stored by the deadline fails with the reason.
@@ -15,7 +15,7 @@
 
 #include "../../support/broker_process.h"
 #include "../../support/nats_cluster.h"
-#include "broker/jetstream_client.h"
+#include "broker/store/jetstream_client.h"
 
 namespace mcp {
 namespace {

@@ -14,7 +14,7 @@
 #include <set>
 #include <thread>
 
-#include "broker/downsample.h"
+#include "broker/ingest/downsample.h"
 #include "../../support/broker_client.h"
 #include "../../support/broker_process.h"
 #include "../../support/compact_block.h"

@@ -1,4 +1,4 @@
-#include "broker/access.h"
+#include "broker/net/access.h"
 
 #include <gtest/gtest.h>
 

@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "broker/access.h"
+#include "broker/net/access.h"
 #include "broker/broker.h"
 #include "clock/clock_source.h"
 #include "../../support/broker_client.h"

@@ -5,9 +5,9 @@
 #include <set>
 #include <vector>
 
-#include "broker/ingest.h"
-#include "broker/ingest_stats.h"
-#include "broker/policy_fanout.h"
+#include "broker/ingest/ingest.h"
+#include "broker/ingest/ingest_stats.h"
+#include "broker/policy/policy_fanout.h"
 #include "common/event.h"
 
 namespace mcp::broker {

@@ -1,4 +1,4 @@
-#include "broker/dedup_table.h"
+#include "broker/store/dedup_table.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "broker/downsample.h"
+#include "broker/ingest/downsample.h"
 
 #include <gtest/gtest.h>
 

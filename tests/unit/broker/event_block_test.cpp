@@ -1,8 +1,8 @@
-#include "broker/event_block.h"
+#include "broker/ingest/event_block.h"
 
 #include <gtest/gtest.h>
 
-#include "broker/packet_forms.h"
+#include "broker/fanout/packet_forms.h"
 #include "common/event.h"
 #include "../../support/compact_block.h"
 

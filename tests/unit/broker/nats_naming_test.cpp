@@ -1,4 +1,4 @@
-#include "broker/nats_naming.h"
+#include "broker/store/nats_naming.h"
 
 #include <gtest/gtest.h>
 

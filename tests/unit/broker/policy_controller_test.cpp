@@ -1,7 +1,7 @@
 // parse_sampling_policy: a SamplingPolicy object -> the broker policy, or one line naming the
 // field the broker cannot apply. (The controller's list/watch/status behaviour runs end to end
 // in tests/e2e/broker/policy_controller_e2e_test.cpp.)
-#include "broker/policy_controller.h"
+#include "broker/k8s/policy_controller.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "broker/policy_store.h"
+#include "broker/policy/policy_store.h"
 
 #include <gtest/gtest.h>
 

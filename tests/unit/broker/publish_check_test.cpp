@@ -1,4 +1,4 @@
-#include "broker/publish_check.h"
+#include "broker/ingest/publish_check.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
-#include "broker/subscriber_queue.h"
-#include "broker/wake_timer.h"
+#include "broker/fanout/subscriber_queue.h"
+#include "broker/fanout/wake_timer.h"
 
 #include <gtest/gtest.h>
 

@@ -9,6 +9,8 @@
 #include "commands/check_config.h"
 
 namespace mcp::config {
+using commands::add_check_config_command;
+using commands::run_check_config;
 namespace {
 
 namespace fs = std::filesystem;

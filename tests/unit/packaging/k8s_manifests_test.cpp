@@ -370,7 +370,7 @@ TEST(K8sBroker, RequiresATokenPerRoleAndAgentsOwnPodTokensAndIsNeverInsecure) {
   }
 }
 
-// Per-node identity (broker/token_review.h): the agent presents its own pod's projected token,
+// Per-node identity (broker/k8s/token_review.h): the agent presents its own pod's projected token,
 // for the broker's audience (so the broker cannot replay it to the API), where its config reads
 // it; it mounts none of the shared role tokens. Defaults of --agent-token-audience and
 // --agent-service-account must match what the DaemonSet runs as.
@@ -440,9 +440,9 @@ TEST(K8sNetworkPolicy, OnlyAgentsAndLabelledConsumersReachTheBrokerPort) {
   EXPECT_EQ(rule["ports"][0]["port"].as<int>(), 9090);
 }
 
-// The broker's SamplingPolicy controller (broker/policy_controller.h) reads the objects and
+// The broker's SamplingPolicy controller (broker/k8s/policy_controller.h) reads the objects and
 // writes their status subresource: exactly that, and the deployment runs it.
-// ... and creates TokenReviews for --agent-token-review (broker/token_review.h).
+// ... and creates TokenReviews for --agent-token-review (broker/k8s/token_review.h).
 TEST(K8sRbac, BrokerAccountMayReadPoliciesWriteOnlyTheirStatusAndReviewTokens) {
   const auto& m = manifests();
   auto dep = m.find("Deployment", "mcp-broker");
