@@ -16,7 +16,7 @@
 #include "broker/net/access.h"
 #include "broker/store/nats_options.h"
 #include "clock/clock_source.h"
-#include "otlp/exporter.h"
+#include "otlp/exporter_options.h"
 
 namespace mcp::broker {
 
