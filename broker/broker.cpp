@@ -40,7 +40,7 @@ class RefusedSubscription final : public grpc::ServerWriteReactor<mcp::v1::Sampl
 };
 
 BrokerOptions with_clock(BrokerOptions options) {
-  if (!options.clock) options.clock = clock::system_clock_source();
+  options.clock = clock::clock_or_system(std::move(options.clock));
   return options;
 }
 

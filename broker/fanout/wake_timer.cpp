@@ -3,7 +3,7 @@
 namespace mcp::broker {
 
 WakeTimer::WakeTimer(std::shared_ptr<clock::ClockSource> clock)
-    : clock_(clock ? std::move(clock) : clock::system_clock_source()), thread_([this] { run(); }) {}
+    : clock_(clock::clock_or_system(std::move(clock))), thread_([this] { run(); }) {}
 
 WakeTimer::~WakeTimer() {
   {

@@ -61,7 +61,7 @@ void check_prefix_room(const std::map<PolicyKey, mcp::v1::Policy>& stored, const
 }
 
 PolicyStore::PolicyStore(std::filesystem::path file, std::shared_ptr<clock::ClockSource> clock)
-    : file_(std::move(file)), clock_(clock ? std::move(clock) : clock::system_clock_source()) {
+    : file_(std::move(file)), clock_(clock::clock_or_system(std::move(clock))) {
   if (file_.empty() || !std::filesystem::exists(file_)) return;
   const std::filesystem::path quarantine = file_.string() + ".quarantine";
   nlohmann::json records;

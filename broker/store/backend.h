@@ -91,8 +91,8 @@ class Backend {
   virtual void stop() = 0;
 };
 
-// Both read time only from options.clock (null: the system's): the dedup marks' now and agent
-// expiry (its realtime), policy stamps (embedded).
+// Both read time only from options.clock (null: the system's): the dedup marks' now, agent
+// expiry and policy stamps (its realtime).
 std::unique_ptr<Backend> make_embedded_backend(const BrokerOptions& options,
                                                Backend::PolicyListener push);
 std::unique_ptr<Backend> make_jetstream_backend(const BrokerOptions& options,

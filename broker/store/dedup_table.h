@@ -35,12 +35,17 @@
 #include <map>
 #include <string>
 
+#include "clock/clock_source.h"
+
 namespace mcp::broker {
 
 inline constexpr uint64_t kSequenceWindow = uint64_t{1} << 32;
 inline constexpr uint64_t kClockAllowanceUs = uint64_t{3600} * 1000000;  // agent clock ahead by 1 h
 inline constexpr size_t kMaxIncarnations = 16;
 inline constexpr uint64_t kIncarnationIdleUs = uint64_t{600} * 1000000;  // 10 min
+
+// The clock every `now_us` below counts in: `clock`'s wall time, µs since the epoch.
+inline uint64_t unix_us(clock::ClockSource& clock) { return static_cast<uint64_t>(clock.realtime_ns() / 1000); }
 
 enum class Admission {
   kNew,                // store it, then record()

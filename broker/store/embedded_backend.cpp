@@ -41,7 +41,7 @@ struct Subscriber {
 class EmbeddedBackend final : public Backend {
  public:
   EmbeddedBackend(const BrokerOptions& options, PolicyListener push)
-      : clock_(options.clock ? options.clock : clock::system_clock_source()),
+      : clock_(clock::clock_or_system(options.clock)),
         push_(std::move(push)),
         journal_(SegmentLogOptions{
             options.state_dir.empty() ? std::filesystem::path() : options.state_dir / "journal",
@@ -49,14 +49,14 @@ class EmbeddedBackend final : public Backend {
             options.state_dir.empty() ? std::min<uint64_t>(options.journal_max_bytes, 64ull << 20)
                                       : options.journal_max_bytes}),
         dedup_(options.state_dir.empty() ? std::filesystem::path() : options.state_dir / "agents.json",
-               now_us()),
+               unix_us(*clock_)),
         agent_expiry_(options.agent_expiry),
         policies_(options.state_dir.empty() ? std::filesystem::path() : options.state_dir / "policies.json",
                   clock_) {
     for (const auto& record : journal_.newest_segments(2)) {
       mcp::v1::SamplePacket packet;
       if (packet.ParseFromString(record.payload))
-        dedup_.advance(packet.agent_id(), packet.incarnation(), packet.sequence(), now_us());
+        dedup_.advance(packet.agent_id(), packet.incarnation(), packet.sequence(), unix_us(*clock_));
     }
     expire_agents();
     snapshot_segment_ = journal_.newest_segment_start();
@@ -71,7 +71,7 @@ class EmbeddedBackend final : public Backend {
     const uint64_t seq = packet.sequence();
     const uint64_t incarnation = packet.incarnation();
     std::lock_guard lock(mu_);
-    const uint64_t now = now_us();
+    const uint64_t now = unix_us(*clock_);
     switch (dedup_.check(agent_id, incarnation, credential, seq, now)) {
       case Admission::kDuplicate:
         *duplicate = true;
@@ -220,11 +220,8 @@ class EmbeddedBackend final : public Backend {
     const uint64_t live_from_;
   };
 
-  // The dedup table's clock: wall-clock µs since the epoch.
-  uint64_t now_us() const { return static_cast<uint64_t>(clock_->realtime_ns() / 1000); }
-
   void expire_agents() {
-    if (const size_t gone = dedup_.expire(now_us(), agent_expiry_))
+    if (const size_t gone = dedup_.expire(unix_us(*clock_), agent_expiry_))
       spdlog::info("broker: forgot {} agent ids unseen for {} s (--agent-expiry); {} known", gone,
                    agent_expiry_.count(), dedup_.agents());
   }

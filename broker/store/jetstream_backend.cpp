@@ -26,10 +26,10 @@ using grpc::StatusCode;
 class JetStreamBackend final : public Backend {
  public:
   JetStreamBackend(const BrokerOptions& options, PolicyListener push)
-      : clock_(options.clock ? options.clock : clock::system_clock_source()),
+      : clock_(clock::clock_or_system(options.clock)),
         async_(options.nats.async_publish),
         agent_expiry_(options.agent_expiry),
-        nats_(options.nats, std::move(push)) {}
+        nats_(options.nats, std::move(push), clock_) {}
 
   // An agent id is bound to the credential that first published it, in a bucket every broker
   // shares (dedup is by message id, so no sequence mark can be poisoned; the binding keeps
@@ -60,7 +60,7 @@ class JetStreamBackend final : public Backend {
   // to JetStream's message ids.
   Status check_sequence(const std::string& agent_id, uint64_t incarnation, uint64_t sequence) override {
     static constexpr uint64_t kMarkStride = uint64_t{1} << 16;
-    const auto now_us = static_cast<uint64_t>(clock_->realtime_ns() / 1000);
+    const uint64_t now_us = unix_us(*clock_);
     try {
       std::unique_lock lock(marks_mu_);
       if (++checks_ % kMarkStride == 0) marks_.expire(now_us, agent_expiry_);
@@ -169,7 +169,7 @@ class JetStreamBackend final : public Backend {
     std::thread thread_;  // last: starts once the rest is built
   };
 
-  const std::shared_ptr<clock::ClockSource> clock_;  // BrokerOptions::clock: the marks' now_us
+  const std::shared_ptr<clock::ClockSource> clock_;  // BrokerOptions::clock: the marks' now_us, policy stamps
   const bool async_;
   const std::chrono::seconds agent_expiry_;
   std::mutex marks_mu_;  // guards marks_ and checks_

@@ -143,8 +143,8 @@ class JetStreamClient::Impl {
   };
 
  public:
-  Impl(NatsBackendOptions options, PolicyListener on_policy)
-      : options_(std::move(options)), on_policy_(std::move(on_policy)) {
+  Impl(NatsBackendOptions options, PolicyListener on_policy, std::shared_ptr<clock::ClockSource> clock)
+      : options_(std::move(options)), on_policy_(std::move(on_policy)), clock_(clock::clock_or_system(std::move(clock))) {
     if (options_.servers.empty()) throw usage_error("nats backend: no server address");
     if (options_.replicas < 1 || options_.replicas > 5)
       throw usage_error("--stream-replicas must be between 1 and 5");
@@ -249,7 +249,7 @@ class JetStreamClient::Impl {
     mcp::v1::Policy stored;
     {
       std::lock_guard lock(mu_);
-      stored = PolicyStore().apply(policy);  // validates and stamps (an empty store: no room to check)
+      stored = PolicyStore({}, clock_).apply(policy);  // validates and stamps (an empty store: no room to check)
       check_prefix_room(policies_, stored);  // the bucket's policies: the truth
     }
     const std::string data = stored.SerializeAsString();
@@ -790,6 +790,7 @@ class JetStreamClient::Impl {
 
   NatsBackendOptions options_;
   PolicyListener on_policy_;
+  const std::shared_ptr<clock::ClockSource> clock_;  // stamps applied policies
   natsConnection* nc_ = nullptr;
   jsCtx* js_ = nullptr;
   kvStore* kv_ = nullptr;
@@ -817,8 +818,9 @@ class JetStreamClient::Impl {
   std::map<uint64_t, uint32_t> pushed_by_revision_;
 };
 
-JetStreamClient::JetStreamClient(NatsBackendOptions options, PolicyListener on_policy)
-    : impl_(std::make_unique<Impl>(std::move(options), std::move(on_policy))) {}
+JetStreamClient::JetStreamClient(NatsBackendOptions options, PolicyListener on_policy,
+                                 std::shared_ptr<clock::ClockSource> clock)
+    : impl_(std::make_unique<Impl>(std::move(options), std::move(on_policy), std::move(clock))) {}
 JetStreamClient::~JetStreamClient() = default;
 PublishOutcome JetStreamClient::publish(const mcp::v1::SamplePacket& packet,
                                     const mcp::v1::EventBlock* block) {

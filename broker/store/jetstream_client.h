@@ -34,6 +34,7 @@
 
 #include "broker/store/nats_options.h"
 #include "broker/policy/policy_key.h"
+#include "clock/clock_source.h"
 #include "mcp/v1/sampling.pb.h"
 
 namespace mcp::broker {
@@ -50,7 +51,9 @@ class JetStreamClient {
   using PolicyListener = std::function<uint32_t(const mcp::v1::Policy&)>;
 
   // Connects, creates or updates the stream and the bucket, and loads the current policies.
-  JetStreamClient(NatsBackendOptions options, PolicyListener on_policy);
+  // `clock` stamps applied policies (its realtime); null: the system's.
+  JetStreamClient(NatsBackendOptions options, PolicyListener on_policy,
+                  std::shared_ptr<clock::ClockSource> clock = nullptr);
   ~JetStreamClient();
   JetStreamClient(const JetStreamClient&) = delete;
   JetStreamClient& operator=(const JetStreamClient&) = delete;

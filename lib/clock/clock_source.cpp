@@ -20,6 +20,10 @@ std::shared_ptr<ClockSource> system_clock_source() {
   return source;
 }
 
+std::shared_ptr<ClockSource> clock_or_system(std::shared_ptr<ClockSource> clock) {
+  return clock ? std::move(clock) : system_clock_source();
+}
+
 SimulatedClockSource::SimulatedClockSource(SimulatedClockOptions options)
     : options_(options),
       now_ns_(options.monotonic_start_ns),

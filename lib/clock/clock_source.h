@@ -34,6 +34,9 @@ class SystemClockSource final : public ClockSource {
 };
 
 std::shared_ptr<ClockSource> system_clock_source();
+// `clock`, or system_clock_source() when it is null: for parts whose clock is optional (tests
+// pass a simulated one).
+std::shared_ptr<ClockSource> clock_or_system(std::shared_ptr<ClockSource> clock);
 
 struct SimulatedClockOptions {
   int64_t monotonic_start_ns = 1'000'000'000'000;          // 1000 s after boot

@@ -16,6 +16,7 @@
 #include "../../support/broker_process.h"
 #include "../../support/nats_cluster.h"
 #include "broker/store/jetstream_client.h"
+#include "clock/clock_source.h"
 
 namespace mcp {
 namespace {
@@ -164,6 +165,22 @@ TEST_F(JetStreamClientTest, ABatchNotStoredByTheDeadlineFailsWithTheReasonAfterR
   EXPECT_NE(outcomes.errors().front().find("JetStream did not ack jetstream-client-test"), std::string::npos)
       << outcomes.errors().front();
   EXPECT_GE(took, 500ms) << "failed before its deadline instead of retrying";
+}
+
+// The policy bucket's stamps come from the broker's clock (BrokerOptions::clock), as the embedded
+// store's do (BrokerExpiry.AnAppliedPolicyIsStampedWithTheBrokersClock).
+TEST_F(JetStreamClientTest, AnAppliedPolicyIsStampedWithTheClockItWasGiven) {
+  auto clock = std::make_shared<clock::SimulatedClockSource>(clock::SimulatedClockOptions{.read_cost_ns = 0});
+  clock->advance(int64_t{5'000'000'000});
+  JetStreamClient client(options_, nullptr, clock);
+  mcp::v1::Policy policy;
+  policy.set_service("checkout");
+  policy.set_probe("handle_request");
+  policy.set_sampling_rate(0.5);
+  uint32_t pushed = 0;
+  EXPECT_EQ(client.apply_policy(policy, &pushed).updated_unix_ns(), uint64_t{1'700'000'005'000'000'000});
+  ASSERT_EQ(client.policies().size(), 1u);
+  EXPECT_EQ(client.policies()[0].updated_unix_ns(), uint64_t{1'700'000'005'000'000'000}) << "as stored in the bucket";
 }
 
 }  // namespace
