@@ -72,6 +72,16 @@ inline Event make_end_marker(const std::string& service = "checkout", uint64_t n
   return make_call_event(kEndMarker + n, service);
 }
 inline bool is_end_marker(const mcp::v1::Sample& s) { return s.args_size() > 0 && s.args(0) >= kEndMarker; }
+// Publishes the end marker through `fwd`, the agent whose events a test counts, once everything
+// it was given is acknowledged (an ack means stored, so the marker is stored after all of it).
+// True when the marker is acknowledged too.
+[[nodiscard]] inline bool publish_end_marker(mcp::Forwarder& fwd, const std::string& service = "checkout",
+                                             uint64_t n = 0,
+                                             std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
+  if (!fwd.flush_for(timeout)) return false;
+  fwd.consume(make_end_marker(service, n));
+  return fwd.flush_for(timeout);
+}
 
 // A subscriber and an agent's forwarder as the e2e suites use them: reconnects within 200 ms.
 inline SubscribeOptions subscribe_options(const std::string& address, const std::string& service = "") {

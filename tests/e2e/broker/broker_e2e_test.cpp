@@ -37,7 +37,7 @@ using test::make_call_event;
 using test::kQuarter;
 using test::wait_until;
 using test::kEndMarker;
-using test::make_end_marker;
+using test::publish_end_marker;
 
 constexpr std::string_view kProbe = "/usr/bin/worker:handle_request";
 
@@ -78,8 +78,7 @@ TEST_F(BrokerE2E, SubscriberReceivesExactlyTheForwardedEventsWithTheAgentsFields
     ASSERT_TRUE(fwd.flush_for(20s));
     EXPECT_EQ(fwd.stats().acked, kN);
     EXPECT_EQ(fwd.stats().dropped_oldest, 0u);
-    fwd.consume(make_end_marker());  // stored after all kN: nothing extra may precede it
-    ASSERT_TRUE(fwd.flush_for(20s));
+    ASSERT_TRUE(publish_end_marker(fwd, "checkout", 0, 20s));  // stored after all kN: nothing extra may precede it
   }
   ASSERT_TRUE(wait_until([&] { return collector.has_arg(kEndMarker); }, 10s)) << collector.count();
   EXPECT_EQ(collector.count_unmarked(), kN);
@@ -146,8 +145,7 @@ TEST_F(BrokerE2E, BrokerKilledMidStreamAndRestartedStillDeliversEachEventOnce) {
   EXPECT_LT(acked_at_kill, kN) << "the kill was not mid-stream";
   // Stored after every batch of this agent, replays included: once the subscriber has it, any
   // repeat (or the journal replay after its resume) has been delivered.
-  fwd.consume(make_end_marker());
-  ASSERT_TRUE(fwd.flush_for(30s)) << "acked " << fwd.stats().acked;
+  ASSERT_TRUE(publish_end_marker(fwd)) << "acked " << fwd.stats().acked;
 
   ASSERT_TRUE(wait_until([&] { return collector.has_arg(kEndMarker); }, 20s)) << collector.count();
   EXPECT_EQ(collector.count_unmarked(), kN);
@@ -185,8 +183,7 @@ TEST_F(BrokerE2E, StalledSubscriberLosesOnlyItsOwnOldestPacketsAndIsTold) {
     // The end marker, stored after all kN. The slow subscriber's queue drops its oldest packets,
     // so the marker (the newest) is never dropped, and the first packet after drops carries
     // their count: once the marker is in, every delivery and every drop report is.
-    fwd.consume(make_end_marker());
-    ASSERT_TRUE(fwd.flush_for(20s));
+    ASSERT_TRUE(publish_end_marker(fwd, "checkout", 0, 20s));
   }
   // The fast subscriber gets everything while the slow one is still stalled.
   ASSERT_TRUE(wait_until([&] { return fast.has_arg(kEndMarker); }, 20s)) << fast.count();

@@ -42,7 +42,7 @@ using test::batch_message;
 using test::hello_message;
 using test::publish_messages;
 using test::kEndMarker;
-using test::make_end_marker;
+using test::publish_end_marker;  // JetStream stores it after all of them; ordered consumers deliver in stream order
 
 
 
@@ -90,16 +90,6 @@ class NatsE2E : public ::testing::Test {
   SubscribeOptions subscriber(const std::string& address) { return test::subscribe_options(address); }
   ForwarderOptions forwarder(std::vector<std::string> brokers) {
     return test::forwarder_options(std::move(brokers), "nats-e2e-agent", 30s);
-  }
-  // Publishes the end marker (service `service`, args[0] = kEndMarker + n) through `fwd`, the
-  // agent whose events the test counts, once everything it was given is acknowledged: JetStream
-  // stores it after all of them (an ack means stored), and each subscriber's ordered consumer
-  // delivers in stream order. True when the marker is acknowledged too.
-  [[nodiscard]] static bool publish_end_marker(Forwarder& fwd, const std::string& service = "checkout",
-                                               uint64_t n = 0) {
-    if (!fwd.flush_for(30s)) return false;
-    fwd.consume(make_end_marker(service, n));
-    return fwd.flush_for(30s);
   }
   // Waits until `collector` has the end marker `marker`: every sample stored before it, repeats
   // and replays included, has been delivered by then. Then exactly `n` others, each once.

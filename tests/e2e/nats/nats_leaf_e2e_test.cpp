@@ -22,7 +22,7 @@ using namespace std::chrono_literals;
 using test::BrokerProcess;
 using test::Collector;
 using test::kEndMarker;
-using test::make_end_marker;
+using test::publish_end_marker;
 using test::make_call_event;
 using test::wait_until;
 
@@ -114,8 +114,7 @@ TEST_F(CrossClusterE2E, ALeafLinkCutForThirtySecondsUnderLoadStillDeliversEachEv
   // event, all acknowledged), then as a checkout event through the source into B's stream, which
   // copies A's messages in A's order. A repeat, or a cart event the source let through, would be
   // stored before it in B's stream, so each subscriber that has it has had everything it counts.
-  fwd.consume(make_end_marker("checkout"));
-  ASSERT_TRUE(fwd.flush_for(30s));
+  ASSERT_TRUE(publish_end_marker(fwd));
 
   ASSERT_TRUE(wait_until([&] { return at_b.has_arg(kEndMarker); }, 60s)) << at_b.count() << " of " << kN;
   ASSERT_TRUE(wait_until([&] { return all_at_b.has_arg(kEndMarker); }, 30s)) << all_at_b.count();
@@ -138,8 +137,7 @@ TEST_F(CrossClusterE2E, EventsPublishedInBStayInB) {
   for (uint64_t i = 0; i < 300; ++i) fwd.consume(make_call_event(i, "checkout"));
   ASSERT_TRUE(fwd.flush_for(30s));
   // B's end marker, through the same agent and broker: stored in B's stream after the 300.
-  fwd.consume(make_end_marker("checkout"));
-  ASSERT_TRUE(fwd.flush_for(30s));
+  ASSERT_TRUE(publish_end_marker(fwd));
   ASSERT_TRUE(wait_until([&] { return at_b.has_arg(kEndMarker); }, 30s)) << at_b.count();
   EXPECT_EQ(at_b.count_unmarked(), 300u);
   EXPECT_EQ(at_b.distinct_unmarked(), 300u);
@@ -149,8 +147,7 @@ TEST_F(CrossClusterE2E, EventsPublishedInBStayInB) {
   // for, bounded (no ordering here bounds the link's transit), after A's marker, which was sent
   // only once at_b had B's.
   Forwarder marker(forwarder(broker_a_->address()));
-  marker.consume(make_end_marker("marker", 1));
-  ASSERT_TRUE(marker.flush_for(30s));
+  ASSERT_TRUE(publish_end_marker(marker, "marker", 1));
   ASSERT_TRUE(wait_until([&] { return at_a.has_arg(kEndMarker + 1); }, 30s)) << at_a.count();
   EXPECT_FALSE(wait_until([&] { return at_a.has_arg(kEndMarker); }, 500ms)) << "B's end marker crossed to A";
   EXPECT_EQ(at_a.count(), 1u);
